@@ -1,0 +1,226 @@
+//! The one error type of the core: a small `Copy` value with a kind, the field it is about
+//! and the absolute byte offset of that field.
+
+use core::fmt;
+
+/// Result alias used throughout the core.
+pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+/// What went wrong, with the values needed to explain it.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The structure needs bytes up to `needed` (exclusive end offset) but only
+    /// `available` exist.
+    Truncated {
+        /// End offset the structure needs.
+        needed: u64,
+        /// Bytes actually present.
+        available: u64,
+    },
+    /// A 4-byte magic did not match.
+    BadMagic {
+        /// The magic the field must hold.
+        expected: [u8; 4],
+        /// What the file holds.
+        found: [u8; 4],
+    },
+    /// A version we do not implement.
+    Unsupported {
+        /// The version found.
+        version: u64,
+    },
+    /// A value outside its legal range `min ..= max`.
+    OutOfRange {
+        /// The value found.
+        value: u64,
+        /// Largest legal value.
+        max: u64,
+    },
+    /// A value that must equal a derived one.
+    Mismatch {
+        /// The value the rest of the file implies.
+        expected: u64,
+        /// The value stored.
+        found: u64,
+    },
+    /// A reserved field or padding that must be zero.
+    NonZero {
+        /// The value found.
+        value: u64,
+    },
+    /// Undefined bits set in a flags field.
+    UnknownFlags {
+        /// The undefined bits that are set.
+        bits: u64,
+    },
+    /// Arithmetic on file values overflowed `u64` (or `usize` on this target).
+    Overflow,
+    /// A name that is not UTF-8.
+    InvalidUtf8 {
+        /// Length of the valid prefix.
+        valid_up_to: u64,
+    },
+    /// A byte span overlapping another span that starts at `other`.
+    Overlap {
+        /// Absolute offset of the span this one overlaps.
+        other: u64,
+    },
+    /// A grid cell that no index row covers.
+    Missing,
+    /// A grid cell covered by more than one index row; `first_row` is the earlier one.
+    Duplicate {
+        /// The first row that covers the same cell.
+        first_row: u64,
+    },
+    /// A looked-up name or coordinate that does not exist.
+    NotFound,
+    /// A stored checksum differs from the computed one.
+    ChecksumMismatch {
+        /// Checksum stored in the file.
+        stored: u64,
+        /// Checksum computed over the bytes.
+        computed: u64,
+    },
+    /// A caller-owned buffer is too small for the work asked of it.
+    BufferTooSmall {
+        /// Units (bytes or words, see the function) required.
+        needed: u64,
+        /// Units supplied.
+        available: u64,
+    },
+    /// `len` bytes that no structure references.
+    Unreferenced {
+        /// How many bytes.
+        len: u64,
+    },
+    /// The data is valid but describes something this build cannot represent.
+    Invalid,
+    /// The underlying device or reader failed.
+    Io,
+}
+
+/// Coarse grouping of kinds, for exit codes and repair decisions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Category {
+    /// The input ends before a structure does.
+    Truncated,
+    /// The bytes contradict the format.
+    Corrupt,
+    /// Valid, but a version or feature this build does not implement.
+    Incompatible,
+    /// The caller's request or buffers, not the file, are at fault.
+    Usage,
+    /// Reading failed.
+    Io,
+}
+
+impl ErrorKind {
+    /// The category this kind belongs to.
+    pub fn category(&self) -> Category {
+        match self {
+            ErrorKind::Truncated { .. } => Category::Truncated,
+            ErrorKind::Unsupported { .. } => Category::Incompatible,
+            ErrorKind::NotFound | ErrorKind::BufferTooSmall { .. } => Category::Usage,
+            ErrorKind::Io => Category::Io,
+            _ => Category::Corrupt,
+        }
+    }
+}
+
+/// An error: its kind, the spec field it concerns (`"tidx.entry.payload_offset"`), and
+/// the absolute byte offset of that field in the file or image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Error {
+    /// What went wrong.
+    pub kind: ErrorKind,
+    /// The field, named as in `docs/`.
+    pub what: &'static str,
+    /// Absolute byte offset of the field.
+    pub offset: u64,
+}
+
+impl Error {
+    /// Builds an error.
+    pub const fn new(kind: ErrorKind, what: &'static str, offset: u64) -> Self {
+        Error { kind, what, offset }
+    }
+}
+
+struct Magic<'a>(&'a [u8; 4]);
+
+impl fmt::Display for Magic<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.iter().all(|b| b.is_ascii_graphic()) {
+            for b in self.0 {
+                write!(f, "{}", char::from(*b))?;
+            }
+            Ok(())
+        } else {
+            write!(
+                f,
+                "{:02x} {:02x} {:02x} {:02x}",
+                self.0[0], self.0[1], self.0[2], self.0[3]
+            )
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ErrorKind::Truncated { needed, available } => write!(
+                f,
+                "needs bytes up to offset {needed} but only {available} are present"
+            ),
+            ErrorKind::BadMagic { expected, found } => write!(
+                f,
+                "magic is '{}', expected '{}'",
+                Magic(&found),
+                Magic(&expected)
+            ),
+            ErrorKind::Unsupported { version } => write!(f, "version {version} is not supported"),
+            ErrorKind::OutOfRange { value, max } => {
+                write!(f, "value {value} is out of range (maximum {max})")
+            }
+            ErrorKind::Mismatch { expected, found } => {
+                write!(f, "is {found}, expected {expected}")
+            }
+            ErrorKind::NonZero { value } => write!(f, "must be zero, is {value:#x}"),
+            ErrorKind::UnknownFlags { bits } => write!(f, "has undefined bits {bits:#x} set"),
+            ErrorKind::Overflow => write!(f, "arithmetic on this value overflows"),
+            ErrorKind::InvalidUtf8 { valid_up_to } => {
+                write!(f, "is not UTF-8 (valid for the first {valid_up_to} bytes)")
+            }
+            ErrorKind::Overlap { other } => {
+                write!(f, "overlaps the span starting at byte {other:#x}")
+            }
+            ErrorKind::Missing => write!(f, "is missing"),
+            ErrorKind::Duplicate { first_row } => {
+                write!(f, "is already covered by tidx row {first_row}")
+            }
+            ErrorKind::NotFound => write!(f, "not found"),
+            ErrorKind::ChecksumMismatch { stored, computed } => write!(
+                f,
+                "checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
+            ),
+            ErrorKind::BufferTooSmall { needed, available } => write!(
+                f,
+                "buffer too small: {needed} units needed, {available} supplied"
+            ),
+            ErrorKind::Unreferenced { len } => {
+                write!(f, "starts {len} bytes that no structure references")
+            }
+            ErrorKind::Invalid => write!(f, "is invalid"),
+            ErrorKind::Io => write!(f, "could not be read"),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (byte {:#x}) {}", self.what, self.offset, self.kind)
+    }
+}
+
+impl core::error::Error for Error {}

@@ -1,0 +1,45 @@
+//! `tet-core`: `no_std`, allocation-free parsing and validation of the `.tet` layout v1
+//! container (see `docs/tet-v1.md`, the normative reading this crate implements).
+//!
+//! Everything here borrows the caller's bytes; nothing allocates, nothing panics (the
+//! workspace lint wall denies indexing, unchecked arithmetic, `as` casts and unwraps), and
+//! every error names the field and the absolute byte offset where it was found.
+//!
+//! ```
+//! use tet_core::tet::TetFile;
+//!
+//! // The smallest legal file: an empty superblock.
+//! let mut bytes = [0u8; 32];
+//! bytes[0..4].copy_from_slice(b"TETR");
+//! bytes[4] = 1; // layout_version
+//! bytes[16] = 32; // chunk_index_offset
+//! let file = TetFile::open(&bytes)?;
+//! assert_eq!(file.superblock().dataset_count(), 0);
+//! assert!(file.dataset("temperature").is_err());
+//! # Ok::<(), tet_core::Error>(())
+//! ```
+//!
+//! # Crate features
+//! None yet: the crate is always `no_std` and never allocates.
+#![no_std]
+#![forbid(unsafe_code)]
+// Findings carry their coordinates inline (160 bytes) because there is no allocator to box
+// them; returning them by value is the point.
+#![allow(clippy::result_large_err)]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::as_conversions,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic
+    )
+)]
+
+pub mod arith;
+pub mod error;
+pub mod tet;
+
+pub use error::{Category, Error, ErrorKind, Result};

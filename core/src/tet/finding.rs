@@ -1,0 +1,175 @@
+//! Findings: one reported problem with a stable code, a severity and the error that
+//! locates it. The table of codes is in `docs/tet-v1.md`.
+
+use super::Coords;
+use crate::error::Error;
+
+/// How bad a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    /// The file breaks a rule but every byte of data can still be located and read.
+    Warning,
+    /// Structure or data cannot be trusted.
+    Error,
+}
+
+impl Severity {
+    /// `warning` or `error`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+macro_rules! codes {
+    ($($variant:ident = $name:literal, $sev:ident, $doc:literal;)*) => {
+        /// Stable finding codes. The string form never changes once released.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum Code {
+            $(#[doc = $doc] $variant,)*
+        }
+
+        impl Code {
+            /// Every code, in documentation order.
+            pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+
+            /// The stable kebab-case name.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Code::$variant => $name,)* }
+            }
+
+            /// The severity of every finding with this code.
+            pub fn severity(self) -> Severity {
+                match self { $(Code::$variant => Severity::$sev,)* }
+            }
+
+            /// One-line description.
+            pub fn description(self) -> &'static str {
+                match self { $(Code::$variant => $doc,)* }
+            }
+        }
+    };
+}
+
+codes! {
+    FileTruncated = "file-truncated", Error, "The file ends inside a fixed structure.";
+    SuperblockMagic = "superblock-magic", Error, "Bytes 0..4 are not `TETR`.";
+    LayoutVersion = "layout-version", Error, "`layout_version` is not 1.";
+    SuperblockFlags = "superblock-flags", Warning, "Undefined superblock flag bits are set.";
+    IndexOffset = "index-offset", Error, "`chunk_index_offset` is not where the directory says the index starts.";
+    IndexLength = "index-length", Error, "`chunk_index_length` is not `32 + entry_count * 104` (or 0 for an empty file).";
+    IndexBounds = "index-bounds", Error, "The chunk index region does not fit between the directory and the footer or end of file.";
+    IndexPadding = "index-padding", Warning, "Padding between the directory and the index is not zero.";
+    DirectoryBounds = "directory-bounds", Error, "`dataset_blob_len` runs past the end of the file.";
+    DirectoryLength = "directory-length", Error, "The records do not fill `dataset_blob_len` exactly.";
+    RecordTruncated = "record-truncated", Error, "A dataset record runs past the end of the directory.";
+    RecordName = "record-name", Error, "A dataset name is not UTF-8.";
+    RecordDtype = "record-dtype", Error, "A dataset `dtype` is not a tag 1..=10.";
+    RecordNdim = "record-ndim", Error, "A dataset `ndim` is not in 1..=8.";
+    RecordReserved = "record-reserved", Warning, "A dataset record's reserved field is not zero.";
+    RecordPadding = "record-padding", Warning, "Padding after a dataset name is not zero.";
+    RecordChunkShape = "record-chunk-shape", Error, "A `chunk_shape` extent is zero.";
+    RecordSize = "record-size", Error, "The dataset's byte size or chunk count overflows 64 bits.";
+    IndexMagic = "index-magic", Error, "The chunk index does not start with `TIDX`.";
+    IndexVersion = "index-version", Error, "`index_version` is not 1.";
+    IndexReserved = "index-reserved", Warning, "A reserved field of the `TIDX` header is not zero.";
+    BudgetPercent = "budget-percent", Warning, "`memory_budget_percent_bps` is above 10000 (100 %).";
+    ChunkDataset = "chunk-dataset", Error, "An index row names a dataset that does not exist.";
+    ChunkCoords = "chunk-coords", Error, "An index row's coordinates are outside the chunk grid.";
+    ChunkCoordsUnused = "chunk-coords-unused", Error, "An index row has a nonzero coordinate past the dataset's rank.";
+    ChunkCodec = "chunk-codec", Error, "An index row has an unknown codec.";
+    ChunkReserved = "chunk-reserved", Warning, "An index row's reserved field is not zero.";
+    ChunkRawLen = "chunk-raw-len", Error, "`raw_byte_len` is not the clipped tile's element count times the dtype size.";
+    ChunkStoredLen = "chunk-stored-len", Error, "A raw chunk's `stored_byte_len` differs from its `raw_byte_len`.";
+    PayloadBounds = "payload-bounds", Error, "A payload runs past the end of the payload area (file end, or footer start).";
+    PayloadMetadata = "payload-metadata", Error, "A payload starts inside the superblock, directory or index.";
+    PayloadOverlap = "payload-overlap", Error, "Two payloads share bytes.";
+    ChunkMissing = "chunk-missing", Error, "A chunk grid cell has no index row.";
+    ChunkDuplicate = "chunk-duplicate", Error, "A chunk grid cell has more than one index row.";
+    TrailingBytes = "trailing-bytes", Warning, "Bytes after the last payload are neither payload nor footer.";
+    FooterTruncated = "footer-truncated", Error, "Flag bit 0 is set but the file is too short for a footer.";
+    FooterMagic = "footer-magic", Error, "The last four bytes are not `THST`.";
+    FooterVersion = "footer-version", Error, "`history_version` is not 1.";
+    FooterLength = "footer-length", Error, "`history_json_len` reaches back into the index or superblock.";
+    FooterJson = "footer-json", Error, "`history_json` is not a valid history object.";
+    MetadataSpill = "metadata-spill", Error, "`metadata_ref` does not name a valid span between the payloads and `history_json`.";
+    VerifyIncomplete = "verify-incomplete", Error, "The caller's scratch buffer was too small to check coverage and overlap.";
+}
+
+/// One problem found in a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// What rule was broken.
+    pub code: Code,
+    /// Where, which field, and the values involved.
+    pub error: Error,
+    /// The dataset concerned, if any.
+    pub dataset: Option<u32>,
+    /// The index row concerned, if any.
+    pub row: Option<u64>,
+    /// The chunk grid cell concerned, if any.
+    pub coords: Option<Coords>,
+}
+
+impl Finding {
+    /// A finding with no dataset, row or coordinates attached.
+    pub fn new(code: Code, error: Error) -> Self {
+        Finding {
+            code,
+            error,
+            dataset: None,
+            row: None,
+            coords: None,
+        }
+    }
+
+    /// Attaches a dataset.
+    pub fn in_dataset(mut self, id: u32) -> Self {
+        self.dataset = Some(id);
+        self
+    }
+
+    /// Attaches a row.
+    pub fn at_row(mut self, row: u64) -> Self {
+        self.row = Some(row);
+        self
+    }
+
+    /// Attaches coordinates.
+    pub fn at_coords(mut self, c: Coords) -> Self {
+        self.coords = Some(c);
+        self
+    }
+
+    /// The code's severity.
+    pub fn severity(&self) -> Severity {
+        self.code.severity()
+    }
+}
+
+/// Receives findings as they are found.
+pub trait Sink {
+    /// Called once per finding.
+    fn report(&mut self, finding: &Finding);
+}
+
+impl<F: FnMut(&Finding)> Sink for F {
+    fn report(&mut self, finding: &Finding) {
+        self(finding)
+    }
+}
+
+/// A sink that keeps the first error-severity finding and ignores warnings.
+#[derive(Default, Debug)]
+pub struct FirstError(pub Option<Finding>);
+
+impl Sink for FirstError {
+    fn report(&mut self, finding: &Finding) {
+        if self.0.is_none() && finding.severity() == Severity::Error {
+            self.0 = Some(*finding);
+        }
+    }
+}

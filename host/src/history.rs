@@ -1,0 +1,190 @@
+//! The `history_json` of the `THST` footer, checked without building a tree: history rows
+//! are validated one at a time and dropped, so memory stays bounded by the largest row.
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+/// What the JSON says.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct History {
+    /// Number of rows in `history`.
+    pub rows: u64,
+    /// Whether an inline `metadata` object is present.
+    pub inline_metadata: bool,
+    /// `metadata_ref` as `(offset, len)`.
+    pub metadata_ref: Option<(u64, u64)>,
+}
+
+/// A row in either accepted form; fields are borrowed and dropped right away.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Row<'a> {
+    Object {
+        #[serde(borrow)]
+        op: std::borrow::Cow<'a, str>,
+        #[serde(borrow)]
+        source: std::borrow::Cow<'a, str>,
+        #[serde(borrow)]
+        at: std::borrow::Cow<'a, str>,
+        #[serde(default)]
+        #[allow(dead_code)]
+        parents: Option<IgnoredAny>,
+        #[serde(default)]
+        #[allow(dead_code)]
+        params: Option<IgnoredAny>,
+    },
+    Legacy(
+        #[serde(borrow)] std::borrow::Cow<'a, str>,
+        #[serde(borrow)] std::borrow::Cow<'a, str>,
+        #[serde(borrow)] std::borrow::Cow<'a, str>,
+    ),
+}
+
+struct RowCount(u64);
+
+impl<'de> Deserialize<'de> for RowCount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RowCount;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array of history rows")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RowCount, A::Error> {
+                let mut n: u64 = 0;
+                while let Some(row) = seq.next_element::<Row<'de>>()? {
+                    let (Row::Object { op, source, at, .. } | Row::Legacy(op, source, at)) = row;
+                    drop((op, source, at));
+                    n = n.saturating_add(1);
+                }
+                Ok(RowCount(n))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+#[derive(Deserialize)]
+struct MetaRef {
+    offset: u64,
+    len: u64,
+}
+
+impl<'de> Deserialize<'de> for History {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = History;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object with optional history, metadata and metadata_ref")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<History, A::Error> {
+                let mut h = History::default();
+                let mut seen_history = false;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    match key.as_ref() {
+                        "history" => {
+                            if seen_history {
+                                return Err(de::Error::duplicate_field("history"));
+                            }
+                            seen_history = true;
+                            h.rows = map.next_value::<RowCount>()?.0;
+                        }
+                        "metadata" => {
+                            if h.inline_metadata {
+                                return Err(de::Error::duplicate_field("metadata"));
+                            }
+                            map.next_value::<serde::de::IgnoredAny>()
+                                .and_then(|_| Ok(()))?;
+                            h.inline_metadata = true;
+                        }
+                        "metadata_ref" => {
+                            if h.metadata_ref.is_some() {
+                                return Err(de::Error::duplicate_field("metadata_ref"));
+                            }
+                            let r: MetaRef = map.next_value()?;
+                            h.metadata_ref = Some((r.offset, r.len));
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                if h.inline_metadata && h.metadata_ref.is_some() {
+                    return Err(de::Error::custom(
+                        "metadata and metadata_ref are mutually exclusive",
+                    ));
+                }
+                Ok(h)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Parses `history_json`. The error text is serde_json's, with line and column.
+pub fn parse(json: &[u8]) -> Result<History, String> {
+    let mut de = serde_json::Deserializer::from_slice(json);
+    let h = History::deserialize(&mut de).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(h)
+}
+
+/// Checks that the metadata spill is a JSON object (validated without a tree).
+pub fn check_spill(spill: &[u8]) -> Result<(), String> {
+    let mut de = serde_json::Deserializer::from_slice(spill);
+    struct Obj;
+    impl<'de> Deserialize<'de> for Obj {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Obj;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Obj, A::Error> {
+                    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                    Ok(Obj)
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    Obj::deserialize(&mut de).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_objects_legacy_rows_and_refs() {
+        let h = parse(br#"{"history":[{"op":"convert","source":"a.h5","at":"2026-01-01"},["x","y","z"]],"metadata":{"units":"K"}}"#).unwrap();
+        assert_eq!(h.rows, 2);
+        assert!(h.inline_metadata);
+        let h = parse(br#"{"metadata_ref":{"offset":100,"len":20}}"#).unwrap();
+        assert_eq!(h.metadata_ref, Some((100, 20)));
+        assert_eq!(parse(b"{}").unwrap(), History::default());
+    }
+
+    #[test]
+    fn rejects_bad_json_and_bad_shapes() {
+        assert!(parse(b"XXXX").unwrap_err().contains("line 1"));
+        assert!(parse(b"[1]").is_err());
+        assert!(parse(br#"{"history":[{"op":"a"}]}"#).is_err());
+        assert!(parse(br#"{"history":[["a","b"]]}"#).is_err());
+        assert!(
+            parse(br#"{"metadata":{},"metadata_ref":{"offset":1,"len":1}}"#)
+                .unwrap_err()
+                .contains("mutually exclusive")
+        );
+        assert!(parse(br#"{} trailing"#).is_err());
+        let deep = "[".repeat(100_000);
+        assert!(parse(format!(r#"{{"metadata":{deep}}}"#).as_bytes()).is_err());
+        assert!(check_spill(br#"{"a":[1,2]}"#).is_ok());
+        assert!(check_spill(b"[]").is_err());
+    }
+}

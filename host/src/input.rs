@@ -1,0 +1,52 @@
+//! Getting a file's bytes: memory-mapped when possible, read into memory otherwise.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+/// The bytes of an input file.
+pub enum Input {
+    /// A read-only private mapping.
+    Mapped(memmap2::Mmap),
+    /// The file read into memory (empty files, or filesystems that refuse mmap).
+    Read(Vec<u8>),
+}
+
+impl Input {
+    /// Opens `path`. Errors are operational (exit 8).
+    pub fn open(path: &Path) -> std::io::Result<Input> {
+        let mut file = File::open(path)?;
+        let len = file.metadata()?.len();
+        if len > 0 {
+            if let Ok(map) = map_readonly(&file) {
+                return Ok(Input::Mapped(map));
+            }
+        }
+        let mut buf = Vec::new();
+        file.read_to_end(&mut buf)?;
+        Ok(Input::Read(buf))
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Input::Mapped(m) => m,
+            Input::Read(v) => v,
+        }
+    }
+}
+
+/// Maps `file` read-only.
+///
+/// # Safety
+/// The mapping is sound only while no process truncates or rewrites the file. The `.tet`
+/// format (spec, "Concurrency") rules out reading a file while it is written, and every
+/// parser behind this treats the bytes as untrusted, so a concurrent writer can cause
+/// wrong answers but the code never relies on the bytes for memory safety beyond their
+/// length, which a truncation would violate (SIGBUS). Callers that cannot rule that out
+/// should read the file instead; `Input::open` falls back to reading when mapping fails.
+#[allow(unsafe_code)]
+fn map_readonly(file: &File) -> std::io::Result<memmap2::Mmap> {
+    // SAFETY: see the function's contract above.
+    unsafe { memmap2::Mmap::map(file) }
+}
