@@ -96,8 +96,7 @@ impl<'de> Deserialize<'de> for History {
                             if h.inline_metadata {
                                 return Err(de::Error::duplicate_field("metadata"));
                             }
-                            map.next_value::<serde::de::IgnoredAny>()
-                                .and_then(|_| Ok(()))?;
+                            map.next_value::<Obj>()?;
                             h.inline_metadata = true;
                         }
                         "metadata_ref" => {
@@ -124,6 +123,25 @@ impl<'de> Deserialize<'de> for History {
     }
 }
 
+/// Any JSON object, validated and discarded.
+struct Obj;
+impl<'de> Deserialize<'de> for Obj {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Obj;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Obj, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Obj)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 /// Parses `history_json`. The error text is serde_json's, with line and column.
 pub fn parse(json: &[u8]) -> Result<History, String> {
     let mut de = serde_json::Deserializer::from_slice(json);
@@ -135,28 +153,12 @@ pub fn parse(json: &[u8]) -> Result<History, String> {
 /// Checks that the metadata spill is a JSON object (validated without a tree).
 pub fn check_spill(spill: &[u8]) -> Result<(), String> {
     let mut de = serde_json::Deserializer::from_slice(spill);
-    struct Obj;
-    impl<'de> Deserialize<'de> for Obj {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl<'de> Visitor<'de> for V {
-                type Value = Obj;
-                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                    f.write_str("a JSON object")
-                }
-                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Obj, A::Error> {
-                    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                    Ok(Obj)
-                }
-            }
-            d.deserialize_map(V)
-        }
-    }
     Obj::deserialize(&mut de).map_err(|e| e.to_string())?;
     de.end().map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -3,39 +3,11 @@
 //! Exit codes follow the fsck convention: 0 clean, 4 problems found and left, 8
 //! operational error (cannot open or read), 16 usage error.
 
-mod history;
-mod input;
-mod report;
-mod tet_cmd;
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-
-/// Process exit status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exit {
-    /// 0: nothing found.
-    Clean = 0,
-    /// 4: problems found and left in place.
-    Problems = 4,
-    /// 8: the file could not be opened or read.
-    Operational = 8,
-    /// 16: bad command line.
-    Usage = 16,
-}
-
-/// Output style.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Output {
-    /// Lines for a person.
-    Human,
-    /// One JSON document.
-    Json,
-    /// One line.
-    Quiet,
-}
+use tet_host::{input, tet_cmd, Exit, Output};
 
 #[derive(Parser)]
 #[command(name = "tet-host", version, about = "Inspect and verify .tet files")]

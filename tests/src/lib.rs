@@ -1,1 +1,97 @@
-//! Test-only crate; the tests live in tests/.
+//! Helpers shared by the integration tests: the conformance corpus location, a
+//! verification shortcut and a reassembler that turns a file back into its logical array.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
+
+use std::path::PathBuf;
+
+use tet_core::tet::{Code, DType, Finding, TetFile};
+
+/// `../shared/conformance/tet-upstream`, or `None` (with a loud message) when this
+/// checkout has no `../shared` beside it. Under CI (`CI` set) absence is a failure.
+pub fn conformance_dir() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/conformance/tet-upstream");
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("conformance corpus missing at {} (CI requires ../shared)", dir.display());
+    }
+    eprintln!(
+        "\n*** SKIPPING conformance tests: {} does not exist. ***\n*** Clone ../shared beside this checkout to run them. ***\n",
+        dir.display()
+    );
+    None
+}
+
+/// Every finding for `bytes`, footer JSON included (the same checks as `tet-host verify`).
+pub fn findings(bytes: &[u8]) -> Vec<Finding> {
+    let (c, _) = tet_host::tet_cmd::check(bytes).unwrap();
+    assert_eq!(c.dropped, 0);
+    c.kept
+}
+
+/// The codes of `findings(bytes)`, in report order.
+pub fn codes(bytes: &[u8]) -> Vec<Code> {
+    findings(bytes).iter().map(|f| f.code).collect()
+}
+
+/// One logical element, widened.
+pub fn element(dtype: DType, b: &[u8]) -> f64 {
+    match dtype {
+        DType::F32 => f64::from(f32::from_le_bytes(b.try_into().unwrap())),
+        DType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
+        DType::I32 => f64::from(i32::from_le_bytes(b.try_into().unwrap())),
+        DType::I64 => i64::from_le_bytes(b.try_into().unwrap()) as f64,
+        DType::U8 => f64::from(b[0]),
+        DType::U16 => f64::from(u16::from_le_bytes(b.try_into().unwrap())),
+        DType::I16 => f64::from(i16::from_le_bytes(b.try_into().unwrap())),
+        DType::U32 => f64::from(u32::from_le_bytes(b.try_into().unwrap())),
+        DType::F16 => f64::from(half::f16::from_le_bytes(b.try_into().unwrap())),
+        DType::U64 => u64::from_le_bytes(b.try_into().unwrap()) as f64,
+    }
+}
+
+/// Reassembles dataset `name` (raw chunks only) into its row-major logical bytes by
+/// looking up every grid cell through [`TetFile::chunk`].
+pub fn logical_bytes(file: &TetFile<'_>, name: &str) -> Vec<u8> {
+    let ds = file.dataset(name).unwrap();
+    let shape: Vec<u64> = ds.shape().collect();
+    let chunk: Vec<u64> = ds.chunk_shape().collect();
+    let es = ds.dtype().size() as usize;
+    let mut out = vec![0u8; ds.logical_bytes() as usize];
+    for cell in 0..ds.grid_cells() {
+        let coords = ds.delinearize(cell);
+        let c = file.chunk(&ds, coords.as_slice()).unwrap();
+        let tile = ds.tile_shape(coords.as_slice()).unwrap();
+        let tile = tile.as_slice();
+        let n: u64 = tile.iter().product();
+        for e in 0..n {
+            // Position inside the tile, then in the array.
+            let mut rem = e;
+            let mut local = vec![0u64; tile.len()];
+            for (l, t) in local.iter_mut().zip(tile).rev() {
+                *l = rem % t;
+                rem /= t;
+            }
+            let mut flat = 0u64;
+            for ((s, k), (l, c)) in shape.iter().zip(&chunk).zip(local.iter().zip(coords.as_slice())) {
+                flat = flat * s + c * k + l;
+            }
+            let src = e as usize * es;
+            let dst = flat as usize * es;
+            out[dst..dst + es].copy_from_slice(&c.payload[src..src + es]);
+        }
+    }
+    out
+}
+
+/// The logical values of dataset `name`, widened to `f64`.
+pub fn values(file: &TetFile<'_>, name: &str) -> Vec<f64> {
+    let ds = file.dataset(name).unwrap();
+    let es = ds.dtype().size() as usize;
+    logical_bytes(file, name)
+        .chunks(es)
+        .map(|b| element(ds.dtype(), b))
+        .collect()
+}

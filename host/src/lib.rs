@@ -1,0 +1,35 @@
+//! `tet-host` as a library: the command implementations behind the `tet-host` binary,
+//! so integration tests and other tools can run the same checks.
+//!
+//! Exit codes follow the fsck convention: 0 clean, 4 problems found and left, 8
+//! operational error (cannot open or read), 16 usage error.
+
+pub mod history;
+pub mod input;
+pub mod report;
+pub mod tet_cmd;
+
+/// Process exit status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: nothing found.
+    Clean = 0,
+    /// 4: problems found and left in place.
+    Problems = 4,
+    /// 8: the file could not be opened or read.
+    Operational = 8,
+    /// 16: bad command line.
+    Usage = 16,
+}
+
+/// Output style.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Lines for a person.
+    Human,
+    /// One JSON document.
+    Json,
+    /// One line.
+    Quiet,
+}
+
