@@ -62,16 +62,26 @@ pub fn verify(bytes: &[u8], opts: VerifyOptions<'_>, sink: &mut dyn Sink) -> Ver
         summary.rows_checked = true;
         let area = file.area();
         let rows = Rows { dir, ix, area };
-        let max_end = if rows.canonical() {
+        if rows.canonical() {
             summary.canonical = true;
-            rows.check_lockstep(sink)
+            rows.check_lockstep(sink);
         } else {
-            rows.check_with_scratch(opts.scratch, sink)
-        };
-        data_end = data_end.max(max_end);
+            rows.check_with_scratch(opts.scratch, sink);
+        }
+        // Every in-bounds payload counts as referenced, even if its row is bad otherwise.
+        for row in ix.rows() {
+            let start = row.payload_offset.get();
+            if let Some(end) = start.checked_add(row.stored_byte_len.get()) {
+                if start >= area.floor && end <= area.limit {
+                    data_end = data_end.max(end);
+                }
+            }
+        }
     }
     summary.data_end = data_end;
-    if !file.footer_invalid() {
+    // Where payloads end is known only once rows were checked (or there are none).
+    let rows_known = summary.rows_checked || file.superblock().dataset_count() == 0;
+    if rows_known && !file.footer_invalid() {
         check_trailing(&file, data_end, opts.metadata_spill, sink);
     }
     summary
@@ -140,9 +150,9 @@ impl<'a> Rows<'a> {
         self.ix.row_offset(i)
     }
 
-    /// Walks datasets in step with rows: calls `f(row_no, row, dataset)` with the dataset
-    /// whose canonical range contains the row, or stops (returning `false`) as soon as the
-    /// rows are not canonical.
+    /// Whether rows are in canonical order (each row is the grid cell its position says,
+    /// every cell is covered) and payloads ascend without overlap: then coverage and
+    /// overlap hold without scratch. Reports nothing.
     fn canonical(&self) -> bool {
         let mut it = self.dir.iter();
         let mut cur: Option<Dataset<'a>> = None;
@@ -179,29 +189,24 @@ impl<'a> Rows<'a> {
     }
 
     /// Row checks when rows are canonical: datasets advance with rows, so no scratch.
-    fn check_lockstep(&self, sink: &mut dyn Sink) -> u64 {
+    fn check_lockstep(&self, sink: &mut dyn Sink) {
         let mut it = self.dir.iter();
         let mut cur: Option<Dataset<'a>> = None;
-        let mut max_end = 0;
         for (i, row) in self.ix.rows().iter().enumerate() {
             let i = u64_of(i);
             while cur.is_none_or(|d| i >= d.first_canonical_row().saturating_add(d.grid_cells())) {
                 match it.next() {
                     Some(Ok(d)) => cur = Some(d),
-                    _ => return max_end, // unreachable after `canonical()` said yes
+                    _ => return, // unreachable after `canonical()` said yes
                 }
             }
             if let Some(ds) = cur {
-                let facts = check_row(&ds, row, i, self.row_at(i), self.area, sink);
-                if let Some((_, end)) = facts.span {
-                    max_end = max_end.max(end);
-                }
+                check_row(&ds, row, i, self.row_at(i), self.area, sink);
             }
         }
-        max_end
     }
 
-    fn check_with_scratch(&self, scratch: &mut [u64], sink: &mut dyn Sink) -> u64 {
+    fn check_with_scratch(&self, scratch: &mut [u64], sink: &mut dyn Sink) {
         let rows = self.ix.rows();
         let d = usize::try_from(self.dir.count()).unwrap_or(usize::MAX);
         let needed = d.saturating_mul(2).saturating_add(rows.len());
@@ -218,7 +223,7 @@ impl<'a> Rows<'a> {
                     self.ix.offset(),
                 ),
             ));
-            return 0;
+            return;
         };
         let (offsets, rest) = tables.split_at_mut(d);
         let (firsts, work) = rest.split_at_mut(d);
@@ -227,7 +232,7 @@ impl<'a> Rows<'a> {
             .zip(firsts.iter_mut())
             .zip(self.dir.iter())
         {
-            let Ok(ds) = ds else { return 0 };
+            let Ok(ds) = ds else { return };
             *o = ds.offset();
             *f = ds.first_canonical_row();
         }
@@ -238,15 +243,11 @@ impl<'a> Rows<'a> {
         };
 
         // Per-row checks.
-        let mut max_end = 0;
         for (i, row) in rows.iter().enumerate() {
             let i = u64_of(i);
             match table.dataset(row.dataset_id.get()) {
                 Some(ds) => {
-                    let facts = check_row(&ds, row, i, self.row_at(i), self.area, sink);
-                    if let Some((_, end)) = facts.span {
-                        max_end = max_end.max(end);
-                    }
+                    check_row(&ds, row, i, self.row_at(i), self.area, sink);
                 }
                 None => sink.report(
                     &Finding::new(
@@ -374,7 +375,6 @@ impl<'a> Rows<'a> {
                 reach = Some((start, end));
             }
         }
-        max_end
     }
 
     /// Reports cells `from .. to` as missing (individually while under the cap) and
