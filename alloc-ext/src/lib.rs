@@ -39,6 +39,7 @@
 
 extern crate alloc;
 
+pub mod example;
 pub mod writer;
 
 use alloc::vec::Vec;

@@ -151,7 +151,7 @@ struct Magic<'a>(&'a [u8; 4]);
 
 impl fmt::Display for Magic<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.iter().all(|b| b.is_ascii_graphic()) {
+        if self.0.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
             for b in self.0 {
                 write!(f, "{}", char::from(*b))?;
             }
