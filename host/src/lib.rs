@@ -4,6 +4,7 @@
 //! Exit codes follow the fsck convention: 0 clean, 4 problems found and left, 8
 //! operational error (cannot open or read), 16 usage error.
 
+pub mod fuzzing;
 pub mod history;
 pub mod input;
 pub mod report;

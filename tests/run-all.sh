@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Every check CI runs, runnable on a fresh machine: installs what it needs, then runs
+# fmt, clippy (warnings denied), all tests, the thumbv7m-none-eabi build of tet-core and
+# a fuzz smoke run of every target. FUZZ_SECONDS sets the per-target fuzz time (>= 30).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "toolchain"
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+rustup target add thumbv7m-none-eabi
+command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+
+if [ ! -d ../shared/conformance/tet-upstream ]; then
+  if [ -n "${CI:-}" ]; then
+    echo "error: ../shared/conformance is missing; CI must run the conformance tests" >&2
+    exit 1
+  fi
+  echo "WARNING: ../shared/conformance is missing: conformance tests will be SKIPPED" >&2
+fi
+
+step "fmt"
+cargo fmt --all --check
+(cd fuzz && cargo fmt --check)
+
+step "clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy -p tet-core --target thumbv7m-none-eabi --locked -- -D warnings
+
+step "tests"
+log=$(mktemp)
+cargo test --workspace --locked 2>&1 | tee "$log"
+
+step "tet-core for thumbv7m-none-eabi"
+cargo build -p tet-core --target thumbv7m-none-eabi --release --locked
+
+step "fuzz smoke run"
+fuzz_seconds=${FUZZ_SECONDS:-30}
+for target in $(cd fuzz && cargo fuzz list); do
+  corpus=$(mktemp -d)
+  (cd fuzz && cargo fuzz run -s none "$target" "$corpus" "seeds/$target" -- \
+      -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -print_final_stats=1 2>&1 | tail -n 12)
+  rm -rf "$corpus"
+done
+
+passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
+failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
+rm -f "$log"
+echo
+echo "summary: $passed passed, $failed failed"
