@@ -27,7 +27,11 @@ pub fn open_walk(data: &[u8]) {
                 assert_eq!(chunk.coords, coords);
                 assert_eq!(
                     u64::try_from(chunk.payload.len()).ok(),
-                    Some(file.rows()[usize::try_from(chunk.row).unwrap_or(0)].stored_byte_len.get())
+                    Some(
+                        file.rows()[usize::try_from(chunk.row).unwrap_or(0)]
+                            .stored_byte_len
+                            .get()
+                    )
                 );
             }
         }

@@ -33,4 +33,3 @@ pub enum Output {
     /// One line.
     Quiet,
 }
-

@@ -51,7 +51,11 @@ fn example_file_is_what_the_generator_writes() {
     if bless() {
         std::fs::write(&path, &bytes).unwrap();
     }
-    assert_eq!(std::fs::read(&path).unwrap(), bytes, "regenerate with TET_BLESS=1");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "regenerate with TET_BLESS=1"
+    );
 }
 
 #[test]
@@ -66,7 +70,10 @@ fn info_example() {
     let (code, out, _) = run(&["info", "docs/examples/temperature.tet"], &root());
     assert_eq!(code, 0);
     golden("info_example.out", &out);
-    let (code, out, _) = run(&["info", "--json", "docs/examples/temperature.tet"], &root());
+    let (code, out, _) = run(
+        &["info", "--json", "docs/examples/temperature.tet"],
+        &root(),
+    );
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["datasets"][0]["chunk_grid"], serde_json::json!([2, 2]));
@@ -100,7 +107,12 @@ fn verify_corrupt_human_json_quiet() {
     assert_eq!(code, 4);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["status"], "errors");
-    let codes: Vec<&str> = v["findings"].as_array().unwrap().iter().map(|f| f["code"].as_str().unwrap()).collect();
+    let codes: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
     assert_eq!(codes, ["chunk-missing", "chunk-coords", "chunk-codec"]);
     golden("verify_corrupt.json", &out);
     let (code, out, _) = run(&["verify", "-q", "corrupt.tet"], &dir);
@@ -124,5 +136,10 @@ fn exit_codes() {
     let dir = scratch("garbage.tet", b"not a tet file at all, definitely not");
     let (code, out, _) = run(&["verify", "garbage.tet"], &dir);
     assert_eq!(code, 4);
-    assert!(out.contains("error[superblock-magic] superblock.magic magic is 'not ', expected 'TETR' (byte 0x0)"), "{out}");
+    assert!(
+        out.contains(
+            "error[superblock-magic] superblock.magic magic is 'not ', expected 'TETR' (byte 0x0)"
+        ),
+        "{out}"
+    );
 }

@@ -18,5 +18,8 @@ fn replay_seeds_and_regressions() {
             }
         }
     }
-    assert!(replayed >= 3, "expected the committed seeds, replayed {replayed}");
+    assert!(
+        replayed >= 3,
+        "expected the committed seeds, replayed {replayed}"
+    );
 }

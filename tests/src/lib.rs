@@ -9,13 +9,16 @@ use tet_core::tet::{Code, DType, Finding, TetFile};
 /// `../shared/conformance/tet-upstream`, or `None` (with a loud message) when this
 /// checkout has no `../shared` beside it. Under CI (`CI` set) absence is a failure.
 pub fn conformance_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/conformance/tet-upstream");
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/tet-upstream");
     if dir.is_dir() {
         return Some(dir);
     }
     if std::env::var_os("CI").is_some() {
-        panic!("conformance corpus missing at {} (CI requires ../shared)", dir.display());
+        panic!(
+            "conformance corpus missing at {} (CI requires ../shared)",
+            dir.display()
+        );
     }
     eprintln!(
         "\n*** SKIPPING conformance tests: {} does not exist. ***\n*** Clone ../shared beside this checkout to run them. ***\n",
@@ -75,7 +78,11 @@ pub fn logical_bytes(file: &TetFile<'_>, name: &str) -> Vec<u8> {
                 rem /= t;
             }
             let mut flat = 0u64;
-            for ((s, k), (l, c)) in shape.iter().zip(&chunk).zip(local.iter().zip(coords.as_slice())) {
+            for ((s, k), (l, c)) in shape
+                .iter()
+                .zip(&chunk)
+                .zip(local.iter().zip(coords.as_slice()))
+            {
                 flat = flat * s + c * k + l;
             }
             let src = e as usize * es;

@@ -40,7 +40,9 @@ fn check_small(name: &str, dataset: &str, dtype: DType) {
 #[test]
 fn sample_f32() {
     check_small("sample.tet", "temperature", DType::F32);
-    let Some(bytes) = read("sample.tet") else { return };
+    let Some(bytes) = read("sample.tet") else {
+        return;
+    };
     let file = TetFile::open(&bytes).unwrap();
     let (sum, mean, min, max, var) = stats(&values(&file, "temperature"));
     assert_eq!((sum, mean, min, max), (21.0, 3.5, 1.0, 6.0));
@@ -64,7 +66,9 @@ fn multichunk_f16() {
 
 #[test]
 fn large_f32_with_clipped_last_chunk_row() {
-    let Some(bytes) = read("large.tet") else { return };
+    let Some(bytes) = read("large.tet") else {
+        return;
+    };
     assert_eq!(findings(&bytes), vec![]);
     let file = TetFile::open(&bytes).unwrap();
     let ds = file.dataset("a").unwrap();
@@ -74,12 +78,17 @@ fn large_f32_with_clipped_last_chunk_row() {
     let v = values(&file, "a");
     assert_eq!(v, (0..2176).map(f64::from).collect::<Vec<_>>());
     let (sum, mean, min, max, var) = stats(&v);
-    assert_eq!((sum, mean, min, max, var), (2_366_400.0, 1087.5, 0.0, 2175.0, 394_581.25));
+    assert_eq!(
+        (sum, mean, min, max, var),
+        (2_366_400.0, 1087.5, 0.0, 2175.0, 394_581.25)
+    );
 }
 
 #[test]
 fn plan_has_an_invalid_footer_and_nothing_else() {
-    let Some(bytes) = read("plan.tet") else { return };
+    let Some(bytes) = read("plan.tet") else {
+        return;
+    };
     let f = findings(&bytes);
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!(f[0].code, Code::FooterJson);

@@ -15,7 +15,9 @@ const HISTORY: &[u8] = br#"{"history":[{"op":"create","source":"test","at":"2026
 /// `counts` u16 [5]/[2] (3 chunks, the last clipped), plus a history footer.
 fn base() -> Vec<u8> {
     let mut w = TetWriter::new();
-    let t = w.add_dataset("temperature", DType::F32, &[2, 3], &[2, 2]).unwrap();
+    let t = w
+        .add_dataset("temperature", DType::F32, &[2, 3], &[2, 2])
+        .unwrap();
     let vals: Vec<u8> = (1..=6).flat_map(|v| (v as f32).to_le_bytes()).collect();
     w.add_array(t, &vals).unwrap();
     let c = w.add_dataset("counts", DType::U16, &[5], &[2]).unwrap();
@@ -87,7 +89,10 @@ fn base_is_clean_and_canonical() {
     let counts = f.dataset("counts").unwrap();
     assert_eq!(counts.first_canonical_row(), 2);
     let c = f.chunk(&counts, &[2]).unwrap();
-    assert_eq!((c.row, c.raw_byte_len, c.payload), (4, 2, &14u16.to_le_bytes()[..]));
+    assert_eq!(
+        (c.row, c.raw_byte_len, c.payload),
+        (4, 2, &14u16.to_le_bytes()[..])
+    );
 }
 
 #[test]
@@ -110,7 +115,10 @@ fn superblock_magic() {
 fn layout_version() {
     let b = patched(|_| off::sb::LAYOUT_VERSION, &2u32.to_le_bytes());
     only(&b, Code::LayoutVersion, 4);
-    assert_eq!(TetFile::open(&b).unwrap_err().kind, ErrorKind::Unsupported { version: 2 });
+    assert_eq!(
+        TetFile::open(&b).unwrap_err().kind,
+        ErrorKind::Unsupported { version: 2 }
+    );
 }
 
 #[test]
@@ -126,15 +134,27 @@ fn unknown_flag_bits_warn_but_open() {
 fn chunk_index_offset_mismatch() {
     let b = patched(|_| off::sb::CHUNK_INDEX_OFFSET, &0x400u64.to_le_bytes());
     let f = has(&b, Code::IndexOffset, 16);
-    assert!(matches!(f.error.kind, ErrorKind::Mismatch { found: 0x400, .. }));
+    assert!(matches!(
+        f.error.kind,
+        ErrorKind::Mismatch { found: 0x400, .. }
+    ));
     assert!(TetFile::open(&b).is_err());
 }
 
 #[test]
 fn chunk_index_length_mismatch() {
-    let b = patched(|_| off::sb::CHUNK_INDEX_LENGTH, &(32u64 + 4 * 104).to_le_bytes());
+    let b = patched(
+        |_| off::sb::CHUNK_INDEX_LENGTH,
+        &(32u64 + 4 * 104).to_le_bytes(),
+    );
     let f = only(&b, Code::IndexLength, 24);
-    assert_eq!(f.error.kind, ErrorKind::Mismatch { expected: 32 + 5 * 104, found: 32 + 4 * 104 });
+    assert_eq!(
+        f.error.kind,
+        ErrorKind::Mismatch {
+            expected: 32 + 5 * 104,
+            found: 32 + 4 * 104
+        }
+    );
 }
 
 #[test]
@@ -191,7 +211,10 @@ fn record_name_utf8() {
 
 #[test]
 fn record_name_len_past_blob() {
-    let b = patched(|m| m.rec1 + off::rec::NAME_LEN, &0xffff_fff0u32.to_le_bytes());
+    let b = patched(
+        |m| m.rec1 + off::rec::NAME_LEN,
+        &0xffff_fff0u32.to_le_bytes(),
+    );
     has(&b, Code::RecordTruncated, 104);
 }
 
@@ -232,10 +255,16 @@ fn tidx_reserved_and_budget_warn() {
     only(&b, Code::IndexReserved, ix + 18);
     let b = patched(|m| m.index + off::tidx::RESERVED1, &1u64.to_le_bytes());
     only(&b, Code::IndexReserved, ix + 24);
-    let b = patched(|m| m.index + off::tidx::BUDGET_BPS, &10_001u16.to_le_bytes());
+    let b = patched(
+        |m| m.index + off::tidx::BUDGET_BPS,
+        &10_001u16.to_le_bytes(),
+    );
     let f = only(&b, Code::BudgetPercent, ix + 16);
     assert_eq!(f.severity(), Severity::Warning);
-    let b = patched(|m| m.index + off::tidx::BUDGET_BPS, &10_000u16.to_le_bytes());
+    let b = patched(
+        |m| m.index + off::tidx::BUDGET_BPS,
+        &10_000u16.to_le_bytes(),
+    );
     assert_eq!(findings(&b), vec![]);
 }
 
@@ -243,7 +272,10 @@ fn tidx_reserved_and_budget_warn() {
 fn tidx_entry_count() {
     let b = patched(|m| m.index + off::tidx::ENTRY_COUNT, &6u64.to_le_bytes());
     only(&b, Code::IndexLength, 24);
-    let b = patched(|m| m.index + off::tidx::ENTRY_COUNT, &u64::MAX.to_le_bytes());
+    let b = patched(
+        |m| m.index + off::tidx::ENTRY_COUNT,
+        &u64::MAX.to_le_bytes(),
+    );
     let f = only(&b, Code::IndexLength, map(&base()).index + 8);
     assert_eq!(f.error.kind, ErrorKind::Overflow);
 }
@@ -263,7 +295,10 @@ fn row_dataset_id() {
 
 #[test]
 fn row_coords_outside_grid_names_the_cell() {
-    let b = patched(|m| row(m, 1) + off::row::CHUNK_INDEX + 8, &3u64.to_le_bytes());
+    let b = patched(
+        |m| row(m, 1) + off::row::CHUNK_INDEX + 8,
+        &3u64.to_le_bytes(),
+    );
     let m = map(&b);
     let at = row(&m, 1) + 16;
     let f = has(&b, Code::ChunkCoords, at);
@@ -278,12 +313,18 @@ fn row_coords_outside_grid_names_the_cell() {
     has(&b, Code::ChunkMissing, m.index);
     // Lookup of the now-missing cell fails cleanly.
     let t = file.dataset("temperature").unwrap();
-    assert_eq!(file.chunk(&t, &[0, 1]).unwrap_err().kind, ErrorKind::NotFound);
+    assert_eq!(
+        file.chunk(&t, &[0, 1]).unwrap_err().kind,
+        ErrorKind::NotFound
+    );
 }
 
 #[test]
 fn row_unused_coordinate_slot() {
-    let b = patched(|m| row(m, 0) + off::row::CHUNK_INDEX + 2 * 8, &1u64.to_le_bytes());
+    let b = patched(
+        |m| row(m, 0) + off::row::CHUNK_INDEX + 2 * 8,
+        &1u64.to_le_bytes(),
+    );
     let m = map(&b);
     has(&b, Code::ChunkCoordsUnused, row(&m, 0) + 24);
 }
@@ -303,9 +344,21 @@ fn row_raw_byte_len_must_match_the_clipped_tile() {
     let b = patched(|m| row(m, 1) + off::row::RAW_BYTE_LEN, &16u64.to_le_bytes());
     let r = row(&map(&b), 1);
     let f = has(&b, Code::ChunkRawLen, r + 80);
-    assert_eq!(f.error.kind, ErrorKind::Mismatch { expected: 8, found: 16 });
+    assert_eq!(
+        f.error.kind,
+        ErrorKind::Mismatch {
+            expected: 8,
+            found: 16
+        }
+    );
     let f = has(&b, Code::ChunkStoredLen, r + 88);
-    assert_eq!(f.error.kind, ErrorKind::Mismatch { expected: 16, found: 8 });
+    assert_eq!(
+        f.error.kind,
+        ErrorKind::Mismatch {
+            expected: 16,
+            found: 8
+        }
+    );
     let file = TetFile::open(&b).unwrap();
     let t = file.dataset("temperature").unwrap();
     assert_eq!(file.chunk(&t, &[0, 1]).unwrap_err().offset, r + 80);
@@ -313,9 +366,15 @@ fn row_raw_byte_len_must_match_the_clipped_tile() {
 
 #[test]
 fn row_payload_bounds() {
-    let b = patched(|m| row(m, 3) + off::row::PAYLOAD_OFFSET, &(1u64 << 50).to_le_bytes());
+    let b = patched(
+        |m| row(m, 3) + off::row::PAYLOAD_OFFSET,
+        &(1u64 << 50).to_le_bytes(),
+    );
     has(&b, Code::PayloadBounds, row(&map(&b), 3) + 72);
-    let b = patched(|m| row(m, 3) + off::row::STORED_BYTE_LEN, &u64::MAX.to_le_bytes());
+    let b = patched(
+        |m| row(m, 3) + off::row::STORED_BYTE_LEN,
+        &u64::MAX.to_le_bytes(),
+    );
     has(&b, Code::PayloadBounds, row(&map(&b), 3) + 88);
 }
 
@@ -325,17 +384,26 @@ fn payload_may_not_run_into_the_footer() {
     let b0 = base();
     let f = TetFile::open(&b0).unwrap();
     let last = f.rows()[4].payload_offset.get();
-    let b = patched(|m| row(m, 4) + off::row::PAYLOAD_OFFSET, &(last + 1).to_le_bytes());
+    let b = patched(
+        |m| row(m, 4) + off::row::PAYLOAD_OFFSET,
+        &(last + 1).to_le_bytes(),
+    );
     let found = has(&b, Code::PayloadBounds, row(&map(&b), 4) + 72);
     assert_eq!(
         found.error.kind,
-        ErrorKind::Truncated { needed: last + 3, available: f.payload_limit() }
+        ErrorKind::Truncated {
+            needed: last + 3,
+            available: f.payload_limit()
+        }
     );
 }
 
 #[test]
 fn payload_inside_metadata() {
-    let b = patched(|m| row(m, 0) + off::row::PAYLOAD_OFFSET, &40u64.to_le_bytes());
+    let b = patched(
+        |m| row(m, 0) + off::row::PAYLOAD_OFFSET,
+        &40u64.to_le_bytes(),
+    );
     has(&b, Code::PayloadMetadata, row(&map(&b), 0) + 72);
 }
 
@@ -343,7 +411,10 @@ fn payload_inside_metadata() {
 fn payload_overlap() {
     let b0 = base();
     let p0 = TetFile::open(&b0).unwrap().rows()[0].payload_offset.get();
-    let b = patched(|m| row(m, 1) + off::row::PAYLOAD_OFFSET, &(p0 + 4).to_le_bytes());
+    let b = patched(
+        |m| row(m, 1) + off::row::PAYLOAD_OFFSET,
+        &(p0 + 4).to_le_bytes(),
+    );
     let f = has(&b, Code::PayloadOverlap, row(&map(&b), 1) + 72);
     assert_eq!(f.error.kind, ErrorKind::Overlap { other: p0 });
     assert_eq!(f.row, Some(1));
@@ -380,13 +451,29 @@ fn non_canonical_row_order_is_valid_and_readable() {
     let b = w.to_bytes().unwrap();
     assert_eq!(findings(&b), vec![]);
     let f = TetFile::open(&b).unwrap();
-    assert_eq!(tet_tests::values(&f, "a"), (1..=9).map(f64::from).collect::<Vec<_>>());
+    assert_eq!(
+        tet_tests::values(&f, "a"),
+        (1..=9).map(f64::from).collect::<Vec<_>>()
+    );
     // Without scratch the core says it could not finish, rather than guessing.
     let mut sink = Vec::new();
-    verify(&b, VerifyOptions { scratch: &mut [], metadata_spill: None }, &mut |f: &tet_core::tet::Finding| sink.push(*f));
+    verify(
+        &b,
+        VerifyOptions {
+            scratch: &mut [],
+            metadata_spill: None,
+        },
+        &mut |f: &tet_core::tet::Finding| sink.push(*f),
+    );
     assert_eq!(sink.len(), 1);
     assert_eq!(sink[0].code, Code::VerifyIncomplete);
-    assert_eq!(sink[0].error.kind, ErrorKind::BufferTooSmall { needed: 2 + 4, available: 0 });
+    assert_eq!(
+        sink[0].error.kind,
+        ErrorKind::BufferTooSmall {
+            needed: 2 + 4,
+            available: 0
+        }
+    );
 }
 
 #[test]
@@ -402,7 +489,10 @@ fn missing_cells_are_capped_then_summarised() {
     assert_eq!(missing[5].coords.unwrap().as_slice(), &[6]);
     assert_eq!(
         missing[64].error.kind,
-        ErrorKind::Mismatch { expected: 1 << 40, found: 1 }
+        ErrorKind::Mismatch {
+            expected: 1 << 40,
+            found: 1
+        }
     );
 }
 
@@ -428,7 +518,13 @@ fn footer_tail() {
     has(&b, Code::FooterVersion, len - 8);
     let b = patched(|m| m.len - 16, &u64::MAX.to_le_bytes());
     let f = has(&b, Code::FooterLength, len - 16);
-    assert!(matches!(f.error.kind, ErrorKind::OutOfRange { value: u64::MAX, .. }));
+    assert!(matches!(
+        f.error.kind,
+        ErrorKind::OutOfRange {
+            value: u64::MAX,
+            ..
+        }
+    ));
     // A broken tail does not also produce trailing-byte noise.
     assert!(!codes(&b).contains(&Code::TrailingBytes));
 }
@@ -452,7 +548,13 @@ fn footer_flag_without_footer() {
     let mut empty = TetWriter::new().to_bytes().unwrap();
     patch(&mut empty, off::sb::FLAGS, &1u32.to_le_bytes());
     let f = only(&empty, Code::FooterTruncated, 32);
-    assert_eq!(f.error.kind, ErrorKind::Truncated { needed: 48, available: 32 });
+    assert_eq!(
+        f.error.kind,
+        ErrorKind::Truncated {
+            needed: 48,
+            available: 32
+        }
+    );
 }
 
 #[test]
@@ -462,7 +564,10 @@ fn metadata_spill() {
     w.add_array(a, &[1, 2]).unwrap();
     let spill = br#"{"units":"K"}"#;
     let at = w.spill_offset().unwrap();
-    let json = format!(r#"{{"metadata_ref":{{"offset":{at},"len":{}}}}}"#, spill.len());
+    let json = format!(
+        r#"{{"metadata_ref":{{"offset":{at},"len":{}}}}}"#,
+        spill.len()
+    );
     w.set_history(json.as_bytes(), spill);
     let b = w.to_bytes().unwrap();
     assert_eq!(findings(&b), vec![]);
@@ -470,7 +575,11 @@ fn metadata_spill() {
     let mut w2 = TetWriter::new();
     let a = w2.add_dataset("a", DType::U8, &[2], &[2]).unwrap();
     w2.add_array(a, &[1, 2]).unwrap();
-    let json = format!(r#"{{"metadata_ref":{{"offset":{},"len":{}}}}}"#, at - 2, spill.len());
+    let json = format!(
+        r#"{{"metadata_ref":{{"offset":{},"len":{}}}}}"#,
+        at - 2,
+        spill.len()
+    );
     w2.set_history(json.as_bytes(), spill);
     let b = w2.to_bytes().unwrap();
     let c = codes(&b);

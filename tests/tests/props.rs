@@ -32,7 +32,12 @@ fn dataset() -> impl Strategy<Value = Spec> {
                 proptest::collection::vec(any::<u8>(), n as usize),
             )
         })
-        .prop_map(|(dtype, shape, chunk, data)| Spec { dtype, shape, chunk, data })
+        .prop_map(|(dtype, shape, chunk, data)| Spec {
+            dtype,
+            shape,
+            chunk,
+            data,
+        })
 }
 
 /// Builds a file; `order` permutes the rows (0 keeps canonical order).
@@ -40,7 +45,9 @@ fn build(specs: &[Spec], order: u64, footer: bool) -> Vec<u8> {
     // First collect the canonical rows through a scratch writer, then re-add permuted.
     let mut canonical = TetWriter::new();
     for (i, s) in specs.iter().enumerate() {
-        let id = canonical.add_dataset(&format!("d{i}"), s.dtype, &s.shape, &s.chunk).unwrap();
+        let id = canonical
+            .add_dataset(&format!("d{i}"), s.dtype, &s.shape, &s.chunk)
+            .unwrap();
         canonical.add_array(id, &s.data).unwrap();
     }
     let bytes = canonical.to_bytes().unwrap();
@@ -57,7 +64,9 @@ fn build(specs: &[Spec], order: u64, footer: bool) -> Vec<u8> {
     // Deterministic Fisher-Yates driven by `order`.
     let mut state = order;
     for i in (1..rows.len()).rev() {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let j = (state >> 33) as usize % (i + 1);
         if order != 0 {
             rows.swap(i, j);
@@ -65,7 +74,8 @@ fn build(specs: &[Spec], order: u64, footer: bool) -> Vec<u8> {
     }
     let mut w = TetWriter::new();
     for (i, s) in specs.iter().enumerate() {
-        w.add_dataset(&format!("d{i}"), s.dtype, &s.shape, &s.chunk).unwrap();
+        w.add_dataset(&format!("d{i}"), s.dtype, &s.shape, &s.chunk)
+            .unwrap();
     }
     for (id, c, p) in rows {
         w.add_chunk_raw(tet_core::tet::DatasetId(id), &c, &p);
