@@ -1,6 +1,8 @@
 //! Runs the real `tet-host` binary and compares its output with committed golden files.
 //! `TET_BLESS=1 cargo test -p tet-host` rewrites the golden files (and the example file).
 
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -1,6 +1,8 @@
 //! Replays every committed fuzz seed and every past crash (`fuzz/regressions`) through the
 //! fuzz target's body, so a fixed crash stays fixed under plain `cargo test`.
 
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 use std::path::PathBuf;
 
 #[test]
