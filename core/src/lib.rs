@@ -21,7 +21,7 @@
 //!
 //! # Crate features
 //! None yet: the crate is always `no_std` and never allocates.
-#![no_std]
+#![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 // Findings carry their coordinates inline (160 bytes) because there is no allocator to box
 // them; returning them by value is the point.
