@@ -55,18 +55,39 @@ impl Collector {
     }
 }
 
-fn grid_text(file: &TetFile<'_>, id: u32) -> Option<(String, String)> {
-    let ds = file.directory()?.get(tet_core::tet::DatasetId(id)).ok()?;
-    let grid: Vec<String> = ds.grid().map(|g| g.to_string()).collect();
-    Some((ds.name().to_string(), grid.join("×")))
+/// Names and grid shapes of the datasets that findings mention, gathered in one pass
+/// over the directory (so rendering N findings costs O(datasets + N), not O(datasets × N))
+/// and only for the ids mentioned (so memory is bounded by the kept findings).
+#[derive(Default)]
+pub struct Names(BTreeMap<u32, (String, String)>);
+
+impl Names {
+    /// Collects the datasets `findings` mention.
+    pub fn for_findings(file: Option<&TetFile<'_>>, findings: &[Finding]) -> Names {
+        let wanted: std::collections::BTreeSet<u32> =
+            findings.iter().filter_map(|f| f.dataset).collect();
+        let mut names = Names::default();
+        let Some(file) = file else { return names };
+        if wanted.is_empty() {
+            return names;
+        }
+        for ds in file.datasets() {
+            let Ok(ds) = ds else { break };
+            if wanted.contains(&ds.id().0) {
+                let grid: Vec<String> = ds.grid().map(|g| g.to_string()).collect();
+                names
+                    .0
+                    .insert(ds.id().0, (ds.name().to_string(), grid.join("×")));
+            }
+        }
+        names
+    }
 }
 
 /// The one-line message for a finding.
-pub fn message(file: Option<&TetFile<'_>>, f: &Finding, note: Option<&String>) -> String {
+pub fn message(names: &Names, f: &Finding, note: Option<&String>) -> String {
     let mut m = String::new();
-    let named = f
-        .dataset
-        .and_then(|id| file.and_then(|file| grid_text(file, id)));
+    let named = f.dataset.and_then(|id| names.0.get(&id).cloned());
     if let Some(id) = f.dataset {
         match &named {
             Some((name, _)) => {
@@ -118,7 +139,7 @@ pub fn message(file: Option<&TetFile<'_>>, f: &Finding, note: Option<&String>) -
 }
 
 /// The JSON object for a finding.
-pub fn finding_json(file: Option<&TetFile<'_>>, f: &Finding, note: Option<&String>) -> Value {
+pub fn finding_json(names: &Names, f: &Finding, note: Option<&String>) -> Value {
     json!({
         "code": f.code.as_str(),
         "severity": f.severity().name(),
@@ -127,6 +148,6 @@ pub fn finding_json(file: Option<&TetFile<'_>>, f: &Finding, note: Option<&Strin
         "dataset": f.dataset,
         "row": f.row,
         "coords": f.coords.map(|c| c.as_slice().to_vec()),
-        "message": message(file, f, note),
+        "message": message(names, f, note),
     })
 }

@@ -8,7 +8,7 @@ use tet_core::tet::{Code, Codec, Finding, Span, TetFile};
 use tet_core::{Error, ErrorKind};
 
 use crate::history;
-use crate::report::{finding_json, message, Collector};
+use crate::report::{finding_json, message, Collector, Names};
 use crate::{Exit, Output};
 
 /// Parses the footer JSON (if any) and returns the metadata spill span it names; JSON
@@ -81,7 +81,8 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output) -> Exit {
     let file = file.as_ref();
     let mut findings: Vec<(usize, &Finding)> = found.kept.iter().enumerate().collect();
     findings.sort_by_key(|(i, f)| (f.error.offset, *i));
-    let msg = |i: usize, f: &Finding| message(file, f, found.notes.get(&i));
+    let names = Names::for_findings(file, &found.kept);
+    let msg = |i: usize, f: &Finding| message(&names, f, found.notes.get(&i));
     let status = if found.errors > 0 {
         "errors"
     } else if found.warnings > 0 {
@@ -93,7 +94,7 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output) -> Exit {
         Output::Json => {
             let list: Vec<Value> = findings
                 .iter()
-                .map(|(i, f)| finding_json(file, f, found.notes.get(i)))
+                .map(|(i, f)| finding_json(&names, f, found.notes.get(i)))
                 .collect();
             let v = json!({
                 "file": path.display().to_string(),
@@ -174,7 +175,8 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
         eprintln!(
             "tet-host: {}: not a readable .tet file: {}",
             path.display(),
-            f.map(|f| message(None, f, None)).unwrap_or_default()
+            f.map(|f| message(&Names::default(), f, None))
+                .unwrap_or_default()
         );
         return Exit::Problems;
     };
