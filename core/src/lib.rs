@@ -1,5 +1,5 @@
 //! `tet-core`: `no_std`, allocation-free parsing and validation of the `.tet` layout v1
-//! container (see `docs/tet-v1.md`, the normative reading this crate implements).
+//! container (`docs/tet-v1.md`) and of cetrafs 0x0006 filesystem images (`docs/cetrafs.md`).
 //!
 //! Everything here borrows the caller's bytes; nothing allocates, nothing panics (the
 //! workspace lint wall denies indexing, unchecked arithmetic, `as` casts and unwraps), and
@@ -20,7 +20,11 @@
 //! ```
 //!
 //! # Crate features
-//! None yet: the crate is always `no_std` and never allocates.
+//! The crate is always `no_std` and never allocates. Features only pick the CRC-32C
+//! lookup table for cetrafs checksums:
+//! * default: a 1 KiB table;
+//! * `crc-no-table`: bitwise, no table (smallest flash);
+//! * `crc-table-16k`: a 16 KiB slice-by-16 table (fastest).
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 // Findings carry their coordinates inline (160 bytes) because there is no allocator to box
@@ -39,6 +43,9 @@
 )]
 
 pub mod arith;
+pub mod block;
+pub mod cetrafs;
+pub mod checksum;
 pub mod error;
 pub mod tet;
 

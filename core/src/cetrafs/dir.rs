@@ -1,0 +1,423 @@
+//! Directories, path resolution and extended attributes.
+
+use core::ops::ControlFlow;
+
+use zerocopy::FromBytes;
+
+use super::raw::{RawDirEntry, RawTail, RawXattr};
+use super::tree::Inode;
+use super::{
+    check_crc, check_magic, err, Buffers, Fs, DIRENTS_PER_BLOCK, TAIL_AT, TAIL_DIR, TAIL_XATTR,
+    XATTRS_PER_BLOCK,
+};
+use crate::block::{Block, BlockDevice, BLOCK_SIZE_U64};
+use crate::error::{ErrorKind, Result};
+
+/// Most components a path may have.
+pub const MAX_PATH_COMPONENTS: usize = 4096;
+
+/// Directory entry file types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileType {
+    /// 1.
+    Regular,
+    /// 2.
+    Directory,
+    /// 7.
+    Symlink,
+}
+
+impl FileType {
+    /// From the on-disk code.
+    pub fn from_code(c: u8) -> Option<FileType> {
+        match c {
+            1 => Some(FileType::Regular),
+            2 => Some(FileType::Directory),
+            7 => Some(FileType::Symlink),
+            _ => None,
+        }
+    }
+
+    /// The on-disk code.
+    pub fn code(self) -> u8 {
+        match self {
+            FileType::Regular => 1,
+            FileType::Directory => 2,
+            FileType::Symlink => 7,
+        }
+    }
+}
+
+/// One validated directory entry (name stored inline).
+#[derive(Clone, Copy, Debug)]
+pub struct DirEntry {
+    /// Target inode.
+    pub inode: u64,
+    /// Type.
+    pub file_type: FileType,
+    name: [u8; 255],
+    name_len: u8,
+}
+
+impl DirEntry {
+    /// The name bytes.
+    pub fn name(&self) -> &[u8] {
+        self.name.get(..usize::from(self.name_len)).unwrap_or(&[])
+    }
+}
+
+/// One extended attribute (key and value stored inline).
+#[derive(Clone, Copy, Debug)]
+pub struct Xattr {
+    key: [u8; 64],
+    key_len: u8,
+    value: [u8; 256],
+    value_len: u16,
+}
+
+impl Xattr {
+    /// The full key (`user.x`).
+    pub fn key(&self) -> &[u8] {
+        self.key.get(..usize::from(self.key_len)).unwrap_or(&[])
+    }
+    /// The value.
+    pub fn value(&self) -> &[u8] {
+        self.value.get(..usize::from(self.value_len)).unwrap_or(&[])
+    }
+}
+
+fn check_tail(block: &Block, lba: u64, magic: [u8; 4], what: &'static str) -> Result<()> {
+    let tail = RawTail::read_from_bytes(block.get(TAIL_AT..).unwrap_or(&[]))
+        .map_err(|_| err(ErrorKind::Invalid, what, lba, TAIL_AT))?;
+    check_magic(tail.magic, magic, what, lba, TAIL_AT)?;
+    check_crc(
+        &block[..],
+        TAIL_AT.saturating_add(8),
+        tail.crc.get(),
+        what,
+        lba,
+        0,
+    )
+}
+
+fn nonzero_at(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|b| *b != 0)
+}
+
+impl<D: BlockDevice> Fs<D> {
+    /// Parses directory block `lba` (in `block`), calling `f` with each entry in use.
+    fn dir_block(
+        &self,
+        block: &Block,
+        lba: u64,
+        f: &mut impl FnMut(&DirEntry) -> ControlFlow<()>,
+    ) -> Result<ControlFlow<()>> {
+        check_tail(block, lba, TAIL_DIR, "dir_block.tail")?;
+        let used = DIRENTS_PER_BLOCK.saturating_mul(266);
+        if let Some(i) = nonzero_at(block.get(used..TAIL_AT).unwrap_or(&[])) {
+            return Err(err(
+                ErrorKind::NonZero { value: 1 },
+                "dir_block.padding",
+                lba,
+                used.saturating_add(i),
+            ));
+        }
+        for k in 0..DIRENTS_PER_BLOCK {
+            let off = k.saturating_mul(266);
+            let bytes = block.get(off..off.saturating_add(266)).unwrap_or(&[]);
+            let raw = RawDirEntry::read_from_bytes(bytes)
+                .map_err(|_| err(ErrorKind::Invalid, "dirent", lba, off))?;
+            let ino = raw.inode.get();
+            if ino == 0 {
+                if let Some(i) = nonzero_at(bytes) {
+                    return Err(err(
+                        ErrorKind::NonZero { value: 1 },
+                        "dirent (empty slot)",
+                        lba,
+                        off.saturating_add(i),
+                    ));
+                }
+                continue;
+            }
+            if ino >= self.superblock().inode_count() {
+                return Err(err(
+                    ErrorKind::OutOfRange {
+                        value: ino,
+                        max: self.superblock().inode_count().saturating_sub(1),
+                    },
+                    "dirent.inode",
+                    lba,
+                    off,
+                ));
+            }
+            let len = raw.name_len.get();
+            let name_len = u8::try_from(len).ok().filter(|l| *l >= 1).ok_or(err(
+                ErrorKind::OutOfRange {
+                    value: len.into(),
+                    max: 255,
+                },
+                "dirent.name_len",
+                lba,
+                off.saturating_add(8),
+            ))?;
+            let file_type = FileType::from_code(raw.file_type).ok_or(err(
+                ErrorKind::OutOfRange {
+                    value: raw.file_type.into(),
+                    max: 7,
+                },
+                "dirent.file_type",
+                lba,
+                off.saturating_add(10),
+            ))?;
+            let (name, rest) = raw.name.split_at(usize::from(name_len).min(255));
+            if let Some(i) = nonzero_at(rest) {
+                return Err(err(
+                    ErrorKind::NonZero { value: 1 },
+                    "dirent.name (padding)",
+                    lba,
+                    off.saturating_add(11)
+                        .saturating_add(name.len())
+                        .saturating_add(i),
+                ));
+            }
+            if name.iter().any(|b| *b == b'/' || *b == 0) || name == b"." || name == b".." {
+                return Err(err(
+                    ErrorKind::Invalid,
+                    "dirent.name",
+                    lba,
+                    off.saturating_add(11),
+                ));
+            }
+            let e = DirEntry {
+                inode: ino,
+                file_type,
+                name: raw.name,
+                name_len,
+            };
+            if f(&e).is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// Calls `f` with every entry of directory `dir` (block order follows the unordered
+    /// extent array; entries within a block in slot order). `.` and `..` are not stored.
+    pub fn read_dir(
+        &self,
+        dir: &Inode,
+        bufs: &mut Buffers,
+        mut f: impl FnMut(&DirEntry) -> ControlFlow<()>,
+    ) -> Result<()> {
+        if !dir.is_dir() {
+            return Err(err(
+                ErrorKind::Invalid,
+                "inode.mode (not a directory)",
+                dir.lba,
+                16,
+            ));
+        }
+        let blocks = dir.size().div_ceil(BLOCK_SIZE_U64);
+        let data = &mut bufs.data;
+        let _stopped_early = self.for_each_extent(dir, &mut bufs.tree, |e| {
+            if e.uninit {
+                return Err(err(
+                    ErrorKind::Invalid,
+                    "extent.len (uninitialized directory block)",
+                    dir.lba,
+                    104,
+                ));
+            }
+            for b in 0..u64::from(e.len) {
+                if u64::from(e.logical).saturating_add(b) >= blocks {
+                    break;
+                }
+                let lba = e.physical.saturating_add(b);
+                self.device().read_block(lba, data)?;
+                if self.dir_block(data, lba, &mut f)?.is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(())
+    }
+
+    /// The inode `name` names in directory `dir`, if any.
+    pub fn lookup(&self, dir: &Inode, name: &[u8], bufs: &mut Buffers) -> Result<Option<u64>> {
+        let mut found = None;
+        self.read_dir(dir, bufs, |e| {
+            if e.name() == name {
+                found = Some(e.inode);
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })?;
+        Ok(found)
+    }
+
+    /// Resolves an absolute or root-relative path (`/a/b`, `a/b`); `.` and `..` are
+    /// handled through the inode's `parent`. Symlinks are not followed.
+    pub fn resolve(&self, path: &[u8], bufs: &mut Buffers) -> Result<Inode> {
+        let root = self.superblock().root_inode();
+        let mut cur = self.inode(root, &mut bufs.data)?;
+        for (n, comp) in path
+            .split(|b| *b == b'/')
+            .filter(|c| !c.is_empty())
+            .enumerate()
+        {
+            if n >= MAX_PATH_COMPONENTS {
+                return Err(err(
+                    ErrorKind::OutOfRange {
+                        value: crate::arith::u64_of(n),
+                        max: crate::arith::u64_of(MAX_PATH_COMPONENTS),
+                    },
+                    "path components",
+                    0,
+                    0,
+                ));
+            }
+            match comp {
+                b"." => {}
+                b".." => {
+                    let parent = cur.raw.parent.get();
+                    cur = self.inode(parent, &mut bufs.data)?;
+                }
+                name => {
+                    if !cur.is_dir() {
+                        return Err(err(
+                            ErrorKind::NotFound,
+                            "path (not a directory)",
+                            cur.lba,
+                            16,
+                        ));
+                    }
+                    let ino = self.lookup(&cur, name, bufs)?.ok_or(err(
+                        ErrorKind::NotFound,
+                        "path",
+                        cur.lba,
+                        0,
+                    ))?;
+                    cur = self.inode(ino, &mut bufs.data)?;
+                }
+            }
+        }
+        Ok(cur)
+    }
+
+    /// Calls `f` with every extended attribute of `inode`.
+    pub fn xattrs(
+        &self,
+        inode: &Inode,
+        bufs: &mut Buffers,
+        mut f: impl FnMut(&Xattr) -> ControlFlow<()>,
+    ) -> Result<()> {
+        let lba = inode.raw.xattr_block.get();
+        if lba == 0 {
+            return Ok(());
+        }
+        self.check_data_range(lba, 1, "inode.xattr_block", inode.lba, 96)?;
+        self.device().read_block(lba, &mut bufs.data)?;
+        let block = &bufs.data;
+        check_tail(block, lba, TAIL_XATTR, "xattr_block.tail")?;
+        let used = XATTRS_PER_BLOCK.saturating_mul(322);
+        if let Some(i) = nonzero_at(block.get(used..TAIL_AT).unwrap_or(&[])) {
+            return Err(err(
+                ErrorKind::NonZero { value: 1 },
+                "xattr_block.padding",
+                lba,
+                used.saturating_add(i),
+            ));
+        }
+        for k in 0..XATTRS_PER_BLOCK {
+            let off = k.saturating_mul(322);
+            let bytes = block.get(off..off.saturating_add(322)).unwrap_or(&[]);
+            let raw = RawXattr::read_from_bytes(bytes)
+                .map_err(|_| err(ErrorKind::Invalid, "xattr", lba, off))?;
+            if raw.key[0] == 0 {
+                if let Some(i) = nonzero_at(bytes) {
+                    return Err(err(
+                        ErrorKind::NonZero { value: 1 },
+                        "xattr (free slot)",
+                        lba,
+                        off.saturating_add(i),
+                    ));
+                }
+                continue;
+            }
+            let key_len = raw.key.iter().position(|b| *b == 0).unwrap_or(64);
+            let (key, rest) = raw.key.split_at(key_len);
+            if nonzero_at(rest).is_some() || !key.contains(&b'.') {
+                return Err(err(ErrorKind::Invalid, "xattr.key", lba, off));
+            }
+            let vlen = raw.value_len.get();
+            if vlen > 256 {
+                return Err(err(
+                    ErrorKind::OutOfRange {
+                        value: vlen.into(),
+                        max: 256,
+                    },
+                    "xattr.value_len",
+                    lba,
+                    off.saturating_add(64),
+                ));
+            }
+            if let Some(i) = nonzero_at(raw.value.get(usize::from(vlen)..).unwrap_or(&[])) {
+                return Err(err(
+                    ErrorKind::NonZero { value: 1 },
+                    "xattr.value (padding)",
+                    lba,
+                    off.saturating_add(66)
+                        .saturating_add(usize::from(vlen))
+                        .saturating_add(i),
+                ));
+            }
+            let x = Xattr {
+                key: raw.key,
+                key_len: u8::try_from(key_len).unwrap_or(64),
+                value: raw.value,
+                value_len: vlen,
+            };
+            if f(&x).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies the value of xattr `key` into `out`; returns its length, or `NotFound`.
+    /// A value longer than `out` is a `BufferTooSmall` error.
+    pub fn xattr(
+        &self,
+        inode: &Inode,
+        key: &[u8],
+        out: &mut [u8],
+        bufs: &mut Buffers,
+    ) -> Result<usize> {
+        let mut result = Err(err(ErrorKind::NotFound, "xattr.key", inode.lba, 96));
+        self.xattrs(inode, bufs, |x| {
+            if x.key() != key {
+                return ControlFlow::Continue(());
+            }
+            let v = x.value();
+            result = match out.get_mut(..v.len()) {
+                Some(dst) => {
+                    dst.copy_from_slice(v);
+                    Ok(v.len())
+                }
+                None => Err(err(
+                    ErrorKind::BufferTooSmall {
+                        needed: crate::arith::u64_of(v.len()),
+                        available: crate::arith::u64_of(out.len()),
+                    },
+                    "xattr value buffer",
+                    inode.lba,
+                    96,
+                )),
+            };
+            ControlFlow::Break(())
+        })?;
+        result
+    }
+}

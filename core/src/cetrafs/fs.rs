@@ -1,0 +1,415 @@
+//! [`Fs`]: a mounted (read-only) cetrafs image over a block device.
+
+use super::groups::{BlockGroup, NodeRow, PendingFree, ZoneGroup};
+use super::superblock::Superblock;
+use super::tree::{Inode, Mapping};
+use super::{err, ROWS_PER_BLOCK};
+use crate::arith::u64_of;
+use crate::block::{Block, BlockDevice, BLOCK_SIZE, BLOCK_SIZE_U64};
+use crate::error::{Error, ErrorKind, Result};
+
+/// The caller-owned working memory of every walk: one block for extent tree blocks and
+/// one for data, directory and xattr blocks (8 KiB in all; place it in a `static` on
+/// small targets).
+pub struct Buffers {
+    /// Extent tree blocks.
+    pub tree: Block,
+    /// Data, directory and xattr blocks.
+    pub data: Block,
+}
+
+impl Buffers {
+    /// Zeroed buffers.
+    pub const fn new() -> Self {
+        Buffers {
+            tree: [0; BLOCK_SIZE],
+            data: [0; BLOCK_SIZE],
+        }
+    }
+}
+
+impl Default for Buffers {
+    fn default() -> Self {
+        Buffers::new()
+    }
+}
+
+/// What `stat` shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    /// Inode number.
+    pub ino: u64,
+    /// Type and permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Links.
+    pub nlink: u32,
+    /// Bytes.
+    pub size: u64,
+    /// Data blocks allocated.
+    pub blocks: u64,
+    /// Modification time (ns).
+    pub mtime_ns: u64,
+    /// Parent directory (directories only).
+    pub parent: u64,
+    /// Xattr block, 0 = none.
+    pub xattr_block: u64,
+    /// Extent tree depth.
+    pub depth: u16,
+}
+
+/// A mounted image. Opening performs the full mount check (`docs/cetrafs.md` section 2).
+#[derive(Debug)]
+pub struct Fs<D> {
+    dev: D,
+    sb: Superblock,
+}
+
+impl<D: BlockDevice> Fs<D> {
+    /// Mounts `dev` read-only: superblock, map, features, and the zone and block group
+    /// tables (which must agree with each other and with the map).
+    pub fn open(dev: D, buf: &mut Block) -> Result<Fs<D>> {
+        if dev.block_count() == 0 {
+            return Err(Error::new(
+                ErrorKind::Truncated {
+                    needed: BLOCK_SIZE_U64,
+                    available: 0,
+                },
+                "superblock",
+                0,
+            ));
+        }
+        dev.read_block(0, buf)?;
+        let sb = Superblock::parse(buf, dev.block_count())?;
+        let fs = Fs { dev, sb };
+        fs.check_group_tables(buf)?;
+        Ok(fs)
+    }
+
+    fn check_group_tables(&self, buf: &mut Block) -> Result<()> {
+        let z = self.sb.zone_group_count();
+        let b = self.sb.block_group_count();
+        let mut next_bg: u32 = 0;
+        for zi in 0..z {
+            let zg = self.zone_group(zi, buf)?;
+            let first = zg.cold.first_bg_id.get();
+            let count = zg.cold.bg_count.get();
+            if first != next_bg {
+                return Err(err(
+                    ErrorKind::Mismatch {
+                        expected: next_bg.into(),
+                        found: first.into(),
+                    },
+                    "zone_group.first_bg_id",
+                    zg.lba,
+                    516,
+                ));
+            }
+            let end = first
+                .checked_add(count)
+                .filter(|e| count >= 1 && *e <= b)
+                .ok_or(err(
+                    ErrorKind::OutOfRange {
+                        value: count.into(),
+                        max: b.saturating_sub(first).into(),
+                    },
+                    "zone_group.bg_count",
+                    zg.lba,
+                    520,
+                ))?;
+            if let Some(owner) = zg.owner() {
+                if u32::from(owner) >= self.sb.node_capacity() {
+                    return Err(err(
+                        ErrorKind::OutOfRange {
+                            value: owner.into(),
+                            max: self.sb.node_capacity().saturating_sub(1).into(),
+                        },
+                        "zone_group.owner_node_id",
+                        zg.lba,
+                        12,
+                    ));
+                }
+            }
+            let mut free: u64 = 0;
+            for bi in first..end {
+                let bg = self.block_group_in(bi, zi, buf)?;
+                free = free.saturating_add(bg.raw.free_data_blocks.get());
+            }
+            if free != zg.hot.free_data_blocks.get() {
+                return Err(err(
+                    ErrorKind::Mismatch {
+                        expected: free,
+                        found: zg.hot.free_data_blocks.get(),
+                    },
+                    "zone_group.free_data_blocks",
+                    zg.lba,
+                    16,
+                ));
+            }
+            next_bg = end;
+        }
+        if next_bg != b {
+            return Err(err(
+                ErrorKind::Mismatch {
+                    expected: b.into(),
+                    found: next_bg.into(),
+                },
+                "zone group table (block groups covered)",
+                1,
+                520,
+            ));
+        }
+        Ok(())
+    }
+
+    /// The device.
+    pub fn device(&self) -> &D {
+        &self.dev
+    }
+
+    /// The checked superblock.
+    pub fn superblock(&self) -> &Superblock {
+        &self.sb
+    }
+
+    /// Zone group `z`.
+    pub fn zone_group(&self, z: u32, buf: &mut Block) -> Result<ZoneGroup> {
+        if z >= self.sb.zone_group_count() {
+            return Err(err(
+                ErrorKind::OutOfRange {
+                    value: z.into(),
+                    max: self.sb.zone_group_count().saturating_sub(1).into(),
+                },
+                "zone group",
+                0,
+                64,
+            ));
+        }
+        let lba = 1u64.saturating_add(z.into());
+        self.dev.read_block(lba, buf)?;
+        ZoneGroup::parse(buf, lba, z)
+    }
+
+    /// Block group `bi`, whose owner is looked up from the zone group table.
+    pub fn block_group(&self, bi: u32, buf: &mut Block) -> Result<BlockGroup> {
+        let mut owner = None;
+        for zi in 0..self.sb.zone_group_count() {
+            let zg = self.zone_group(zi, buf)?;
+            let first = zg.cold.first_bg_id.get();
+            if bi >= first && bi < first.saturating_add(zg.cold.bg_count.get()) {
+                owner = Some(zi);
+                break;
+            }
+        }
+        let owner = owner.ok_or(err(
+            ErrorKind::OutOfRange {
+                value: bi.into(),
+                max: self.sb.block_group_count().saturating_sub(1).into(),
+            },
+            "block group",
+            0,
+            68,
+        ))?;
+        self.block_group_in(bi, owner, buf)
+    }
+
+    fn block_group_in(&self, bi: u32, owner: u32, buf: &mut Block) -> Result<BlockGroup> {
+        let lba = self.sb.raw().bg_table_start.get().saturating_add(bi.into());
+        self.dev.read_block(lba, buf)?;
+        let (start, len) = self.sb.bg_span(bi);
+        BlockGroup::parse(buf, lba, bi, start, len, owner)
+    }
+
+    /// Registry row `row` (`None` when free).
+    pub fn node_row(&self, row: u32, buf: &mut Block) -> Result<Option<NodeRow>> {
+        if row >= self.sb.node_capacity() {
+            return Err(err(
+                ErrorKind::OutOfRange {
+                    value: row.into(),
+                    max: self.sb.node_capacity().saturating_sub(1).into(),
+                },
+                "registry row",
+                0,
+                136,
+            ));
+        }
+        let lba = self
+            .sb
+            .raw()
+            .registry_start
+            .get()
+            .saturating_add(u64::from(row) / ROWS_PER_BLOCK);
+        self.dev.read_block(lba, buf)?;
+        let off = usize::try_from(u64::from(row) % ROWS_PER_BLOCK)
+            .unwrap_or(0)
+            .saturating_mul(128);
+        NodeRow::parse(buf, lba, off, row, self.journal_start(row))
+    }
+
+    /// Pending-free slot `slot` of zone group `z` (`None` when free).
+    pub fn pending_free(&self, z: u32, slot: u32, buf: &mut Block) -> Result<Option<PendingFree>> {
+        let per_zg = self.sb.pending_blocks_per_zg();
+        let lba = self
+            .sb
+            .raw()
+            .pending_start
+            .get()
+            .saturating_add(u64::from(z).saturating_mul(per_zg))
+            .saturating_add(u64::from(slot) / super::PENDING_PER_BLOCK);
+        self.dev.read_block(lba, buf)?;
+        let off = usize::try_from(u64::from(slot) % super::PENDING_PER_BLOCK)
+            .unwrap_or(0)
+            .saturating_mul(16);
+        let entry = PendingFree::parse(buf, lba, off)?;
+        if let Some(e) = entry {
+            self.check_data_range(e.lba, e.count.into(), "pending_free.lba", lba, off)?;
+        }
+        Ok(entry)
+    }
+
+    /// First block of registry row `row`'s journal slice.
+    pub fn journal_start(&self, row: u32) -> u64 {
+        self.sb
+            .raw()
+            .node_journal_start
+            .get()
+            .saturating_add(u64::from(row).saturating_mul(self.sb.node_journal_blocks()))
+    }
+
+    /// Checks that blocks `start .. start + len` lie inside one block group's data area.
+    /// `lba`/`field` locate the pointer being checked, for the error.
+    pub fn check_data_range(
+        &self,
+        start: u64,
+        len: u64,
+        what: &'static str,
+        lba: u64,
+        field: usize,
+    ) -> Result<()> {
+        let regions = self.sb.bg_regions_start();
+        let size = self.sb.bg_size_blocks();
+        let bad = || {
+            err(
+                ErrorKind::OutOfRange {
+                    value: start,
+                    max: self.sb.total_blocks(),
+                },
+                what,
+                lba,
+                field,
+            )
+        };
+        let rel = start.checked_sub(regions).ok_or_else(bad)?;
+        let bg = u32::try_from(rel.checked_div(size).ok_or_else(bad)?).map_err(|_| bad())?;
+        if bg >= self.sb.block_group_count() {
+            return Err(bad());
+        }
+        let (bg_start, bg_len) = self.sb.bg_span(bg);
+        let data_start = bg_start
+            .saturating_add(1)
+            .saturating_add(super::bitmap_blocks(bg_len));
+        let end = start.checked_add(len).ok_or_else(bad)?;
+        if start < data_start || end > bg_start.saturating_add(bg_len) {
+            return Err(bad());
+        }
+        Ok(())
+    }
+
+    /// Inode `ino` (1 ..< `inode_count`).
+    pub fn inode(&self, ino: u64, buf: &mut Block) -> Result<Inode> {
+        if ino == 0 || ino >= self.sb.inode_count() {
+            return Err(err(
+                ErrorKind::OutOfRange {
+                    value: ino,
+                    max: self.sb.inode_count().saturating_sub(1),
+                },
+                "inode number",
+                0,
+                112,
+            ));
+        }
+        let lba = self.sb.raw().inode_table_start.get().saturating_add(ino);
+        self.dev.read_block(lba, buf)?;
+        Inode::parse(buf, lba, ino)
+    }
+
+    /// `stat` of an inode.
+    pub fn stat(&self, inode: &Inode) -> Stat {
+        let r = &inode.raw;
+        Stat {
+            ino: inode.ino,
+            mode: r.mode.get(),
+            uid: r.uid.get(),
+            gid: r.gid.get(),
+            nlink: r.nlink.get(),
+            size: r.size.get(),
+            blocks: r.blocks.get(),
+            mtime_ns: r.mtime_ns.get(),
+            parent: r.parent.get(),
+            xattr_block: r.xattr_block.get(),
+            depth: inode.depth(),
+        }
+    }
+
+    /// Reads file bytes at `offset` into `out`; returns how many were read (fewer than
+    /// `out.len()` only at end of file). Holes and uninitialized extents read as zeros.
+    pub fn read(
+        &self,
+        inode: &Inode,
+        offset: u64,
+        out: &mut [u8],
+        bufs: &mut super::Buffers,
+    ) -> Result<usize> {
+        let size = inode.size();
+        let want = u64_of(out.len()).min(size.saturating_sub(offset));
+        let mut done: u64 = 0;
+        while done < want {
+            let pos = offset.saturating_add(done);
+            let logical = u32::try_from(pos / BLOCK_SIZE_U64)
+                .map_err(|_| err(ErrorKind::Overflow, "read offset", inode.lba, 32))?;
+            let in_block = pos % BLOCK_SIZE_U64;
+            let mapping = self.map_block(inode, logical, &mut bufs.tree)?;
+            // Copy as many whole blocks of this run as fit, one block at a time.
+            let run = match mapping {
+                Mapping::Hole => 1,
+                Mapping::Mapped { run, .. } => run.max(1),
+            };
+            let mut b: u32 = 0;
+            let mut in_block = in_block;
+            while b < run && done < want {
+                let n = BLOCK_SIZE_U64.saturating_sub(in_block).min(want.saturating_sub(done));
+                let (s, e) = (
+                    usize::try_from(done).unwrap_or(usize::MAX),
+                    usize::try_from(done.saturating_add(n)).unwrap_or(usize::MAX),
+                );
+                let dst =
+                    out.get_mut(s..e)
+                        .ok_or(err(ErrorKind::Overflow, "read", inode.lba, 0))?;
+                match mapping {
+                    Mapping::Mapped {
+                        physical,
+                        uninit: false,
+                        ..
+                    } => {
+                        self.dev
+                            .read_block(physical.saturating_add(b.into()), &mut bufs.data)?;
+                        let src_start = usize::try_from(in_block).unwrap_or(0);
+                        let src = bufs
+                            .data
+                            .get(src_start..src_start.saturating_add(dst.len()))
+                            .ok_or(err(ErrorKind::Overflow, "read", inode.lba, 0))?;
+                        dst.copy_from_slice(src);
+                    }
+                    _ => dst.fill(0),
+                }
+                done = done.saturating_add(n);
+                in_block = 0;
+                b = b.saturating_add(1);
+            }
+        }
+        usize::try_from(done).map_err(|_| err(ErrorKind::Overflow, "read", inode.lba, 0))
+    }
+}

@@ -1,0 +1,419 @@
+//! The superblock, feature flags and the region map mount check.
+
+use zerocopy::FromBytes;
+
+use super::raw::RawSuperblock;
+use super::{
+    check_crc, check_magic, err, FORMAT_VERSION, PENDING_PER_BLOCK, ROWS_PER_BLOCK, SB_CHECKSUM_AT,
+    SB_MAGIC, SUPERBLOCK_LEN,
+};
+use crate::arith::div_ceil;
+use crate::block::{Block, BLOCK_SIZE};
+use crate::error::{ErrorKind, Result};
+
+/// Known feature bits and their names (`docs/cetrafs.md` section 11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Features {
+    /// `feature_compat`.
+    pub compat: u64,
+    /// `feature_incompat`.
+    pub incompat: u64,
+    /// `feature_ro_compat`.
+    pub ro_compat: u64,
+}
+
+impl Features {
+    /// Known compat bits.
+    pub const COMPAT: &'static [(u32, &'static str)] = &[(0, "COMPAT_XATTR"), (1, "COMPAT_SPARSE")];
+    /// Known incompat bits.
+    pub const INCOMPAT: &'static [(u32, &'static str)] =
+        &[(0, "INCOMPAT_EXTENTS"), (1, "INCOMPAT_UNINIT")];
+    /// Known ro-compat bits.
+    pub const RO_COMPAT: &'static [(u32, &'static str)] = &[
+        (0, "RO_COMPAT_PENDING_FREE"),
+        (1, "RO_COMPAT_RECONCILE_SEQ"),
+    ];
+
+    fn known(table: &[(u32, &str)]) -> u64 {
+        table
+            .iter()
+            .fold(0u64, |m, (b, _)| m | 1u64.checked_shl(*b).unwrap_or(0))
+    }
+
+    /// Bits of `compat` this build does not know.
+    pub fn unknown_compat(&self) -> u64 {
+        self.compat & !Self::known(Self::COMPAT)
+    }
+    /// Bits of `incompat` this build does not know.
+    pub fn unknown_incompat(&self) -> u64 {
+        self.incompat & !Self::known(Self::INCOMPAT)
+    }
+    /// Bits of `ro_compat` this build does not know.
+    pub fn unknown_ro_compat(&self) -> u64 {
+        self.ro_compat & !Self::known(Self::RO_COMPAT)
+    }
+
+    /// The name of a known bit, e.g. `name(Features::INCOMPAT, 0)`.
+    pub fn name(table: &[(u32, &'static str)], bit: u32) -> Option<&'static str> {
+        table.iter().find(|(b, _)| *b == bit).map(|(_, n)| *n)
+    }
+}
+
+/// A named region of the map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    /// Name, as in the spec.
+    pub name: &'static str,
+    /// First block.
+    pub start: u64,
+    /// Length in blocks.
+    pub blocks: u64,
+}
+
+/// Region names in map order.
+pub const REGION_NAMES: [&str; 8] = [
+    "zone group table",
+    "block group table",
+    "inode bitmap",
+    "inode table",
+    "node registry",
+    "pending-free queues",
+    "node journals",
+    "block group regions",
+];
+
+/// A superblock whose checksum, version, features and region map passed the mount check.
+#[derive(Clone, Copy, Debug)]
+pub struct Superblock {
+    raw: RawSuperblock,
+    read_only: bool,
+}
+
+impl Superblock {
+    /// Parses and checks block 0 against a device of `device_blocks` blocks.
+    pub fn parse(block: &Block, device_blocks: u64) -> Result<Superblock> {
+        let bytes = block.get(..SUPERBLOCK_LEN).unwrap_or(&[]);
+        let raw = RawSuperblock::read_from_bytes(bytes)
+            .map_err(|_| err(ErrorKind::Invalid, "superblock", 0, 0))?;
+        check_magic(raw.magic, SB_MAGIC, "superblock.magic", 0, 0)?;
+        check_crc(
+            bytes,
+            SB_CHECKSUM_AT,
+            raw.checksum.get(),
+            "superblock.checksum",
+            0,
+            0,
+        )?;
+        let v = raw.format_version.get();
+        if v != FORMAT_VERSION {
+            return Err(err(
+                ErrorKind::Unsupported { version: v.into() },
+                "superblock.format_version",
+                0,
+                4,
+            ));
+        }
+        let bs = raw.block_size.get();
+        if usize::try_from(bs).ok() != Some(BLOCK_SIZE) {
+            return Err(err(
+                ErrorKind::Mismatch {
+                    expected: 4096,
+                    found: bs.into(),
+                },
+                "superblock.block_size",
+                0,
+                8,
+            ));
+        }
+        let features = Features {
+            compat: raw.feature_compat.get(),
+            incompat: raw.feature_incompat.get(),
+            ro_compat: raw.feature_ro_compat.get(),
+        };
+        let unknown = features.unknown_incompat();
+        if unknown != 0 {
+            // Name the lowest unknown bit's position.
+            return Err(err(
+                ErrorKind::UnknownFlags {
+                    bits: u64::from(unknown.trailing_zeros()),
+                },
+                "superblock.feature_incompat (bit position)",
+                0,
+                48,
+            ));
+        }
+        let sb = Superblock {
+            raw,
+            read_only: features.unknown_ro_compat() != 0,
+        };
+        sb.check_map(device_blocks)?;
+        Ok(sb)
+    }
+
+    /// The raw fields.
+    pub fn raw(&self) -> &RawSuperblock {
+        &self.raw
+    }
+
+    /// Whether an unknown ro-compat bit forces a read-only mount.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Feature words.
+    pub fn features(&self) -> Features {
+        Features {
+            compat: self.raw.feature_compat.get(),
+            incompat: self.raw.feature_incompat.get(),
+            ro_compat: self.raw.feature_ro_compat.get(),
+        }
+    }
+
+    /// Blocks in the filesystem.
+    pub fn total_blocks(&self) -> u64 {
+        self.raw.total_blocks.get()
+    }
+    /// Z.
+    pub fn zone_group_count(&self) -> u32 {
+        self.raw.zone_group_count.get()
+    }
+    /// B.
+    pub fn block_group_count(&self) -> u32 {
+        self.raw.block_group_count.get()
+    }
+    /// N.
+    pub fn node_capacity(&self) -> u32 {
+        self.raw.node_capacity.get()
+    }
+    /// Inode table length (inodes 0 .. count).
+    pub fn inode_count(&self) -> u64 {
+        self.raw.inode_count.get()
+    }
+    /// The root directory's inode.
+    pub fn root_inode(&self) -> u64 {
+        self.raw.root_inode.get()
+    }
+    /// Nominal block group size.
+    pub fn bg_size_blocks(&self) -> u64 {
+        self.raw.bg_size_blocks.get()
+    }
+    /// First block group region.
+    pub fn bg_regions_start(&self) -> u64 {
+        self.raw.bg_regions_start.get()
+    }
+    /// Blocks per node journal slice.
+    pub fn node_journal_blocks(&self) -> u64 {
+        self.raw.node_journal_blocks.get()
+    }
+    /// Pending-free blocks per zone group.
+    pub fn pending_blocks_per_zg(&self) -> u64 {
+        div_ceil(
+            u64::from(self.raw.pending_slots_per_zg.get()),
+            PENDING_PER_BLOCK,
+        )
+    }
+
+    /// The eight regions after block 0, in map order.
+    pub fn regions(&self) -> [Region; 8] {
+        let r = &self.raw;
+        let total = r.total_blocks.get();
+        let bgs = r.bg_regions_start.get();
+        let journals = u64::from(r.node_capacity.get()).saturating_mul(r.node_journal_blocks.get());
+        let spans = [
+            (r.zg_table_start.get(), u64::from(r.zone_group_count.get())),
+            (r.bg_table_start.get(), u64::from(r.block_group_count.get())),
+            (r.inode_bitmap_start.get(), r.inode_bitmap_blocks.get()),
+            (r.inode_table_start.get(), r.inode_count.get()),
+            (r.registry_start.get(), r.registry_blocks.get()),
+            (r.pending_start.get(), r.pending_blocks.get()),
+            (r.node_journal_start.get(), journals),
+            (bgs, total.saturating_sub(bgs)),
+        ];
+        let mut out = [Region {
+            name: "",
+            start: 0,
+            blocks: 0,
+        }; 8];
+        for ((o, (start, blocks)), name) in out.iter_mut().zip(spans).zip(REGION_NAMES) {
+            *o = Region {
+                name,
+                start,
+                blocks,
+            };
+        }
+        out
+    }
+
+    /// Start and length of block group `i` (which must be `< B`).
+    pub fn bg_span(&self, i: u32) -> (u64, u64) {
+        let size = self.bg_size_blocks();
+        let start = self
+            .bg_regions_start()
+            .saturating_add(u64::from(i).saturating_mul(size));
+        let len = size.min(self.total_blocks().saturating_sub(start));
+        (start, len)
+    }
+
+    fn check_map(&self, device_blocks: u64) -> Result<()> {
+        let r = &self.raw;
+        let z = u64::from(r.zone_group_count.get());
+        let b = u64::from(r.block_group_count.get());
+        let n = u64::from(r.node_capacity.get());
+        let total = r.total_blocks.get();
+        let range = |value: u64, max: u64, what: &'static str, off: usize| -> Result<()> {
+            if value > max {
+                Err(err(ErrorKind::OutOfRange { value, max }, what, 0, off))
+            } else {
+                Ok(())
+            }
+        };
+        let at_least = |value: u64, min: u64, what: &'static str, off: usize| -> Result<()> {
+            if value < min {
+                Err(err(
+                    ErrorKind::Mismatch {
+                        expected: min,
+                        found: value,
+                    },
+                    what,
+                    0,
+                    off,
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        let equal = |value: u64, expected: u64, what: &'static str, off: usize| -> Result<()> {
+            if value == expected {
+                Ok(())
+            } else {
+                Err(err(
+                    ErrorKind::Mismatch {
+                        expected,
+                        found: value,
+                    },
+                    what,
+                    0,
+                    off,
+                ))
+            }
+        };
+        range(total, device_blocks, "superblock.total_blocks", 32)?;
+        at_least(z, 1, "superblock.zone_group_count", 64)?;
+        at_least(b, 1, "superblock.block_group_count", 68)?;
+        at_least(n, 1, "superblock.node_capacity", 136)?;
+        equal(r.zg_table_start.get(), 1, "superblock.zg_table_start", 72)?;
+        equal(
+            r.bg_table_start.get(),
+            1u64.saturating_add(z),
+            "superblock.bg_table_start",
+            80,
+        )?;
+        equal(r.root_inode.get(), 1, "superblock.root_inode", 192)?;
+        at_least(r.inode_count.get(), 2, "superblock.inode_count", 112)?;
+        let bitmap_cap = r
+            .inode_bitmap_blocks
+            .get()
+            .saturating_mul(super::BITS_PER_BITMAP_BLOCK);
+        at_least(
+            bitmap_cap,
+            r.inode_count.get(),
+            "superblock.inode_bitmap_blocks",
+            96,
+        )?;
+        at_least(
+            r.registry_blocks.get().saturating_mul(ROWS_PER_BLOCK),
+            n,
+            "superblock.registry_blocks",
+            128,
+        )?;
+        at_least(
+            u64::from(r.pending_slots_per_zg.get()),
+            1,
+            "superblock.pending_slots_per_zg",
+            140,
+        )?;
+        equal(
+            r.pending_blocks.get(),
+            z.saturating_mul(self.pending_blocks_per_zg()),
+            "superblock.pending_blocks",
+            152,
+        )?;
+        let jb = r.node_journal_blocks.get();
+        if jb < 3 || jb % 2 == 0 {
+            return Err(err(
+                ErrorKind::OutOfRange {
+                    value: jb,
+                    max: u64::MAX,
+                },
+                "superblock.node_journal_blocks",
+                0,
+                168,
+            ));
+        }
+        let starts = [72usize, 80, 88, 104, 120, 144, 160, 176];
+        let mut prev_end = 1u64;
+        for (region, off) in self.regions().iter().zip(starts) {
+            let what = "superblock region start";
+            if region.start == 0 {
+                return Err(err(
+                    ErrorKind::OutOfRange {
+                        value: 0,
+                        max: total,
+                    },
+                    what,
+                    0,
+                    off,
+                ));
+            }
+            let end = region.start.checked_add(region.blocks).ok_or(err(
+                ErrorKind::Overflow,
+                what,
+                0,
+                off,
+            ))?;
+            if end > total || region.start >= total {
+                return Err(err(
+                    ErrorKind::Truncated {
+                        needed: end,
+                        available: total,
+                    },
+                    what,
+                    0,
+                    off,
+                ));
+            }
+            if region.start < prev_end {
+                return Err(err(
+                    ErrorKind::Overlap {
+                        other: prev_end.saturating_sub(1),
+                    },
+                    what,
+                    0,
+                    off,
+                ));
+            }
+            prev_end = end;
+        }
+        let size = r.bg_size_blocks.get();
+        at_least(size, 3, "superblock.bg_size_blocks", 184)?;
+        let span = total.saturating_sub(r.bg_regions_start.get());
+        equal(b, div_ceil(span, size), "superblock.block_group_count", 68)?;
+        let last = u32::try_from(b.saturating_sub(1))
+            .map_err(|_| err(ErrorKind::Overflow, "superblock.block_group_count", 0, 68))?;
+        at_least(
+            self.bg_span(last).1,
+            3,
+            "superblock.total_blocks (last block group)",
+            32,
+        )?;
+        if z > b {
+            return Err(err(
+                ErrorKind::OutOfRange { value: z, max: b },
+                "superblock.zone_group_count",
+                0,
+                64,
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,463 @@
+//! Inodes and extent trees: mapping a logical block, and walking every extent. Walks
+//! descend one level at a time through one caller buffer and check that each child's
+//! depth is its parent's minus one, so no image can make them loop.
+
+use core::ops::ControlFlow;
+
+use zerocopy::FromBytes;
+
+use super::raw::{RawExtent, RawExtentHeader, RawExtentIndex, RawInode, RawTail};
+use super::{
+    check_crc, check_magic, err, Fs, EXTENT_MAGIC, EXTENT_UNINIT, INDEX_MAX, INLINE_SLOTS,
+    INODE_MAGIC, LEAF_MAX, MAX_DEPTH, TAIL_AT, TAIL_EXTENT,
+};
+use crate::block::{Block, BlockDevice};
+use crate::error::{ErrorKind, Result};
+
+/// An inode whose magic, checksum, number and extent root are valid.
+#[derive(Clone, Copy, Debug)]
+pub struct Inode {
+    /// The raw inode.
+    pub raw: RawInode,
+    /// Its number.
+    pub ino: u64,
+    /// Its block.
+    pub lba: u64,
+}
+
+/// One leaf extent, validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    /// First logical block.
+    pub logical: u32,
+    /// Blocks, ≥ 1.
+    pub len: u32,
+    /// First physical block.
+    pub physical: u64,
+    /// Preallocated, reads as zeros.
+    pub uninit: bool,
+}
+
+/// Where a logical block lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mapping {
+    /// No extent maps it: zeros.
+    Hole,
+    /// Mapped: `physical` is the block; `run` blocks from here on are contiguous in the
+    /// same extent (≥ 1).
+    Mapped {
+        /// Physical block.
+        physical: u64,
+        /// Contiguous blocks remaining in the extent, this one included.
+        run: u32,
+        /// Uninitialized (reads as zeros).
+        uninit: bool,
+    },
+}
+
+/// File type bits of `mode`.
+pub const S_IFMT: u32 = 0o170_000;
+/// Regular file.
+pub const S_IFREG: u32 = 0o100_000;
+/// Directory.
+pub const S_IFDIR: u32 = 0o040_000;
+/// Symbolic link.
+pub const S_IFLNK: u32 = 0o120_000;
+
+impl Inode {
+    /// Parses inode `ino` from `block` (read from `lba`).
+    pub fn parse(block: &Block, lba: u64, ino: u64) -> Result<Inode> {
+        let bytes = block.get(..256).unwrap_or(&[]);
+        let raw = RawInode::read_from_bytes(bytes)
+            .map_err(|_| err(ErrorKind::Invalid, "inode", lba, 0))?;
+        check_magic(raw.magic, INODE_MAGIC, "inode.magic", lba, 0)?;
+        check_crc(bytes, 248, raw.checksum.get(), "inode.checksum", lba, 0)?;
+        if raw.ino.get() != ino {
+            return Err(err(
+                ErrorKind::Mismatch {
+                    expected: ino,
+                    found: raw.ino.get(),
+                },
+                "inode.ino",
+                lba,
+                8,
+            ));
+        }
+        if raw.flags.get() != 0 {
+            return Err(err(
+                ErrorKind::NonZero {
+                    value: raw.flags.get().into(),
+                },
+                "inode.flags",
+                lba,
+                4,
+            ));
+        }
+        let kind = raw.mode.get() & S_IFMT;
+        if ![S_IFREG, S_IFDIR, S_IFLNK].contains(&kind) {
+            return Err(err(
+                ErrorKind::OutOfRange {
+                    value: kind.into(),
+                    max: S_IFLNK.into(),
+                },
+                "inode.mode",
+                lba,
+                16,
+            ));
+        }
+        if raw.nlink.get() == 0 {
+            return Err(err(
+                ErrorKind::OutOfRange {
+                    value: 0,
+                    max: u32::MAX.into(),
+                },
+                "inode.nlink",
+                lba,
+                28,
+            ));
+        }
+        let max_size = 1u64 << 44;
+        if raw.size.get() > max_size {
+            return Err(err(
+                ErrorKind::OutOfRange {
+                    value: raw.size.get(),
+                    max: max_size,
+                },
+                "inode.size",
+                lba,
+                32,
+            ));
+        }
+        let max_depth = if kind == S_IFDIR { 1 } else { MAX_DEPTH };
+        check_header(&raw.extent_header, INLINE_SLOTS, max_depth, None, lba, 104)?;
+        Ok(Inode { raw, ino, lba })
+    }
+
+    /// Whether this is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.raw.mode.get() & S_IFMT == S_IFDIR
+    }
+
+    /// Whether this is a symbolic link.
+    pub fn is_symlink(&self) -> bool {
+        self.raw.mode.get() & S_IFMT == S_IFLNK
+    }
+
+    /// File size in bytes.
+    pub fn size(&self) -> u64 {
+        self.raw.size.get()
+    }
+
+    /// Tree depth of the root.
+    pub fn depth(&self) -> u16 {
+        self.raw.extent_header.depth.get()
+    }
+}
+
+fn check_header(
+    h: &RawExtentHeader,
+    max: u16,
+    max_depth: u16,
+    depth: Option<u16>,
+    lba: u64,
+    off: usize,
+) -> Result<()> {
+    if h.magic.get() != EXTENT_MAGIC {
+        return Err(err(
+            ErrorKind::Mismatch {
+                expected: EXTENT_MAGIC.into(),
+                found: h.magic.get().into(),
+            },
+            "extent_header.magic",
+            lba,
+            off,
+        ));
+    }
+    if h.max.get() != max {
+        return Err(err(
+            ErrorKind::Mismatch {
+                expected: max.into(),
+                found: h.max.get().into(),
+            },
+            "extent_header.max",
+            lba,
+            off.saturating_add(4),
+        ));
+    }
+    if h.entries.get() > max {
+        return Err(err(
+            ErrorKind::OutOfRange {
+                value: h.entries.get().into(),
+                max: max.into(),
+            },
+            "extent_header.entries",
+            lba,
+            off.saturating_add(2),
+        ));
+    }
+    let d = h.depth.get();
+    match depth {
+        Some(expected) if d != expected => Err(err(
+            ErrorKind::Mismatch {
+                expected: expected.into(),
+                found: d.into(),
+            },
+            "extent_header.depth",
+            lba,
+            off.saturating_add(6),
+        )),
+        _ if d > max_depth => Err(err(
+            ErrorKind::OutOfRange {
+                value: d.into(),
+                max: max_depth.into(),
+            },
+            "extent_header.depth",
+            lba,
+            off.saturating_add(6),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Entries of one tree level: the inode's inline slots or a tree block.
+#[derive(Clone, Copy)]
+enum Level<'b> {
+    Inline(&'b [u8; 64], u64),
+    Block(&'b Block, u64),
+}
+
+impl Level<'_> {
+    fn lba(&self) -> u64 {
+        match self {
+            Level::Inline(_, l) | Level::Block(_, l) => *l,
+        }
+    }
+
+    /// Byte offset (in its block) and bytes of entry `i` of `size` bytes.
+    fn entry(&self, i: u16, size: usize) -> Option<(usize, &[u8])> {
+        let i = usize::from(i);
+        match self {
+            Level::Inline(slots, _) => {
+                let at = i.checked_mul(16)?;
+                Some((at.checked_add(116)?, slots.get(at..at.checked_add(size)?)?))
+            }
+            Level::Block(b, _) => {
+                let at = i.checked_mul(size)?.checked_add(12)?;
+                Some((at, b.get(at..at.checked_add(size)?)?))
+            }
+        }
+    }
+
+    fn extent(&self, i: u16) -> Result<(usize, RawExtent)> {
+        let (at, b) = self
+            .entry(i, 16)
+            .ok_or(err(ErrorKind::Invalid, "extent", self.lba(), 0))?;
+        let e = RawExtent::read_from_bytes(b)
+            .map_err(|_| err(ErrorKind::Invalid, "extent", self.lba(), at))?;
+        Ok((at, e))
+    }
+
+    fn index(&self, i: u16) -> Result<(usize, RawExtentIndex)> {
+        let (at, b) =
+            self.entry(i, 12)
+                .ok_or(err(ErrorKind::Invalid, "extent_index", self.lba(), 0))?;
+        let e = RawExtentIndex::read_from_bytes(b)
+            .map_err(|_| err(ErrorKind::Invalid, "extent_index", self.lba(), at))?;
+        Ok((at, e))
+    }
+}
+
+impl<D: BlockDevice> Fs<D> {
+    fn valid_extent(&self, raw: &RawExtent, lba: u64, at: usize) -> Result<Extent> {
+        let len = raw.len.get() & !EXTENT_UNINIT;
+        if len == 0 {
+            return Err(err(
+                ErrorKind::OutOfRange {
+                    value: 0,
+                    max: (!EXTENT_UNINIT).into(),
+                },
+                "extent.len",
+                lba,
+                at.saturating_add(4),
+            ));
+        }
+        let logical = raw.logical.get();
+        if u64::from(logical).saturating_add(u64::from(len)) > 1u64 << 32 {
+            return Err(err(ErrorKind::Overflow, "extent.logical", lba, at));
+        }
+        let physical = raw.physical.get();
+        self.check_data_range(
+            physical,
+            len.into(),
+            "extent.physical",
+            lba,
+            at.saturating_add(8),
+        )?;
+        Ok(Extent {
+            logical,
+            len,
+            physical,
+            uninit: raw.len.get() & EXTENT_UNINIT != 0,
+        })
+    }
+
+    /// Reads tree block `child` (named by the entry at `at` of block `parent`) into `buf`
+    /// and checks its tail, checksum and header; returns its entry count.
+    fn read_tree_block(
+        &self,
+        child: u64,
+        depth: u16,
+        buf: &mut Block,
+        parent: u64,
+        at: usize,
+    ) -> Result<u16> {
+        self.check_data_range(child, 1, "extent_index.child", parent, at.saturating_add(4))?;
+        self.device().read_block(child, buf)?;
+        let tail = RawTail::read_from_bytes(buf.get(TAIL_AT..).unwrap_or(&[]))
+            .map_err(|_| err(ErrorKind::Invalid, "extent block tail", child, TAIL_AT))?;
+        check_magic(
+            tail.magic,
+            TAIL_EXTENT,
+            "extent_block.tail.magic",
+            child,
+            TAIL_AT,
+        )?;
+        check_crc(
+            &buf[..],
+            TAIL_AT.saturating_add(8),
+            tail.crc.get(),
+            "extent_block.tail.crc",
+            child,
+            0,
+        )?;
+        let h = RawExtentHeader::read_from_bytes(buf.get(..12).unwrap_or(&[]))
+            .map_err(|_| err(ErrorKind::Invalid, "extent_header", child, 0))?;
+        let max = if depth == 0 { LEAF_MAX } else { INDEX_MAX };
+        check_header(&h, max, MAX_DEPTH, Some(depth), child, 0)?;
+        Ok(h.entries.get())
+    }
+
+    /// Where logical block `logical` of `inode` lives. Reads at most two tree blocks.
+    pub fn map_block(&self, inode: &Inode, logical: u32, tree: &mut Block) -> Result<Mapping> {
+        let root = inode.raw.extent_header;
+        let mut depth = root.depth.get();
+        let mut entries = root.entries.get();
+        let slots = inode.raw.slots;
+        // `None` while in the inode's inline slots, then the tree block held in `tree`.
+        let mut in_block: Option<u64> = None;
+        loop {
+            let level = match in_block {
+                Some(lba) => Level::Block(tree, lba),
+                None => Level::Inline(&slots, inode.lba),
+            };
+            if depth == 0 {
+                for i in 0..entries {
+                    let (at, raw) = level.extent(i)?;
+                    let e = self.valid_extent(&raw, level.lba(), at)?;
+                    if logical >= e.logical
+                        && u64::from(logical) < u64::from(e.logical).saturating_add(e.len.into())
+                    {
+                        let off = logical.saturating_sub(e.logical);
+                        return Ok(Mapping::Mapped {
+                            physical: e.physical.saturating_add(off.into()),
+                            run: e.len.saturating_sub(off),
+                            uninit: e.uninit,
+                        });
+                    }
+                }
+                return Ok(Mapping::Hole);
+            }
+            let mut best: Option<(u32, u64, usize)> = None;
+            for i in 0..entries {
+                let (at, ix) = level.index(i)?;
+                let l = ix.logical.get();
+                if l <= logical && best.is_none_or(|(b, _, _)| l > b) {
+                    best = Some((l, ix.child.get(), at));
+                }
+            }
+            let Some((_, child, at)) = best else {
+                return Ok(Mapping::Hole);
+            };
+            let parent = level.lba();
+            depth = depth.saturating_sub(1);
+            entries = self.read_tree_block(child, depth, tree, parent, at)?;
+            in_block = Some(child);
+        }
+    }
+
+    /// Calls `f` with every extent of `inode`, in on-disk (unordered) order. Uses only
+    /// `tree`; `f` may use any other buffer. Stops early when `f` breaks.
+    pub fn for_each_extent(
+        &self,
+        inode: &Inode,
+        tree: &mut Block,
+        mut f: impl FnMut(Extent) -> Result<ControlFlow<()>>,
+    ) -> Result<ControlFlow<()>> {
+        let root = inode.raw.extent_header;
+        let slots = inode.raw.slots;
+        let inline = Level::Inline(&slots, inode.lba);
+        let n = root.entries.get();
+        match root.depth.get() {
+            0 => {
+                for i in 0..n {
+                    let (at, raw) = inline.extent(i)?;
+                    if f(self.valid_extent(&raw, inode.lba, at)?)?.is_break() {
+                        return Ok(ControlFlow::Break(()));
+                    }
+                }
+            }
+            1 => {
+                for i in 0..n {
+                    let (at, ix) = inline.index(i)?;
+                    let leaf = ix.child.get();
+                    if self
+                        .leaf_extents(leaf, tree, inode.lba, at, &mut f)?
+                        .is_break()
+                    {
+                        return Ok(ControlFlow::Break(()));
+                    }
+                }
+            }
+            _ => {
+                for i in 0..n {
+                    let (at, ix) = inline.index(i)?;
+                    let interior = ix.child.get();
+                    let m = self.read_tree_block(interior, 1, tree, inode.lba, at)?;
+                    for j in 0..m {
+                        // Re-read the interior block: the leaf walk below reuses `tree`.
+                        if j > 0 {
+                            self.read_tree_block(interior, 1, tree, inode.lba, at)?;
+                        }
+                        let (jat, jx) = Level::Block(tree, interior).index(j)?;
+                        if self
+                            .leaf_extents(jx.child.get(), tree, interior, jat, &mut f)?
+                            .is_break()
+                        {
+                            return Ok(ControlFlow::Break(()));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    fn leaf_extents(
+        &self,
+        leaf: u64,
+        tree: &mut Block,
+        parent: u64,
+        at: usize,
+        f: &mut impl FnMut(Extent) -> Result<ControlFlow<()>>,
+    ) -> Result<ControlFlow<()>> {
+        let m = self.read_tree_block(leaf, 0, tree, parent, at)?;
+        for k in 0..m {
+            let (kat, raw) = Level::Block(tree, leaf).extent(k)?;
+            let e = self.valid_extent(&raw, leaf, kat)?;
+            if f(e)?.is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+}

@@ -1,0 +1,45 @@
+//! CRC-32C as cetrafs uses it: `~crc32c(~0, buf)` over a structure whose own checksum
+//! field reads as zero, stored as a `u64`. The lookup table size is a build choice
+//! (crate features `crc-no-table`, default 1 KiB, `crc-table-16k`).
+
+use crc::{Crc, CRC_32_ISCSI};
+
+#[cfg(feature = "crc-no-table")]
+static CRC: Crc<u32, crc::NoTable> = Crc::<u32, crc::NoTable>::new(&CRC_32_ISCSI);
+#[cfg(all(not(feature = "crc-no-table"), feature = "crc-table-16k"))]
+static CRC: Crc<u32, crc::Table<16>> = Crc::<u32, crc::Table<16>>::new(&CRC_32_ISCSI);
+#[cfg(all(not(feature = "crc-no-table"), not(feature = "crc-table-16k")))]
+static CRC: Crc<u32, crc::Table<1>> = Crc::<u32, crc::Table<1>>::new(&CRC_32_ISCSI);
+
+/// CRC-32C of `buf`.
+pub fn crc32c(buf: &[u8]) -> u32 {
+    CRC.checksum(buf)
+}
+
+/// CRC-32C of `buf` with the 8 bytes at `field` read as zero (the checksum field itself).
+/// A `field` outside `buf` is treated as absent.
+pub fn crc32c_skipping(buf: &[u8], field: usize) -> u64 {
+    let mut d = CRC.digest();
+    let end = field.saturating_add(8).min(buf.len());
+    let start = field.min(end);
+    d.update(buf.get(..start).unwrap_or(&[]));
+    d.update([0u8; 8].get(..end.saturating_sub(start)).unwrap_or(&[]));
+    d.update(buf.get(end..).unwrap_or(&[]));
+    u64::from(d.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_value_and_skipping() {
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+        let mut b = [7u8; 32];
+        let with = crc32c_skipping(&b, 8);
+        b[8..16].copy_from_slice(&[0; 8]);
+        assert_eq!(with, u64::from(crc32c(&b)));
+        b[8..16].copy_from_slice(&with.to_le_bytes());
+        assert_eq!(crc32c_skipping(&b, 8), with);
+    }
+}
