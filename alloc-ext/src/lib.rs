@@ -39,6 +39,7 @@
 
 extern crate alloc;
 
+pub mod cetrafs;
 pub mod example;
 pub mod writer;
 

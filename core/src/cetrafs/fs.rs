@@ -380,7 +380,9 @@ impl<D: BlockDevice> Fs<D> {
             let mut b: u32 = 0;
             let mut in_block = in_block;
             while b < run && done < want {
-                let n = BLOCK_SIZE_U64.saturating_sub(in_block).min(want.saturating_sub(done));
+                let n = BLOCK_SIZE_U64
+                    .saturating_sub(in_block)
+                    .min(want.saturating_sub(done));
                 let (s, e) = (
                     usize::try_from(done).unwrap_or(usize::MAX),
                     usize::try_from(done.saturating_add(n)).unwrap_or(usize::MAX),

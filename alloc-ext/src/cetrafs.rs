@@ -1,0 +1,923 @@
+//! A deterministic cetrafs 0x0006 image builder (the `mkfs` behind `tet-host mkfs` and
+//! every cetrafs test), plus a journal writer for tests of replay classification.
+//!
+//! The same input always produces the same bytes: inodes are numbered in insertion
+//! order, blocks are allocated first-fit from block group 0 upwards, nothing reads a
+//! clock.
+//!
+//! Arithmetic here works on a geometry that `geometry()` has checked to fit an image held
+//! in memory (so every block number is below `size_bytes / 4096`), which is why the
+//! module allows plain operators; values that come from callers of
+//! [`write_journal_txn`] use checked or saturating arithmetic.
+#![allow(clippy::arithmetic_side_effects, clippy::indexing_slicing)]
+
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use tet_core::block::{BLOCK_SIZE, BLOCK_SIZE_U64};
+use tet_core::cetrafs::{
+    bitmap_blocks, Superblock, BG_MAGIC, BITS_PER_BITMAP_BLOCK, DIRENTS_PER_BLOCK, EXTENT_MAGIC,
+    EXTENT_UNINIT, FORMAT_VERSION, F_COMMIT, F_FRESH, INDEX_MAX, INLINE_SLOTS, INODE_MAGIC,
+    JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC, LEAF_MAX, PENDING_PER_BLOCK, RH_MAGIC, ROWS_PER_BLOCK,
+    SB_CHECKSUM_AT, SB_MAGIC, TAIL_AT, TAIL_DIR, TAIL_EXTENT, TAIL_XATTR, XATTRS_PER_BLOCK,
+    ZG_COLD_AT, ZG_COLD_MAGIC, ZG_MAGIC, ZG_NO_OWNER,
+};
+use tet_core::checksum::{crc32c, crc32c_skipping};
+use tet_core::{Error, ErrorKind};
+
+/// Geometry of a new image.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Image size in bytes (rounded down to whole blocks).
+    pub size_bytes: u64,
+    /// Nominal block group size in blocks.
+    pub bg_size_blocks: u64,
+    /// Zone groups (clamped to the block group count).
+    pub zone_groups: u32,
+    /// Node registry capacity.
+    pub nodes: u32,
+    /// Inode table length (inode 0 is never used).
+    pub inodes: u64,
+    /// Blocks per node journal (odd, ≥ 3).
+    pub journal_blocks: u64,
+    /// Pending-free slots per zone group.
+    pub pending_slots: u32,
+    /// Volume label.
+    pub label: String,
+    /// Write every extent and index array in reverse order (readers must not care).
+    pub unordered: bool,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            size_bytes: 64 << 20,
+            bg_size_blocks: 4096,
+            zone_groups: 2,
+            nodes: 4,
+            inodes: 1024,
+            journal_blocks: 33,
+            pending_slots: 256,
+            label: String::new(),
+            unordered: false,
+        }
+    }
+}
+
+/// How all-zero blocks of a file are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sparse {
+    /// Every block is allocated and written.
+    Dense,
+    /// All-zero blocks are holes (no extent).
+    Holes,
+    /// All-zero blocks are allocated as uninitialized extents (not written).
+    Uninit,
+}
+
+/// Placement of a file's data blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// As contiguous as the allocator allows.
+    Contiguous,
+    /// Every other block, so each block is its own extent (to grow deep trees).
+    Fragmented,
+}
+
+enum Kind {
+    File {
+        data: Vec<u8>,
+        sparse: Sparse,
+        placement: Placement,
+    },
+    Symlink {
+        target: Vec<u8>,
+    },
+    Dir {
+        entries: Vec<(Vec<u8>, u64, u8)>,
+    },
+}
+
+struct Node {
+    kind: Kind,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    mtime_ns: u64,
+    parent: u64,
+    xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Builds an image in memory.
+pub struct ImageBuilder {
+    params: Params,
+    nodes: Vec<Node>,
+}
+
+fn invalid(what: &'static str) -> Error {
+    Error::new(ErrorKind::Invalid, what, 0)
+}
+
+fn full(what: &'static str) -> Error {
+    Error::new(
+        ErrorKind::BufferTooSmall {
+            needed: 1,
+            available: 0,
+        },
+        what,
+        0,
+    )
+}
+
+fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
+    if let Some(dst) = buf.get_mut(at..at.saturating_add(bytes.len())) {
+        dst.copy_from_slice(bytes);
+    }
+}
+
+fn seal(buf: &mut [u8], field: usize) {
+    let c = crc32c_skipping(buf, field);
+    put(buf, field, &c.to_le_bytes());
+}
+
+fn usize_of(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+/// Computed geometry.
+struct Geometry {
+    total: u64,
+    z: u32,
+    b: u32,
+    inode_bitmap_start: u64,
+    inode_bitmap_blocks: u64,
+    inode_table_start: u64,
+    registry_start: u64,
+    registry_blocks: u64,
+    pending_start: u64,
+    pending_blocks: u64,
+    journal_start: u64,
+    bg_regions_start: u64,
+}
+
+impl Geometry {
+    fn bg_span(&self, size: u64, i: u32) -> (u64, u64) {
+        let start = self
+            .bg_regions_start
+            .saturating_add(u64::from(i).saturating_mul(size));
+        (start, size.min(self.total.saturating_sub(start)))
+    }
+}
+
+impl ImageBuilder {
+    /// A builder with an empty root directory (inode 1, mode 0755).
+    pub fn new(params: Params) -> Self {
+        let root = Node {
+            kind: Kind::Dir {
+                entries: Vec::new(),
+            },
+            mode: 0o040_755,
+            uid: 0,
+            gid: 0,
+            mtime_ns: 0,
+            parent: 1,
+            xattrs: Vec::new(),
+        };
+        // Index 0 stands for inode 0 and is never written.
+        let placeholder = Node {
+            kind: Kind::Dir {
+                entries: Vec::new(),
+            },
+            mode: 0,
+            uid: 0,
+            gid: 0,
+            mtime_ns: 0,
+            parent: 0,
+            xattrs: Vec::new(),
+        };
+        ImageBuilder {
+            params,
+            nodes: vec![placeholder, root],
+        }
+    }
+
+    /// The root directory's inode.
+    pub const ROOT: u64 = 1;
+
+    fn node_mut(&mut self, ino: u64) -> Result<&mut Node, Error> {
+        self.nodes.get_mut(usize_of(ino)).ok_or(invalid("inode"))
+    }
+
+    fn link(&mut self, dir: u64, name: &[u8], ino: u64, ftype: u8) -> Result<(), Error> {
+        if name.is_empty()
+            || name.len() > 255
+            || name.contains(&b'/')
+            || name.contains(&0)
+            || name == b"."
+            || name == b".."
+        {
+            return Err(invalid("name"));
+        }
+        match &mut self.node_mut(dir)?.kind {
+            Kind::Dir { entries } => {
+                if entries.iter().any(|(n, _, _)| n == name) {
+                    return Err(invalid("name (exists)"));
+                }
+                entries.push((name.to_vec(), ino, ftype));
+                Ok(())
+            }
+            _ => Err(invalid("parent (not a directory)")),
+        }
+    }
+
+    fn add(&mut self, dir: u64, name: &[u8], node: Node, ftype: u8) -> Result<u64, Error> {
+        let ino = u64::try_from(self.nodes.len()).map_err(|_| full("inodes"))?;
+        if ino >= self.params.inodes {
+            return Err(full("inode table"));
+        }
+        self.link(dir, name, ino, ftype)?;
+        self.nodes.push(node);
+        Ok(ino)
+    }
+
+    /// Adds a directory `name` in `dir`.
+    pub fn mkdir(&mut self, dir: u64, name: &[u8], mode: u32) -> Result<u64, Error> {
+        let node = Node {
+            kind: Kind::Dir {
+                entries: Vec::new(),
+            },
+            mode: 0o040_000 | (mode & 0o7777),
+            uid: 0,
+            gid: 0,
+            mtime_ns: 0,
+            parent: dir,
+            xattrs: Vec::new(),
+        };
+        self.add(dir, name, node, 2)
+    }
+
+    /// Adds a regular file.
+    pub fn add_file(
+        &mut self,
+        dir: u64,
+        name: &[u8],
+        data: Vec<u8>,
+        sparse: Sparse,
+        placement: Placement,
+    ) -> Result<u64, Error> {
+        let node = Node {
+            kind: Kind::File {
+                data,
+                sparse,
+                placement,
+            },
+            mode: 0o100_644,
+            uid: 0,
+            gid: 0,
+            mtime_ns: 0,
+            parent: 0,
+            xattrs: Vec::new(),
+        };
+        self.add(dir, name, node, 1)
+    }
+
+    /// Adds a symbolic link.
+    pub fn add_symlink(&mut self, dir: u64, name: &[u8], target: &[u8]) -> Result<u64, Error> {
+        let node = Node {
+            kind: Kind::Symlink {
+                target: target.to_vec(),
+            },
+            mode: 0o120_777,
+            uid: 0,
+            gid: 0,
+            mtime_ns: 0,
+            parent: 0,
+            xattrs: Vec::new(),
+        };
+        self.add(dir, name, node, 7)
+    }
+
+    /// Sets owner, permission bits and mtime of `ino`.
+    pub fn set_meta(
+        &mut self,
+        ino: u64,
+        perm: u32,
+        uid: u32,
+        gid: u32,
+        mtime_ns: u64,
+    ) -> Result<(), Error> {
+        let n = self.node_mut(ino)?;
+        n.mode = (n.mode & 0o170_000) | (perm & 0o7777);
+        n.uid = uid;
+        n.gid = gid;
+        n.mtime_ns = mtime_ns;
+        Ok(())
+    }
+
+    /// Adds an extended attribute (key with namespace, ≤ 64 bytes; value ≤ 256 bytes;
+    /// at most 12 per inode).
+    pub fn set_xattr(&mut self, ino: u64, key: &[u8], value: &[u8]) -> Result<(), Error> {
+        if key.is_empty()
+            || key.len() > 64
+            || key.contains(&0)
+            || !key.contains(&b'.')
+            || value.len() > 256
+        {
+            return Err(invalid("xattr"));
+        }
+        let n = self.node_mut(ino)?;
+        if let Some(e) = n.xattrs.iter_mut().find(|(k, _)| k == key) {
+            e.1 = value.to_vec();
+            return Ok(());
+        }
+        if n.xattrs.len() >= XATTRS_PER_BLOCK {
+            return Err(full("xattr block"));
+        }
+        n.xattrs.push((key.to_vec(), value.to_vec()));
+        Ok(())
+    }
+
+    fn geometry(&self) -> Result<Geometry, Error> {
+        let p = &self.params;
+        let device_blocks = p.size_bytes / BLOCK_SIZE_U64;
+        if p.bg_size_blocks < 3
+            || p.journal_blocks < 3
+            || p.journal_blocks % 2 == 0
+            || p.nodes == 0
+            || p.inodes < 2
+            || p.pending_slots == 0
+            || p.zone_groups == 0
+        {
+            return Err(invalid("mkfs parameters"));
+        }
+        let inode_bitmap_blocks = p.inodes.div_ceil(BITS_PER_BITMAP_BLOCK);
+        let registry_blocks = u64::from(p.nodes).div_ceil(ROWS_PER_BLOCK);
+        let pending_per_zg = u64::from(p.pending_slots).div_ceil(PENDING_PER_BLOCK);
+        let journals = u64::from(p.nodes).saturating_mul(p.journal_blocks);
+        let mut b: u64 = 1;
+        // Blocks the filesystem uses; shrinks when the last group would be too small.
+        let mut total = device_blocks;
+        for _ in 0..64 {
+            let z = u64::from(p.zone_groups).min(b);
+            let fixed = 1
+                + z
+                + b
+                + inode_bitmap_blocks
+                + p.inodes
+                + registry_blocks
+                + z * pending_per_zg
+                + journals;
+            let span = total.checked_sub(fixed).ok_or(full("image size"))?;
+            let nb = span.div_ceil(p.bg_size_blocks).max(1);
+            if nb == b {
+                let last = span.saturating_sub((b - 1) * p.bg_size_blocks);
+                if last < 3 {
+                    if b == 1 {
+                        return Err(full("image size"));
+                    }
+                    total -= last;
+                    continue;
+                }
+                let z32 = u32::try_from(z).map_err(|_| full("zone groups"))?;
+                let b32 = u32::try_from(b).map_err(|_| full("block groups"))?;
+                let inode_bitmap_start = 1 + z + b;
+                let inode_table_start = inode_bitmap_start + inode_bitmap_blocks;
+                let registry_start = inode_table_start + p.inodes;
+                let pending_start = registry_start + registry_blocks;
+                let journal_start = pending_start + z * pending_per_zg;
+                return Ok(Geometry {
+                    total,
+                    z: z32,
+                    b: b32,
+                    inode_bitmap_start,
+                    inode_bitmap_blocks,
+                    inode_table_start,
+                    registry_start,
+                    registry_blocks,
+                    pending_start,
+                    pending_blocks: z * pending_per_zg,
+                    journal_start,
+                    bg_regions_start: fixed,
+                });
+            }
+            b = nb;
+        }
+        Err(invalid("mkfs geometry"))
+    }
+
+    /// Writes the image.
+    pub fn build(&self) -> Result<Vec<u8>, Error> {
+        let p = &self.params;
+        let g = self.geometry()?;
+        let mut img = vec![0u8; usize_of(g.total.saturating_mul(BLOCK_SIZE_U64))];
+        let mut alloc = Allocator::new(&g, p.bg_size_blocks);
+        let mut any_holes = false;
+        let mut any_uninit = false;
+        let mut any_xattr = false;
+
+        for (ino, node) in self.nodes.iter().enumerate().skip(1) {
+            let ino = u64::try_from(ino).map_err(|_| full("inodes"))?;
+            // Logical blocks with their contents (None = write nothing: uninit).
+            let mut blocks: Vec<(u32, Option<&[u8]>)> = Vec::new();
+            let mut placement = Placement::Contiguous;
+            let dir_bytes;
+            let size: u64;
+            match &node.kind {
+                Kind::File {
+                    data,
+                    sparse,
+                    placement: pl,
+                } => {
+                    placement = *pl;
+                    size = u64::try_from(data.len()).map_err(|_| full("file"))?;
+                    for (i, chunk) in data.chunks(BLOCK_SIZE).enumerate() {
+                        let l = u32::try_from(i).map_err(|_| full("file size"))?;
+                        let zero = chunk.iter().all(|b| *b == 0);
+                        match (sparse, zero) {
+                            (Sparse::Holes, true) => any_holes = true,
+                            (Sparse::Uninit, true) => {
+                                any_uninit = true;
+                                blocks.push((l, None));
+                            }
+                            _ => blocks.push((l, Some(chunk))),
+                        }
+                    }
+                }
+                Kind::Symlink { target } => {
+                    size = u64::try_from(target.len()).map_err(|_| full("symlink"))?;
+                    for (i, chunk) in target.chunks(BLOCK_SIZE).enumerate() {
+                        blocks.push((u32::try_from(i).map_err(|_| full("symlink"))?, Some(chunk)));
+                    }
+                }
+                Kind::Dir { entries } => {
+                    dir_bytes = dir_blocks(entries);
+                    size = u64::try_from(dir_bytes.len())
+                        .map_err(|_| full("dir"))?
+                        .saturating_mul(BLOCK_SIZE_U64);
+                    for (i, b) in dir_bytes.iter().enumerate() {
+                        blocks.push((u32::try_from(i).map_err(|_| full("dir"))?, Some(&b[..])));
+                    }
+                }
+            }
+            // Allocate and write data blocks, coalescing into extents.
+            let mut extents: Vec<(u32, u32, u64, bool)> = Vec::new();
+            for (l, content) in &blocks {
+                let phys = alloc.take(placement)?;
+                if let Some(c) = content {
+                    put(&mut img, usize_of(phys.saturating_mul(BLOCK_SIZE_U64)), c);
+                }
+                let uninit = content.is_none();
+                match extents.last_mut() {
+                    Some(e)
+                        if e.0 + e.1 == *l
+                            && e.2 + u64::from(e.1) == phys
+                            && e.3 == uninit
+                            && e.1 < 0x7fff_ffff =>
+                    {
+                        e.1 += 1
+                    }
+                    _ => extents.push((*l, 1, phys, uninit)),
+                }
+            }
+            let is_dir = matches!(node.kind, Kind::Dir { .. });
+            let root = self.write_tree(&mut img, &mut alloc, &extents, is_dir)?;
+
+            let mut xattr_block = 0;
+            if !node.xattrs.is_empty() {
+                any_xattr = true;
+                xattr_block = alloc.take(Placement::Contiguous)?;
+                let mut blk = vec![0u8; BLOCK_SIZE];
+                for (k, (key, value)) in node.xattrs.iter().enumerate() {
+                    let off = k * 322;
+                    put(&mut blk, off, key);
+                    put(
+                        &mut blk,
+                        off + 64,
+                        &u16::try_from(value.len()).unwrap_or(0).to_le_bytes(),
+                    );
+                    put(&mut blk, off + 66, value);
+                }
+                put(&mut blk, TAIL_AT, &TAIL_XATTR);
+                seal(&mut blk, TAIL_AT + 8);
+                put(&mut img, usize_of(xattr_block * BLOCK_SIZE_U64), &blk);
+            }
+
+            let lba = g.inode_table_start + ino;
+            let mut ib = vec![0u8; 256];
+            put(&mut ib, 0, &INODE_MAGIC);
+            put(&mut ib, 8, &ino.to_le_bytes());
+            put(&mut ib, 16, &node.mode.to_le_bytes());
+            put(&mut ib, 20, &node.uid.to_le_bytes());
+            put(&mut ib, 24, &node.gid.to_le_bytes());
+            let nlink: u32 = match &node.kind {
+                Kind::Dir { entries } => {
+                    2 + u32::try_from(entries.iter().filter(|e| e.2 == 2).count()).unwrap_or(0)
+                }
+                _ => 1,
+            };
+            put(&mut ib, 28, &nlink.to_le_bytes());
+            put(&mut ib, 32, &size.to_le_bytes());
+            put(
+                &mut ib,
+                40,
+                &u64::try_from(blocks.len()).unwrap_or(0).to_le_bytes(),
+            );
+            for t in [48, 56, 64, 72] {
+                put(&mut ib, t, &node.mtime_ns.to_le_bytes());
+            }
+            put(
+                &mut ib,
+                88,
+                &(if is_dir { node.parent } else { 0 }).to_le_bytes(),
+            );
+            put(&mut ib, 96, &xattr_block.to_le_bytes());
+            put(&mut ib, 104, &root);
+            seal(&mut ib, 248);
+            put(&mut img, usize_of(lba * BLOCK_SIZE_U64), &ib);
+        }
+
+        // Inode bitmap: inode 0, every used inode, and padding bits set.
+        let used_inodes = u64::try_from(self.nodes.len()).unwrap_or(0);
+        let ib_start = usize_of(g.inode_bitmap_start * BLOCK_SIZE_U64);
+        let ib_bits = g.inode_bitmap_blocks * BITS_PER_BITMAP_BLOCK;
+        for bit in (0..used_inodes).chain(p.inodes..ib_bits) {
+            set_bit(&mut img, ib_start, bit);
+        }
+
+        // Block groups: bitmaps, region headers, descriptors.
+        let per_zg = g.b.div_ceil(g.z);
+        let mut zg_free = vec![0u64; usize_of(g.z.into())];
+        for bi in 0..g.b {
+            let (start, len) = g.bg_span(p.bg_size_blocks, bi);
+            let dbm = bitmap_blocks(len);
+            let data = len - 1 - dbm;
+            let used = alloc.used_in(bi);
+            let bm_start = usize_of((start + 1) * BLOCK_SIZE_U64);
+            for bit in (0..used).chain(data..dbm * BITS_PER_BITMAP_BLOCK) {
+                set_bit(&mut img, bm_start, bit);
+            }
+            let mut rh = vec![0u8; 64];
+            put(&mut rh, 0, &RH_MAGIC);
+            put(&mut rh, 4, &bi.to_le_bytes());
+            put(&mut rh, 8, &start.to_le_bytes());
+            put(&mut rh, 16, &len.to_le_bytes());
+            seal(&mut rh, 56);
+            put(&mut img, usize_of(start * BLOCK_SIZE_U64), &rh);
+            let owner = bi / per_zg;
+            let free = data - used;
+            if let Some(f) = zg_free.get_mut(usize_of(owner.into())) {
+                *f += free;
+            }
+            let mut d = vec![0u8; 128];
+            put(&mut d, 0, &BG_MAGIC);
+            put(&mut d, 4, &bi.to_le_bytes());
+            put(&mut d, 8, &owner.to_le_bytes());
+            put(&mut d, 16, &start.to_le_bytes());
+            put(&mut d, 24, &len.to_le_bytes());
+            put(&mut d, 40, &1u64.to_le_bytes());
+            put(&mut d, 48, &(1 + dbm).to_le_bytes());
+            put(&mut d, 56, &data.to_le_bytes());
+            put(&mut d, 64, &free.to_le_bytes());
+            seal(&mut d, 112);
+            put(
+                &mut img,
+                usize_of((1 + u64::from(g.z) + u64::from(bi)) * BLOCK_SIZE_U64),
+                &d,
+            );
+        }
+        for zi in 0..g.z {
+            let first = zi * per_zg;
+            let count = per_zg.min(g.b - first);
+            let base = usize_of((1 + u64::from(zi)) * BLOCK_SIZE_U64);
+            let mut hot = vec![0u8; 64];
+            put(&mut hot, 0, &ZG_MAGIC);
+            put(&mut hot, 8, &zi.to_le_bytes());
+            put(&mut hot, 12, &ZG_NO_OWNER.to_le_bytes());
+            put(
+                &mut hot,
+                16,
+                &zg_free
+                    .get(usize_of(zi.into()))
+                    .copied()
+                    .unwrap_or(0)
+                    .to_le_bytes(),
+            );
+            seal(&mut hot, 56);
+            put(&mut img, base, &hot);
+            let mut cold = vec![0u8; 64];
+            put(&mut cold, 0, &ZG_COLD_MAGIC);
+            put(&mut cold, 4, &first.to_le_bytes());
+            put(&mut cold, 8, &count.to_le_bytes());
+            seal(&mut cold, 56);
+            put(&mut img, base + ZG_COLD_AT, &cold);
+        }
+
+        // Journals: a CLEAN flag block per row, empty slots.
+        for row in 0..p.nodes {
+            let lba = g.journal_start + u64::from(row) * p.journal_blocks;
+            let mut f = vec![0u8; 64];
+            put(&mut f, 0, &JF_MAGIC);
+            put(&mut f, 24, &row.to_le_bytes());
+            seal(&mut f, 56);
+            put(&mut img, usize_of(lba * BLOCK_SIZE_U64), &f);
+        }
+
+        // Superblock.
+        let mut sb = vec![0u8; 424];
+        put(&mut sb, 0, &SB_MAGIC);
+        put(&mut sb, 4, &FORMAT_VERSION.to_le_bytes());
+        put(&mut sb, 8, &4096u32.to_le_bytes());
+        put(&mut sb, 12, &1u32.to_le_bytes());
+        // A uuid derived from the geometry, so images stay deterministic.
+        let uuid = crc32c(&g.total.to_le_bytes()).to_le_bytes();
+        put(&mut sb, 16, &[uuid, uuid, uuid, uuid].concat());
+        put(&mut sb, 32, &g.total.to_le_bytes());
+        let compat = u64::from(any_xattr) | (u64::from(any_holes) << 1);
+        let incompat = 1u64 | (u64::from(any_uninit) << 1);
+        put(&mut sb, 40, &compat.to_le_bytes());
+        put(&mut sb, 48, &incompat.to_le_bytes());
+        put(&mut sb, 56, &3u64.to_le_bytes());
+        put(&mut sb, 64, &g.z.to_le_bytes());
+        put(&mut sb, 68, &g.b.to_le_bytes());
+        put(&mut sb, 72, &1u64.to_le_bytes());
+        put(&mut sb, 80, &(1 + u64::from(g.z)).to_le_bytes());
+        put(&mut sb, 88, &g.inode_bitmap_start.to_le_bytes());
+        put(&mut sb, 96, &g.inode_bitmap_blocks.to_le_bytes());
+        put(&mut sb, 104, &g.inode_table_start.to_le_bytes());
+        put(&mut sb, 112, &p.inodes.to_le_bytes());
+        put(&mut sb, 120, &g.registry_start.to_le_bytes());
+        put(&mut sb, 128, &g.registry_blocks.to_le_bytes());
+        put(&mut sb, 136, &p.nodes.to_le_bytes());
+        put(&mut sb, 140, &p.pending_slots.to_le_bytes());
+        put(&mut sb, 144, &g.pending_start.to_le_bytes());
+        put(&mut sb, 152, &g.pending_blocks.to_le_bytes());
+        put(&mut sb, 160, &g.journal_start.to_le_bytes());
+        put(&mut sb, 168, &p.journal_blocks.to_le_bytes());
+        put(&mut sb, 176, &g.bg_regions_start.to_le_bytes());
+        put(&mut sb, 184, &p.bg_size_blocks.to_le_bytes());
+        put(&mut sb, 192, &1u64.to_le_bytes());
+        let label = p.label.as_bytes();
+        put(
+            &mut sb,
+            200,
+            label.get(..label.len().min(64)).unwrap_or(&[]),
+        );
+        seal(&mut sb, SB_CHECKSUM_AT);
+        put(&mut img, 0, &sb);
+        Ok(img)
+    }
+
+    /// Builds the extent tree for `extents`, writing tree blocks, and returns the 76
+    /// bytes of the inode's root (header and four slots).
+    fn write_tree(
+        &self,
+        img: &mut [u8],
+        alloc: &mut Allocator,
+        extents: &[(u32, u32, u64, bool)],
+        is_dir: bool,
+    ) -> Result<[u8; 76], Error> {
+        let unordered = self.params.unordered;
+        let leaf_bytes = |e: &(u32, u32, u64, bool)| {
+            let mut b = [0u8; 16];
+            put(&mut b, 0, &e.0.to_le_bytes());
+            put(
+                &mut b,
+                4,
+                &(e.1 | if e.3 { EXTENT_UNINIT } else { 0 }).to_le_bytes(),
+            );
+            put(&mut b, 8, &e.2.to_le_bytes());
+            b
+        };
+        let header = |entries: usize, max: u16, depth: u16| {
+            let mut h = [0u8; 12];
+            put(&mut h, 0, &EXTENT_MAGIC.to_le_bytes());
+            put(
+                &mut h,
+                2,
+                &u16::try_from(entries).unwrap_or(0).to_le_bytes(),
+            );
+            put(&mut h, 4, &max.to_le_bytes());
+            put(&mut h, 6, &depth.to_le_bytes());
+            h
+        };
+        let order = |n: usize| -> Vec<usize> {
+            let mut v: Vec<usize> = (0..n).collect();
+            if unordered {
+                v.reverse();
+            }
+            v
+        };
+        // Writes one tree block of entries (16-byte leaves or 12-byte index entries).
+        let write_block = |alloc: &mut Allocator,
+                           img: &mut [u8],
+                           entries: &[Vec<u8>],
+                           max: u16,
+                           depth: u16|
+         -> Result<u64, Error> {
+            let lba = alloc.take(Placement::Contiguous)?;
+            let mut blk = vec![0u8; BLOCK_SIZE];
+            put(&mut blk, 0, &header(entries.len(), max, depth));
+            let mut at = 12;
+            for i in order(entries.len()) {
+                let e = entries.get(i).ok_or(invalid("tree"))?;
+                put(&mut blk, at, e);
+                at += e.len();
+            }
+            put(&mut blk, TAIL_AT, &TAIL_EXTENT);
+            seal(&mut blk, TAIL_AT + 8);
+            put(img, usize_of(lba * BLOCK_SIZE_U64), &blk);
+            Ok(lba)
+        };
+        let index_bytes = |logical: u32, child: u64| {
+            let mut b = vec![0u8; 12];
+            put(&mut b, 0, &logical.to_le_bytes());
+            put(&mut b, 4, &child.to_le_bytes());
+            b
+        };
+        let inline = usize::from(INLINE_SLOTS);
+        let leaf = usize::from(LEAF_MAX);
+        let interior = usize::from(INDEX_MAX);
+        let mut root = [0u8; 76];
+        let (depth, slots): (u16, Vec<Vec<u8>>) = if extents.len() <= inline {
+            (0, extents.iter().map(|e| leaf_bytes(e).to_vec()).collect())
+        } else if extents.len() <= inline * leaf {
+            let mut s = Vec::new();
+            for chunk in extents.chunks(leaf) {
+                let entries: Vec<Vec<u8>> = chunk.iter().map(|e| leaf_bytes(e).to_vec()).collect();
+                let lba = write_block(alloc, img, &entries, LEAF_MAX, 0)?;
+                s.push(index_bytes(chunk.first().map_or(0, |e| e.0), lba));
+            }
+            (1, s)
+        } else if !is_dir && extents.len() <= inline * interior * leaf {
+            let per_interior = extents.len().div_ceil(inline).div_ceil(leaf) * leaf;
+            let mut s = Vec::new();
+            for group in extents.chunks(per_interior) {
+                let mut idx = Vec::new();
+                for chunk in group.chunks(leaf) {
+                    let entries: Vec<Vec<u8>> =
+                        chunk.iter().map(|e| leaf_bytes(e).to_vec()).collect();
+                    let lba = write_block(alloc, img, &entries, LEAF_MAX, 0)?;
+                    idx.push(index_bytes(chunk.first().map_or(0, |e| e.0), lba));
+                }
+                let lba = write_block(alloc, img, &idx, INDEX_MAX, 1)?;
+                s.push(index_bytes(group.first().map_or(0, |e| e.0), lba));
+            }
+            (2, s)
+        } else {
+            return Err(full("extent tree"));
+        };
+        put(&mut root, 0, &header(slots.len(), INLINE_SLOTS, depth));
+        for (k, i) in order(slots.len()).into_iter().enumerate() {
+            put(&mut root, 12 + 16 * k, slots.get(i).ok_or(invalid("tree"))?);
+        }
+        Ok(root)
+    }
+}
+
+fn dir_blocks(entries: &[(Vec<u8>, u64, u8)]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for chunk in entries.chunks(DIRENTS_PER_BLOCK) {
+        let mut blk = vec![0u8; BLOCK_SIZE];
+        for (k, (name, ino, ft)) in chunk.iter().enumerate() {
+            let off = k * 266;
+            put(&mut blk, off, &ino.to_le_bytes());
+            put(
+                &mut blk,
+                off + 8,
+                &u16::try_from(name.len()).unwrap_or(0).to_le_bytes(),
+            );
+            put(&mut blk, off + 10, &[*ft]);
+            put(&mut blk, off + 11, name);
+        }
+        put(&mut blk, TAIL_AT, &TAIL_DIR);
+        seal(&mut blk, TAIL_AT + 8);
+        out.push(blk);
+    }
+    out
+}
+
+fn set_bit(img: &mut [u8], base: usize, bit: u64) {
+    let at = base.saturating_add(usize_of(bit / 8));
+    if let Some(b) = img.get_mut(at) {
+        *b |= 1 << (bit % 8);
+    }
+}
+
+/// First-fit block allocator over block group data areas.
+struct Allocator {
+    groups: Vec<(u64, u64)>,
+    used: Vec<u64>,
+    cur: usize,
+}
+
+impl Allocator {
+    fn new(g: &Geometry, size: u64) -> Self {
+        let groups: Vec<(u64, u64)> = (0..g.b)
+            .map(|i| {
+                let (start, len) = g.bg_span(size, i);
+                let dbm = bitmap_blocks(len);
+                (start + 1 + dbm, len - 1 - dbm)
+            })
+            .collect();
+        let used = vec![0; groups.len()];
+        Allocator {
+            groups,
+            used,
+            cur: 0,
+        }
+    }
+
+    fn take(&mut self, placement: Placement) -> Result<u64, Error> {
+        let skip = u64::from(placement == Placement::Fragmented);
+        while let (Some((start, count)), Some(used)) =
+            (self.groups.get(self.cur), self.used.get_mut(self.cur))
+        {
+            // Fragmented placement leaves a free block before each allocation.
+            let at = used.saturating_add(skip);
+            if at < *count {
+                *used = at + 1;
+                return Ok(start + at);
+            }
+            self.cur += 1;
+        }
+        Err(full("data blocks"))
+    }
+
+    /// Blocks from the start of group `bi`'s data area up to its high-water mark.
+    fn used_in(&self, bi: u32) -> u64 {
+        self.used.get(usize_of(bi.into())).copied().unwrap_or(0)
+    }
+}
+
+/// Writes one transaction into registry row `row`'s journal of `img`, starting at slot
+/// `first_slot`: each `(target, payload, fresh)` becomes a slot; `commit` sets `F_COMMIT`
+/// on the last; `dirty` sets the flag block `DIRTY`. The pre-change checksum is the crc
+/// of the target block as `img` holds it now. For tests and tools.
+pub fn write_journal_txn(
+    img: &mut [u8],
+    row: u32,
+    first_slot: u64,
+    txn_id: u64,
+    writes: &[(u64, Vec<u8>, bool)],
+    commit: bool,
+    dirty: bool,
+) -> Result<(), Error> {
+    let blk0: &[u8; BLOCK_SIZE] = img
+        .get(..BLOCK_SIZE)
+        .and_then(|b| b.try_into().ok())
+        .ok_or(invalid("image"))?;
+    let sb = Superblock::parse(blk0, u64::try_from(img.len()).unwrap_or(0) / BLOCK_SIZE_U64)?;
+    if row >= sb.node_capacity() {
+        return Err(invalid("journal row"));
+    }
+    let slice = sb.raw().node_journal_start.get() + u64::from(row) * sb.node_journal_blocks();
+    let slots = (sb.node_journal_blocks() - 1) / 2;
+    if first_slot.saturating_add(u64::try_from(writes.len()).unwrap_or(u64::MAX)) > slots {
+        return Err(full("journal slots"));
+    }
+    if writes
+        .iter()
+        .any(|(t, p, _)| *t >= sb.total_blocks() || p.len() > BLOCK_SIZE)
+    {
+        return Err(invalid("journal write"));
+    }
+    let n = u32::try_from(writes.len()).map_err(|_| full("journal slots"))?;
+    for (i, (target, payload, fresh)) in writes.iter().enumerate() {
+        let i32_ = u32::try_from(i).map_err(|_| full("journal slots"))?;
+        let mut page = vec![0u8; BLOCK_SIZE];
+        put(&mut page, 0, payload);
+        let pre = img
+            .get(usize_of(target * BLOCK_SIZE_U64)..usize_of((target + 1) * BLOCK_SIZE_U64))
+            .map_or(0, |b| u64::from(crc32c(b)));
+        let mut h = vec![0u8; 64];
+        put(&mut h, 0, &JS_MAGIC);
+        let last = i32_ + 1 == n;
+        let flags = if *fresh { F_FRESH } else { 0 } | if commit && last { F_COMMIT } else { 0 };
+        put(&mut h, 4, &flags.to_le_bytes());
+        put(&mut h, 8, &txn_id.to_le_bytes());
+        put(&mut h, 16, &target.to_le_bytes());
+        put(&mut h, 24, &u64::from(crc32c(&page)).to_le_bytes());
+        put(&mut h, 32, &(if *fresh { 0 } else { pre }).to_le_bytes());
+        put(&mut h, 40, &i32_.to_le_bytes());
+        put(&mut h, 44, &n.to_le_bytes());
+        seal(&mut h, 56);
+        let hdr = slice + 1 + 2 * (first_slot + u64::from(i32_));
+        let mut hb = vec![0u8; BLOCK_SIZE];
+        put(&mut hb, 0, &h);
+        put(img, usize_of(hdr * BLOCK_SIZE_U64), &hb);
+        put(img, usize_of((hdr + 1) * BLOCK_SIZE_U64), &page);
+    }
+    let mut f = vec![0u8; 64];
+    put(&mut f, 0, &JF_MAGIC);
+    put(
+        &mut f,
+        4,
+        &(if dirty { JOURNAL_DIRTY } else { 0 }).to_le_bytes(),
+    );
+    put(&mut f, 16, &txn_id.to_le_bytes());
+    put(&mut f, 24, &row.to_le_bytes());
+    seal(&mut f, 56);
+    put(img, usize_of(slice * BLOCK_SIZE_U64), &f);
+    Ok(())
+}
