@@ -4,6 +4,7 @@
 //! Exit codes follow the fsck convention: 0 clean, 4 problems found and left, 8
 //! operational error (cannot open or read), 16 usage error.
 
+pub mod cetrafs_cmd;
 pub mod fuzzing;
 pub mod history;
 pub mod input;
@@ -32,4 +33,23 @@ pub enum Output {
     Json,
     /// One line.
     Quiet,
+}
+
+/// Formats `tet-host` recognises by their leading magic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `.tet` (`TETR`).
+    Tet,
+    /// cetrafs image (`CTFS`).
+    Cetrafs,
+}
+
+/// The format of `bytes`: cetrafs when it starts with `CTFS`, otherwise `.tet` (whose
+/// checks then report a bad magic if it is neither).
+pub fn detect(bytes: &[u8]) -> Format {
+    if bytes.starts_with(&tet_core::cetrafs::SB_MAGIC) {
+        Format::Cetrafs
+    } else {
+        Format::Tet
+    }
 }

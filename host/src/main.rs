@@ -7,10 +7,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tet_host::{input, tet_cmd, Exit, Output};
+use tet_host::{cetrafs_cmd, detect, input, tet_cmd, Exit, Format, Output};
 
 #[derive(Parser)]
-#[command(name = "tet-host", version, about = "Inspect and verify .tet files")]
+#[command(
+    name = "tet-host",
+    version,
+    about = "Inspect and verify .tet files and cetrafs images"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -18,10 +22,65 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Show the superblock, datasets, execution settings and footer.
+    /// Show the superblock, datasets, execution settings and footer (.tet), or the
+    /// superblock, region map, groups, nodes and journal states (cetrafs).
     Info {
-        /// The file.
+        /// The file or image.
         file: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create a cetrafs image (deterministic), optionally populated from a directory.
+    Mkfs {
+        /// The image to write (replaced atomically).
+        image: PathBuf,
+        /// Image size, e.g. 64M.
+        #[arg(long, value_parser = cetrafs_cmd::parse_size)]
+        size: u64,
+        /// Block group size, e.g. 16M.
+        #[arg(long, value_parser = cetrafs_cmd::parse_size)]
+        block_group_size: Option<u64>,
+        /// Zone groups.
+        #[arg(long)]
+        zone_groups: Option<u32>,
+        /// Node registry capacity.
+        #[arg(long)]
+        nodes: Option<u32>,
+        /// Inode table length.
+        #[arg(long)]
+        inodes: Option<u64>,
+        /// Volume label.
+        #[arg(long)]
+        label: Option<String>,
+        /// Copy this directory's files, directories, symlinks and xattrs in.
+        #[arg(long)]
+        from: Option<PathBuf>,
+    },
+    /// List a directory of a cetrafs image.
+    Ls {
+        /// The image.
+        image: PathBuf,
+        /// Path inside the image.
+        #[arg(default_value = "/")]
+        path: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a file of a cetrafs image to standard output.
+    Cat {
+        /// The image.
+        image: PathBuf,
+        /// Path inside the image.
+        path: String,
+    },
+    /// Show an inode of a cetrafs image.
+    Stat {
+        /// The image.
+        image: PathBuf,
+        /// Path inside the image.
+        path: String,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -54,7 +113,49 @@ fn main() -> ExitCode {
     };
     let exit = match cli.command {
         Command::Info { file, json } => with_input(&file, |b| {
-            tet_cmd::info(&file, b, if json { Output::Json } else { Output::Human })
+            let out = if json { Output::Json } else { Output::Human };
+            match detect(b) {
+                Format::Tet => tet_cmd::info(&file, b, out),
+                Format::Cetrafs => cetrafs_cmd::info(&file, b, out),
+            }
+        }),
+        Command::Mkfs {
+            image,
+            size,
+            block_group_size,
+            zone_groups,
+            nodes,
+            inodes,
+            label,
+            from,
+        } => {
+            let o = cetrafs_cmd::MkfsOptions {
+                size,
+                bg_size: block_group_size,
+                zone_groups,
+                nodes,
+                inodes,
+                label,
+                from: from.as_deref(),
+            };
+            cetrafs_cmd::mkfs(&image, &o)
+        }
+        Command::Ls { image, path, json } => with_input(&image, |b| {
+            cetrafs_cmd::ls(
+                &image,
+                b,
+                &path,
+                if json { Output::Json } else { Output::Human },
+            )
+        }),
+        Command::Cat { image, path } => with_input(&image, |b| cetrafs_cmd::cat(&image, b, &path)),
+        Command::Stat { image, path, json } => with_input(&image, |b| {
+            cetrafs_cmd::stat(
+                &image,
+                b,
+                &path,
+                if json { Output::Json } else { Output::Human },
+            )
         }),
         Command::Verify { file, json, quiet } => with_input(&file, |b| {
             let out = match (json, quiet) {
@@ -62,7 +163,10 @@ fn main() -> ExitCode {
                 (_, true) => Output::Quiet,
                 _ => Output::Human,
             };
-            tet_cmd::verify(&file, b, out)
+            match detect(b) {
+                Format::Tet => tet_cmd::verify(&file, b, out),
+                Format::Cetrafs => cetrafs_cmd::verify(&file, b, out),
+            }
         }),
     };
     ExitCode::from(exit as u8)

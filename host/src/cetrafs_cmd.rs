@@ -1,0 +1,674 @@
+//! `tet-host` commands for cetrafs images: mkfs, info, ls, cat, stat, verify.
+
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use serde_json::{json, Value};
+use tet_alloc::cetrafs::{ImageBuilder, Params, Placement, Sparse};
+use tet_core::block::{BlockDevice, MemDevice, BLOCK_SIZE_U64};
+use tet_core::cetrafs::{bitmap_blocks, Buffers, Features, Fs, Inode, BITS_PER_BITMAP_BLOCK};
+use tet_core::{Error, ErrorKind};
+
+use crate::{Exit, Output};
+
+/// Options of `tet-host mkfs`.
+pub struct MkfsOptions<'a> {
+    /// Image size in bytes.
+    pub size: u64,
+    /// Block group size in bytes.
+    pub bg_size: Option<u64>,
+    /// Zone groups.
+    pub zone_groups: Option<u32>,
+    /// Node registry capacity.
+    pub nodes: Option<u32>,
+    /// Inode table length.
+    pub inodes: Option<u64>,
+    /// Volume label.
+    pub label: Option<String>,
+    /// Directory to copy in.
+    pub from: Option<&'a Path>,
+}
+
+/// Parses `64M`, `1G`, `4096`, `512K` (binary units).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let (num, mul) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .ok_or_else(|| {
+            format!("invalid size '{s}' (use a number with an optional K, M or G suffix)")
+        })
+}
+
+fn copy_tree(b: &mut ImageBuilder, dir: u64, host: &Path) -> Result<(), String> {
+    let mut entries: Vec<_> = std::fs::read_dir(host)
+        .map_err(|e| format!("{}: {e}", host.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {e}", host.display()))?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let path = e.path();
+        let name = e.file_name();
+        let name = name.as_encoded_bytes();
+        let meta =
+            std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let ft = meta.file_type();
+        let ino = if ft.is_dir() {
+            let d = b
+                .mkdir(dir, name, 0o755)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            copy_tree(b, d, &path)?;
+            d
+        } else if ft.is_symlink() {
+            let target =
+                std::fs::read_link(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            b.add_symlink(dir, name, target.as_os_str().as_encoded_bytes())
+                .map_err(|e| format!("{}: {e}", path.display()))?
+        } else if ft.is_file() {
+            let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            b.add_file(dir, name, data, Sparse::Holes, Placement::Contiguous)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+        } else {
+            eprintln!(
+                "tet-host: skipping {} (not a file, directory or symlink)",
+                path.display()
+            );
+            continue;
+        };
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let mtime = u64::try_from(meta.mtime())
+                .unwrap_or(0)
+                .saturating_mul(1_000_000_000)
+                .saturating_add(u64::try_from(meta.mtime_nsec()).unwrap_or(0));
+            b.set_meta(ino, meta.mode(), meta.uid(), meta.gid(), mtime)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        if !ft.is_symlink() {
+            if let Ok(names) = xattr::list(&path) {
+                let mut names: Vec<_> = names.collect();
+                names.sort();
+                for k in names {
+                    if let Ok(Some(v)) = xattr::get(&path, &k) {
+                        b.set_xattr(ino, k.as_encoded_bytes(), &v).map_err(|e| {
+                            format!("{}: xattr {}: {e}", path.display(), k.to_string_lossy())
+                        })?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `tet-host mkfs`.
+pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
+    let d = Params::default();
+    let params = Params {
+        size_bytes: o.size,
+        bg_size_blocks: o.bg_size.map_or(d.bg_size_blocks, |s| s / BLOCK_SIZE_U64),
+        zone_groups: o.zone_groups.unwrap_or(d.zone_groups),
+        nodes: o.nodes.unwrap_or(d.nodes),
+        inodes: o.inodes.unwrap_or(d.inodes),
+        label: o.label.clone().unwrap_or_default(),
+        ..d
+    };
+    let mut b = ImageBuilder::new(params);
+    if let Some(from) = o.from {
+        if let Err(e) = copy_tree(&mut b, ImageBuilder::ROOT, from) {
+            eprintln!("tet-host: mkfs: {e}");
+            return Exit::Operational;
+        }
+    }
+    let bytes = match b.build() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("tet-host: mkfs: {e}");
+            return Exit::Usage;
+        }
+    };
+    // Write beside the target, then rename: a crash never leaves half an image.
+    let tmp = image.with_extension("mkfs-tmp");
+    let written = std::fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(&bytes)?;
+        f.set_len(o.size / BLOCK_SIZE_U64 * BLOCK_SIZE_U64)?;
+        f.sync_all()
+    });
+    if let Err(e) = written.and_then(|_| std::fs::rename(&tmp, image)) {
+        let _ = std::fs::remove_file(&tmp);
+        eprintln!("tet-host: mkfs: cannot write {}: {e}", image.display());
+        return Exit::Operational;
+    }
+    println!(
+        "{}: cetrafs 0x0006, {} blocks",
+        image.display(),
+        bytes.len() as u64 / BLOCK_SIZE_U64
+    );
+    Exit::Clean
+}
+
+fn open_fs<'a>(path: &Path, bytes: &'a [u8]) -> Result<Fs<MemDevice<'a>>, Exit> {
+    let mut b = Buffers::new();
+    Fs::open(MemDevice::new(bytes), &mut b.data).map_err(|e| {
+        eprintln!(
+            "tet-host: {}: cannot mount: {}",
+            path.display(),
+            describe(&e)
+        );
+        Exit::Problems
+    })
+}
+
+/// An error with its block number spelled out.
+pub fn describe(e: &Error) -> String {
+    format!(
+        "{} (block {}, byte {:#x}) {}",
+        e.what,
+        e.offset / BLOCK_SIZE_U64,
+        e.offset,
+        e.kind
+    )
+}
+
+fn features_json(f: &Features) -> Value {
+    let names = |word: u64, table: &[(u32, &'static str)]| -> Vec<String> {
+        (0..64u32)
+            .filter(|b| word & (1u64 << b) != 0)
+            .map(|b| {
+                Features::name(table, b).map_or_else(|| format!("unknown bit {b}"), str::to_string)
+            })
+            .collect()
+    };
+    json!({
+        "compat": names(f.compat, Features::COMPAT),
+        "incompat": names(f.incompat, Features::INCOMPAT),
+        "ro_compat": names(f.ro_compat, Features::RO_COMPAT),
+    })
+}
+
+/// `tet-host info` for an image.
+pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
+    let fs = match open_fs(path, bytes) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    let sb = fs.superblock();
+    let mut bufs = Buffers::new();
+    let mut zgs = Vec::new();
+    for z in 0..sb.zone_group_count() {
+        if let Ok(zg) = fs.zone_group(z, &mut bufs.data) {
+            zgs.push(json!({"id": z, "owner": zg.owner(), "free_data_blocks": zg.hot.free_data_blocks.get(), "hb_seq": zg.hot.hb_seq.get(), "first_bg": zg.cold.first_bg_id.get(), "bg_count": zg.cold.bg_count.get()}));
+        }
+    }
+    let mut bgs = Vec::new();
+    for b in 0..sb.block_group_count() {
+        if let Ok(bg) = fs.block_group(b, &mut bufs.data) {
+            let r = &bg.raw;
+            bgs.push(json!({"id": b, "owner_zg": r.owner_zg.get(), "start": r.start_block.get(), "length": r.length_blocks.get(), "data_blocks": r.data_block_count.get(), "free_data_blocks": r.free_data_blocks.get(), "reconcile_seq": r.reconcile_seq.get()}));
+        }
+    }
+    let mut nodes = Vec::new();
+    let mut journals = Vec::new();
+    for row in 0..sb.node_capacity() {
+        if let Ok(Some(n)) = fs.node_row(row, &mut bufs.data) {
+            let host = String::from_utf8_lossy(&n.raw.hostname)
+                .trim_end_matches('\0')
+                .to_string();
+            nodes.push(json!({"row": row, "node_id": n.raw.node_id.get(), "state": n.state_name(), "hostname": host}));
+        }
+        let mut counts = std::collections::BTreeMap::new();
+        let flag = fs.classify_journal(row, &mut bufs, |_, c| {
+            *counts.entry(c.name()).or_insert(0u64) += 1;
+            Ok(ControlFlow::Continue(()))
+        });
+        journals.push(match flag {
+            Ok(f) => json!({"row": row, "state": if f.is_dirty() { "DIRTY" } else { "CLEAN" }, "replay_owner": f.raw.replay_owner.get(), "slots": counts}),
+            Err(e) => json!({"row": row, "error": describe(&e)}),
+        });
+    }
+    let regions: Vec<Value> =
+        std::iter::once(json!({"name": "superblock", "start": 0, "blocks": 1}))
+            .chain(
+                sb.regions()
+                    .iter()
+                    .map(|r| json!({"name": r.name, "start": r.start, "blocks": r.blocks})),
+            )
+            .collect();
+    let raw = sb.raw();
+    let label = String::from_utf8_lossy(&raw.label)
+        .trim_end_matches('\0')
+        .to_string();
+    let v = json!({
+        "file": path.display().to_string(),
+        "format": "cetrafs",
+        "version": raw.format_version.get(),
+        "label": label,
+        "total_blocks": sb.total_blocks(),
+        "read_only": sb.read_only(),
+        "features": features_json(&sb.features()),
+        "zone_groups": zgs,
+        "block_groups": bgs,
+        "node_capacity": sb.node_capacity(),
+        "nodes": nodes,
+        "inode_count": sb.inode_count(),
+        "regions": regions,
+        "journals": journals,
+    });
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+        _ => {
+            println!(
+                "image:        {} ({} blocks of 4096 bytes)",
+                path.display(),
+                sb.total_blocks()
+            );
+            println!(
+                "format:       cetrafs 0x{:04x}, label '{label}'{}",
+                raw.format_version.get(),
+                if sb.read_only() {
+                    ", read-only (unknown ro-compat bits)"
+                } else {
+                    ""
+                }
+            );
+            println!("features:     {}", v["features"]);
+            println!("regions:");
+            for r in &regions {
+                println!(
+                    "  {:<22} start {:>8}  blocks {:>8}",
+                    r["name"].as_str().unwrap_or(""),
+                    r["start"],
+                    r["blocks"]
+                );
+            }
+            println!("zone groups:");
+            for z in &zgs {
+                println!(
+                    "  zg {:<3} block groups {}..{}  free {}  owner {}",
+                    z["id"],
+                    z["first_bg"],
+                    z["first_bg"].as_u64().unwrap_or(0) + z["bg_count"].as_u64().unwrap_or(0),
+                    z["free_data_blocks"],
+                    if z["owner"].is_null() {
+                        "none".into()
+                    } else {
+                        z["owner"].to_string()
+                    }
+                );
+            }
+            println!("block groups:");
+            for b in &bgs {
+                println!("  bg {:<3} start {:>8}  length {:>6}  data {:>6}  free {:>6}  zg {}  reconcile_seq {}", b["id"], b["start"], b["length"], b["data_blocks"], b["free_data_blocks"], b["owner_zg"], b["reconcile_seq"]);
+            }
+            println!(
+                "nodes:        {} of {} registry rows in use",
+                nodes.len(),
+                sb.node_capacity()
+            );
+            for j in &journals {
+                println!(
+                    "  journal row {:<3} {}  {}",
+                    j["row"],
+                    j["state"].as_str().unwrap_or("ERROR"),
+                    j["slots"]
+                );
+            }
+        }
+    }
+    Exit::Clean
+}
+
+fn type_name(inode: &Inode) -> &'static str {
+    if inode.is_dir() {
+        "dir"
+    } else if inode.is_symlink() {
+        "symlink"
+    } else {
+        "file"
+    }
+}
+
+fn resolve<'a>(
+    path: &Path,
+    fs: &Fs<MemDevice<'a>>,
+    inner: &str,
+    bufs: &mut Buffers,
+) -> Result<Inode, Exit> {
+    fs.resolve(inner.as_bytes(), bufs).map_err(|e| {
+        if e.kind == ErrorKind::NotFound {
+            eprintln!(
+                "tet-host: {}: {inner}: no such file or directory",
+                path.display()
+            );
+            Exit::Usage
+        } else {
+            eprintln!("tet-host: {}: {inner}: {}", path.display(), describe(&e));
+            Exit::Problems
+        }
+    })
+}
+
+/// `tet-host ls`.
+pub fn ls(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
+    let fs = match open_fs(path, bytes) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    let mut bufs = Buffers::new();
+    let dir = match resolve(path, &fs, inner, &mut bufs) {
+        Ok(d) => d,
+        Err(e) => return e,
+    };
+    let mut names: Vec<(Vec<u8>, u64)> = Vec::new();
+    if dir.is_dir() {
+        if let Err(e) = fs.read_dir(&dir, &mut bufs, |e| {
+            names.push((e.name().to_vec(), e.inode));
+            ControlFlow::Continue(())
+        }) {
+            eprintln!("tet-host: {}: {}", path.display(), describe(&e));
+            return Exit::Problems;
+        }
+    } else {
+        names.push((
+            inner
+                .rsplit('/')
+                .next()
+                .unwrap_or(inner)
+                .as_bytes()
+                .to_vec(),
+            dir.ino,
+        ));
+    }
+    names.sort();
+    let mut rows = Vec::new();
+    for (name, ino) in names {
+        match fs.inode(ino, &mut bufs.data) {
+            Ok(i) => rows.push(json!({"name": String::from_utf8_lossy(&name), "inode": ino, "type": type_name(&i), "size": i.size(), "mode": format!("{:o}", i.raw.mode.get() & 0o7777)})),
+            Err(e) => {
+                eprintln!("tet-host: {}: {}", path.display(), describe(&e));
+                return Exit::Problems;
+            }
+        }
+    }
+    match output {
+        Output::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
+        ),
+        _ => {
+            for r in &rows {
+                println!(
+                    "{:<8} {:>5} {:>10} {:>6}  {}",
+                    r["type"].as_str().unwrap_or(""),
+                    r["mode"].as_str().unwrap_or(""),
+                    r["size"],
+                    r["inode"],
+                    r["name"].as_str().unwrap_or("")
+                );
+            }
+        }
+    }
+    Exit::Clean
+}
+
+/// `tet-host cat`.
+pub fn cat(path: &Path, bytes: &[u8], inner: &str) -> Exit {
+    let fs = match open_fs(path, bytes) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    let mut bufs = Buffers::new();
+    let f = match resolve(path, &fs, inner, &mut bufs) {
+        Ok(d) => d,
+        Err(e) => return e,
+    };
+    if f.is_dir() {
+        eprintln!("tet-host: {}: {inner}: is a directory", path.display());
+        return Exit::Usage;
+    }
+    let mut out = std::io::stdout().lock();
+    let mut chunk = vec![0u8; 1 << 16];
+    let mut off = 0u64;
+    while off < f.size() {
+        match fs.read(&f, off, &mut chunk, &mut bufs) {
+            Ok(0) => break,
+            Ok(n) => {
+                if out.write_all(&chunk[..n]).is_err() {
+                    return Exit::Operational;
+                }
+                off += n as u64;
+            }
+            Err(e) => {
+                eprintln!("tet-host: {}: {}", path.display(), describe(&e));
+                return Exit::Problems;
+            }
+        }
+    }
+    Exit::Clean
+}
+
+/// `tet-host stat`.
+pub fn stat(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
+    let fs = match open_fs(path, bytes) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    let mut bufs = Buffers::new();
+    let i = match resolve(path, &fs, inner, &mut bufs) {
+        Ok(d) => d,
+        Err(e) => return e,
+    };
+    let s = fs.stat(&i);
+    let mut xattrs = serde_json::Map::new();
+    if let Err(e) = fs.xattrs(&i, &mut bufs, |x| {
+        xattrs.insert(
+            String::from_utf8_lossy(x.key()).into_owned(),
+            Value::String(String::from_utf8_lossy(x.value()).into_owned()),
+        );
+        ControlFlow::Continue(())
+    }) {
+        eprintln!("tet-host: {}: {}", path.display(), describe(&e));
+        return Exit::Problems;
+    }
+    let v = json!({
+        "path": inner, "inode": s.ino, "type": type_name(&i), "mode": format!("{:o}", s.mode & 0o7777),
+        "uid": s.uid, "gid": s.gid, "nlink": s.nlink, "size": s.size, "blocks": s.blocks,
+        "mtime_ns": s.mtime_ns, "parent": s.parent, "extent_depth": s.depth, "xattrs": xattrs,
+    });
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+        _ => {
+            for (k, val) in v.as_object().into_iter().flatten() {
+                println!(
+                    "{k:<13} {}",
+                    if let Value::String(s) = val {
+                        s.clone()
+                    } else {
+                        val.to_string()
+                    }
+                );
+            }
+        }
+    }
+    Exit::Clean
+}
+
+/// One verify finding for an image.
+struct Problem {
+    code: &'static str,
+    error: Error,
+}
+
+fn code_of(e: &Error) -> &'static str {
+    match e.kind {
+        ErrorKind::ChecksumMismatch { .. } => "checksum",
+        ErrorKind::BadMagic { .. } => "magic",
+        ErrorKind::Unsupported { .. } | ErrorKind::UnknownFlags { .. } => "incompatible",
+        ErrorKind::Truncated { .. } | ErrorKind::Overlap { .. } => "map",
+        _ => "structure",
+    }
+}
+
+fn bit(bytes: &[u8], lba: u64, i: u64) -> bool {
+    let at = (lba * BLOCK_SIZE_U64 + i / 8) as usize;
+    bytes.get(at).is_some_and(|b| b & (1 << (i % 8)) != 0)
+}
+
+/// Every checksum and every map and table check (the full cross-checking fsck and
+/// journal replay are separate).
+fn check_image(bytes: &[u8]) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let mut bufs = Buffers::new();
+    let dev = MemDevice::new(bytes);
+    let fs = match Fs::open(dev, &mut bufs.data) {
+        Ok(f) => f,
+        Err(e) => {
+            out.push(Problem {
+                code: code_of(&e),
+                error: e,
+            });
+            return out;
+        }
+    };
+    let report = |r: Result<(), Error>, out: &mut Vec<Problem>| {
+        if let Err(e) = r {
+            out.push(Problem {
+                code: code_of(&e),
+                error: e,
+            });
+        }
+    };
+    let sb = *fs.superblock();
+    for bi in 0..sb.block_group_count() {
+        let r = fs.block_group(bi, &mut bufs.data).and_then(|bg| {
+            let start = bg.raw.start_block.get();
+            dev.read_block(start, &mut bufs.data)?;
+            bg.check_region_header(&bufs.data)?;
+            // Free count and bitmap padding.
+            let data = bg.raw.data_block_count.get();
+            let dbm = bitmap_blocks(bg.raw.length_blocks.get());
+            let used = (0..data).filter(|i| bit(bytes, start + 1, *i)).count() as u64;
+            if data - used != bg.raw.free_data_blocks.get() {
+                return Err(Error::new(
+                    ErrorKind::Mismatch {
+                        expected: data - used,
+                        found: bg.raw.free_data_blocks.get(),
+                    },
+                    "block_group.free_data_blocks (bitmap)",
+                    bg.lba * BLOCK_SIZE_U64 + 64,
+                ));
+            }
+            if let Some(i) =
+                (data..dbm * BITS_PER_BITMAP_BLOCK).find(|i| !bit(bytes, start + 1, *i))
+            {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    "data bitmap padding bit clear",
+                    (start + 1) * BLOCK_SIZE_U64 + i / 8,
+                ));
+            }
+            Ok(())
+        });
+        report(r, &mut out);
+    }
+    for row in 0..sb.node_capacity() {
+        report(fs.node_row(row, &mut bufs.data).map(|_| ()), &mut out);
+        report(
+            fs.classify_journal(row, &mut bufs, |_, _| Ok(ControlFlow::Continue(())))
+                .map(|_| ()),
+            &mut out,
+        );
+    }
+    for z in 0..sb.zone_group_count() {
+        for s in 0..sb.raw().pending_slots_per_zg.get() {
+            report(fs.pending_free(z, s, &mut bufs.data).map(|_| ()), &mut out);
+        }
+    }
+    let ib = sb.raw().inode_bitmap_start.get();
+    if !bit(bytes, ib, 0) {
+        out.push(Problem {
+            code: "structure",
+            error: Error::new(
+                ErrorKind::Invalid,
+                "inode bitmap bit 0 (inode 0) clear",
+                ib * BLOCK_SIZE_U64,
+            ),
+        });
+    }
+    if let Some(i) = (sb.inode_count()..sb.raw().inode_bitmap_blocks.get() * BITS_PER_BITMAP_BLOCK)
+        .find(|i| !bit(bytes, ib, *i))
+    {
+        out.push(Problem {
+            code: "structure",
+            error: Error::new(
+                ErrorKind::Invalid,
+                "inode bitmap padding bit clear",
+                ib * BLOCK_SIZE_U64 + i / 8,
+            ),
+        });
+    }
+    for ino in 1..sb.inode_count() {
+        if !bit(bytes, ib, ino) {
+            continue;
+        }
+        let r = fs.inode(ino, &mut bufs.data).and_then(|inode| {
+            if inode.is_dir() {
+                fs.read_dir(&inode, &mut bufs, |_| ControlFlow::Continue(()))?;
+            } else {
+                let _all =
+                    fs.for_each_extent(&inode, &mut bufs.tree, |_| Ok(ControlFlow::Continue(())))?;
+            }
+            fs.xattrs(&inode, &mut bufs, |_| ControlFlow::Continue(()))
+        });
+        report(r, &mut out);
+    }
+    out
+}
+
+/// `tet-host verify` for an image.
+pub fn verify(path: &Path, bytes: &[u8], output: Output) -> Exit {
+    let found = check_image(bytes);
+    let clean = found.is_empty();
+    match output {
+        Output::Json => {
+            let list: Vec<Value> = found
+                .iter()
+                .map(|p| json!({"code": p.code, "severity": "error", "field": p.error.what, "offset": p.error.offset, "block": p.error.offset / BLOCK_SIZE_U64, "message": describe(&p.error)}))
+                .collect();
+            let v = json!({"file": path.display().to_string(), "format": "cetrafs", "status": if clean { "clean" } else { "errors" }, "errors": found.len(), "warnings": 0, "findings": list});
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        }
+        Output::Quiet => match found.first() {
+            None => println!("{}: clean", path.display()),
+            Some(p) => println!(
+                "{}: {} error(s); first: error[{}] {}",
+                path.display(),
+                found.len(),
+                p.code,
+                describe(&p.error)
+            ),
+        },
+        Output::Human => {
+            for p in &found {
+                println!("error[{}] {}", p.code, describe(&p.error));
+            }
+            if clean {
+                println!("{}: clean", path.display());
+            } else {
+                println!("{}: {} error(s)", path.display(), found.len());
+            }
+        }
+    }
+    if clean {
+        Exit::Clean
+    } else {
+        Exit::Problems
+    }
+}
