@@ -501,9 +501,11 @@ pub fn stat(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
 }
 
 /// One verify finding for an image.
-struct Problem {
-    code: &'static str,
-    error: Error,
+pub struct Problem {
+    /// Stable code: `checksum`, `magic`, `incompatible`, `map` or `structure`.
+    pub code: &'static str,
+    /// What, where (absolute byte offset; block = offset / 4096), and the values.
+    pub error: Error,
 }
 
 fn code_of(e: &Error) -> &'static str {
@@ -523,7 +525,7 @@ fn bit(bytes: &[u8], lba: u64, i: u64) -> bool {
 
 /// Every checksum and every map and table check (the full cross-checking fsck and
 /// journal replay are separate).
-fn check_image(bytes: &[u8]) -> Vec<Problem> {
+pub fn check_image(bytes: &[u8]) -> Vec<Problem> {
     let mut out = Vec::new();
     let mut bufs = Buffers::new();
     let dev = MemDevice::new(bytes);
