@@ -150,7 +150,6 @@ fn slot_header_bit_flip_and_torn_payload() {
     let f = fs(&img);
     let target = f.superblock().raw().inode_table_start.get() + 100;
     let slot0 = f.journal_start(2) + 1;
-    drop(f);
     write_journal_txn(
         &mut img,
         2,
@@ -266,7 +265,6 @@ fn journal_replay_classification_and_overlay() {
         target = e.physical;
         Ok(ControlFlow::Break(()))
     });
-    drop(f);
     let new = vec![0xAB; B];
     // Committed, dirty: the target still holds the pre-change contents.
     let mut img = img0.clone();
