@@ -218,6 +218,10 @@ impl<D: BlockDevice> Fs<D> {
             ));
         }
         let blocks = dir.size().div_ceil(BLOCK_SIZE_U64);
+        // Block budget: a walk never needs more block reads than the device has blocks,
+        // however its (unordered, possibly overlapping) extents are arranged.
+        let budget = self.superblock().total_blocks();
+        let mut reads: u64 = 0;
         let data = &mut bufs.data;
         let _stopped_early = self.for_each_extent(dir, &mut bufs.tree, |e| {
             if e.uninit {
@@ -233,6 +237,10 @@ impl<D: BlockDevice> Fs<D> {
                     break;
                 }
                 let lba = e.physical.saturating_add(b);
+                reads = reads.saturating_add(1);
+                if reads > budget {
+                    return Err(err(ErrorKind::OutOfRange { value: reads, max: budget }, "directory walk block budget", dir.lba, 104));
+                }
                 self.device().read_block(lba, data)?;
                 if self.dir_block(data, lba, &mut f)?.is_break() {
                     return Ok(ControlFlow::Break(()));
