@@ -32,8 +32,12 @@ step "tests"
 log=$(mktemp)
 cargo test --workspace --locked 2>&1 | tee "$log"
 
-step "tet-core for thumbv7m-none-eabi"
+step "tet-core for thumbv7m-none-eabi, every CRC table size"
 cargo build -p tet-core --target thumbv7m-none-eabi --release --locked
+cargo build -p tet-core --target thumbv7m-none-eabi --release --locked --features crc-no-table
+cargo build -p tet-core --target thumbv7m-none-eabi --release --locked --features crc-table-16k
+cargo test -p tet-core --locked --features crc-no-table --lib checksum 2>&1 | tee -a "$log"
+cargo test -p tet-core --locked --features crc-table-16k --lib checksum 2>&1 | tee -a "$log"
 
 step "fuzz smoke run"
 fuzz_seconds=${FUZZ_SECONDS:-30}
@@ -44,6 +48,7 @@ for target in $(cd fuzz && cargo fuzz list); do
   rm -rf "$corpus"
 done
 
+rm -rf fuzz/corpus
 passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 rm -f "$log"

@@ -239,7 +239,15 @@ impl<D: BlockDevice> Fs<D> {
                 let lba = e.physical.saturating_add(b);
                 reads = reads.saturating_add(1);
                 if reads > budget {
-                    return Err(err(ErrorKind::OutOfRange { value: reads, max: budget }, "directory walk block budget", dir.lba, 104));
+                    return Err(err(
+                        ErrorKind::OutOfRange {
+                            value: reads,
+                            max: budget,
+                        },
+                        "directory walk block budget",
+                        dir.lba,
+                        104,
+                    ));
                 }
                 self.device().read_block(lba, data)?;
                 if self.dir_block(data, lba, &mut f)?.is_break() {
