@@ -28,6 +28,8 @@ pub struct MkfsOptions<'a> {
     pub label: Option<String>,
     /// Directory to copy in.
     pub from: Option<&'a Path>,
+    /// Output style.
+    pub output: Output,
 }
 
 /// Parses `64M`, `1G`, `4096`, `512K` (binary units).
@@ -146,15 +148,22 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
         eprintln!("tet-host: mkfs: cannot write {}: {e}", image.display());
         return Exit::Operational;
     }
-    println!(
-        "{}: cetrafs 0x0006, {} blocks",
-        image.display(),
-        bytes.len() as u64 / BLOCK_SIZE_U64
-    );
+    let blocks = bytes.len() as u64 / BLOCK_SIZE_U64;
+    match o.output {
+        Output::Json => println!(
+            "{}",
+            json!({"image": image.display().to_string(), "format": "cetrafs", "version": 6, "blocks": blocks})
+        ),
+        _ => println!("{}: cetrafs 0x0006, {blocks} blocks", image.display()),
+    }
     Exit::Clean
 }
 
 fn open_fs<'a>(path: &Path, bytes: &'a [u8]) -> Result<Fs<MemDevice<'a>>, Exit> {
+    if crate::detect(bytes) != crate::Format::Cetrafs {
+        eprintln!("tet-host: {}: not a cetrafs image (no CTFS magic); ls, cat and stat read cetrafs images", path.display());
+        return Err(Exit::Usage);
+    }
     let mut b = Buffers::new();
     Fs::open(MemDevice::new(bytes), &mut b.data).map_err(|e| {
         eprintln!(
@@ -419,7 +428,7 @@ pub fn ls(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
 }
 
 /// `tet-host cat`.
-pub fn cat(path: &Path, bytes: &[u8], inner: &str) -> Exit {
+pub fn cat(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
     let fs = match open_fs(path, bytes) {
         Ok(f) => f,
         Err(e) => return e,
@@ -433,14 +442,17 @@ pub fn cat(path: &Path, bytes: &[u8], inner: &str) -> Exit {
         eprintln!("tet-host: {}: {inner}: is a directory", path.display());
         return Exit::Usage;
     }
-    let mut out = std::io::stdout().lock();
+    let mut stdout = std::io::stdout().lock();
+    let mut collected = Vec::new();
     let mut chunk = vec![0u8; 1 << 16];
     let mut off = 0u64;
     while off < f.size() {
         match fs.read(&f, off, &mut chunk, &mut bufs) {
             Ok(0) => break,
             Ok(n) => {
-                if out.write_all(&chunk[..n]).is_err() {
+                if output == Output::Json {
+                    collected.extend_from_slice(&chunk[..n]);
+                } else if stdout.write_all(&chunk[..n]).is_err() {
                     return Exit::Operational;
                 }
                 off += n as u64;
@@ -450,6 +462,16 @@ pub fn cat(path: &Path, bytes: &[u8], inner: &str) -> Exit {
                 return Exit::Problems;
             }
         }
+    }
+    if output == Output::Json {
+        let mut v = json!({"path": inner, "inode": f.ino, "size": f.size()});
+        match std::str::from_utf8(&collected) {
+            Ok(t) => v["text"] = Value::String(t.to_string()),
+            Err(_) => {
+                v["hex"] = Value::String(collected.iter().map(|b| format!("{b:02x}")).collect())
+            }
+        }
+        println!("{v}");
     }
     Exit::Clean
 }

@@ -56,6 +56,9 @@ enum Command {
         /// Copy this directory's files, directories, symlinks and xattrs in.
         #[arg(long)]
         from: Option<PathBuf>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// List a directory of a cetrafs image.
     Ls {
@@ -74,6 +77,9 @@ enum Command {
         image: PathBuf,
         /// Path inside the image.
         path: String,
+        /// Print a JSON object with the bytes (UTF-8 text, or hex) instead of raw bytes.
+        #[arg(long)]
+        json: bool,
     },
     /// Show an inode of a cetrafs image.
     Stat {
@@ -128,6 +134,7 @@ fn main() -> ExitCode {
             inodes,
             label,
             from,
+            json,
         } => {
             let o = cetrafs_cmd::MkfsOptions {
                 size,
@@ -137,6 +144,7 @@ fn main() -> ExitCode {
                 inodes,
                 label,
                 from: from.as_deref(),
+                output: if json { Output::Json } else { Output::Human },
             };
             cetrafs_cmd::mkfs(&image, &o)
         }
@@ -148,7 +156,14 @@ fn main() -> ExitCode {
                 if json { Output::Json } else { Output::Human },
             )
         }),
-        Command::Cat { image, path } => with_input(&image, |b| cetrafs_cmd::cat(&image, b, &path)),
+        Command::Cat { image, path, json } => with_input(&image, |b| {
+            cetrafs_cmd::cat(
+                &image,
+                b,
+                &path,
+                if json { Output::Json } else { Output::Human },
+            )
+        }),
         Command::Stat { image, path, json } => with_input(&image, |b| {
             cetrafs_cmd::stat(
                 &image,

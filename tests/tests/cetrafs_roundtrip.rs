@@ -164,16 +164,22 @@ enum Entry {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
 
     #[test]
     fn random_trees_round_trip(entries in proptest::collection::vec(
         prop_oneof![
-            (0usize..300_000, any::<u8>(), 0u8..3, any::<bool>()).prop_map(|(len, seed, sparse, frag)| Entry::File { len, seed, sparse, frag }),
-            (0usize..40).prop_map(|children| Entry::Dir { children }),
-        ], 1..12), unordered in any::<bool>()) {
-        let mut b = ImageBuilder::new(Params { unordered, ..Params::default() });
+            (prop_oneof![0usize..20_000, 0usize..3_500_000], any::<u8>(), 0u8..3, any::<bool>())
+                .prop_map(|(len, seed, sparse, frag)| Entry::File { len, seed, sparse, frag }),
+            (0usize..80).prop_map(|children| Entry::Dir { children }),
+        ], 1..10), unordered in any::<bool>(), deep_blocks in 1017usize..1200) {
+        let params = Params { unordered, size_bytes: 192 << 20, inodes: 2048, ..Params::default() };
+        let mut b = ImageBuilder::new(params);
         let mut expect: Vec<(String, Vec<u8>)> = Vec::new();
+        // Always one file fragmented past 4 × 254 extents, so its tree has depth 2.
+        let deep = pattern(deep_blocks * 4096, 3);
+        b.add_file(ImageBuilder::ROOT, b"deep", deep.clone(), Sparse::Dense, Placement::Fragmented).unwrap();
+        expect.push(("/deep".into(), deep));
         for (i, e) in entries.iter().enumerate() {
             match e {
                 Entry::File { len, seed, sparse, frag } => {
@@ -199,6 +205,7 @@ proptest! {
         }
         let img = b.build().unwrap();
         let fs = open(&img);
+        prop_assert_eq!(fs.resolve(b"/deep", &mut Buffers::new()).unwrap().depth(), 2);
         for (path, data) in &expect {
             prop_assert_eq!(&read_all(&fs, path), data, "{}", path);
         }
