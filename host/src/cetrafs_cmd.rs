@@ -344,13 +344,15 @@ fn type_name(inode: &Inode) -> &'static str {
     }
 }
 
-fn resolve<'a>(
+/// Mounts the image and resolves `inner`: the start of `ls`, `cat` and `stat`.
+fn open_path<'a>(
     path: &Path,
-    fs: &Fs<MemDevice<'a>>,
+    bytes: &'a [u8],
     inner: &str,
     bufs: &mut Buffers,
-) -> Result<Inode, Exit> {
-    fs.resolve(inner.as_bytes(), bufs).map_err(|e| {
+) -> Result<(Fs<MemDevice<'a>>, Inode), Exit> {
+    let fs = open_fs(path, bytes)?;
+    let inode = fs.resolve(inner.as_bytes(), bufs).map_err(|e| {
         if e.kind == ErrorKind::NotFound {
             eprintln!(
                 "tet-host: {}: {inner}: no such file or directory",
@@ -361,18 +363,15 @@ fn resolve<'a>(
             eprintln!("tet-host: {}: {inner}: {}", path.display(), describe(&e));
             Exit::Problems
         }
-    })
+    })?;
+    Ok((fs, inode))
 }
 
 /// `tet-host ls`.
 pub fn ls(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
-    let fs = match open_fs(path, bytes) {
-        Ok(f) => f,
-        Err(e) => return e,
-    };
     let mut bufs = Buffers::new();
-    let dir = match resolve(path, &fs, inner, &mut bufs) {
-        Ok(d) => d,
+    let (fs, dir) = match open_path(path, bytes, inner, &mut bufs) {
+        Ok(r) => r,
         Err(e) => return e,
     };
     let mut names: Vec<(Vec<u8>, u64)> = Vec::new();
@@ -429,13 +428,9 @@ pub fn ls(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
 
 /// `tet-host cat`.
 pub fn cat(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
-    let fs = match open_fs(path, bytes) {
-        Ok(f) => f,
-        Err(e) => return e,
-    };
     let mut bufs = Buffers::new();
-    let f = match resolve(path, &fs, inner, &mut bufs) {
-        Ok(d) => d,
+    let (fs, f) = match open_path(path, bytes, inner, &mut bufs) {
+        Ok(r) => r,
         Err(e) => return e,
     };
     if f.is_dir() {
@@ -478,13 +473,9 @@ pub fn cat(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
 
 /// `tet-host stat`.
 pub fn stat(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
-    let fs = match open_fs(path, bytes) {
-        Ok(f) => f,
-        Err(e) => return e,
-    };
     let mut bufs = Buffers::new();
-    let i = match resolve(path, &fs, inner, &mut bufs) {
-        Ok(d) => d,
+    let (fs, i) = match open_path(path, bytes, inner, &mut bufs) {
+        Ok(r) => r,
         Err(e) => return e,
     };
     let s = fs.stat(&i);

@@ -4,38 +4,14 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use tet_alloc::cetrafs::{ImageBuilder, Params, Placement, Sparse};
 
-fn run(args: &[&str], cwd: &Path) -> (i32, Vec<u8>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tet-host"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        out.stdout,
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
+mod common;
+use common::{golden, run};
 
 fn text(b: Vec<u8>) -> String {
     String::from_utf8(b).unwrap()
-}
-
-fn golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("TET_BLESS").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("missing golden {}; run with TET_BLESS=1", path.display()));
-    assert_eq!(actual, expected, "output differs from {}", path.display());
 }
 
 fn scratch(tag: &str) -> PathBuf {

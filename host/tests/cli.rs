@@ -4,38 +4,17 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+mod common;
+use common::{bless, golden};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn bless() -> bool {
-    std::env::var_os("TET_BLESS").is_some()
-}
-
 fn run(args: &[&str], cwd: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tet-host"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
-fn golden(name: &str, actual: &str) {
-    let path = root().join("host/tests/golden").join(name);
-    if bless() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("missing golden {}; run with TET_BLESS=1", path.display()));
-    assert_eq!(actual, expected, "output differs from {}", path.display());
+    let (code, out, err) = common::run(args, cwd);
+    (code, String::from_utf8(out).unwrap(), err)
 }
 
 /// Writes `bytes` into a scratch directory and returns (dir, file name).

@@ -1,0 +1,39 @@
+//! Helpers shared by the CLI tests: run the real binary, compare with golden files.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Runs `tet-host args` in `cwd`: (exit code, stdout, stderr).
+pub fn run(args: &[&str], cwd: &Path) -> (i32, Vec<u8>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tet-host"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        out.stdout,
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Whether `TET_BLESS` asks to rewrite golden files.
+pub fn bless() -> bool {
+    std::env::var_os("TET_BLESS").is_some()
+}
+
+/// Compares `actual` with `host/tests/golden/NAME` (or rewrites it under `TET_BLESS`).
+pub fn golden(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if bless() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing golden {}; run with TET_BLESS=1", path.display()));
+    assert_eq!(actual, expected, "output differs from {}", path.display());
+}
