@@ -142,6 +142,14 @@ fn deep_trees_sparse_and_uninit() {
         let mut out = vec![0u8; 10_000];
         let n = fs.read(&f, 4090, &mut out, &mut bufs).unwrap();
         assert_eq!(&out[..n], &frag[4090..14_090]);
+        // A large unaligned read takes the one-pass extent sweep.
+        let mut big = vec![0xEEu8; 700_001];
+        let n = fs.read(&f, 12_345, &mut big, &mut bufs).unwrap();
+        assert_eq!(&big[..n], &frag[12_345..712_346]);
+        let h = fs.resolve(b"/holes", &mut bufs).unwrap();
+        let mut hb = vec![0xEEu8; 39 * 4096];
+        let n = fs.read(&h, 4096 + 7, &mut hb, &mut bufs).unwrap();
+        assert_eq!(&hb[..n], &sparse[4096 + 7..]);
         for i in [0usize, 14, 15, 99] {
             assert_eq!(read_all(&fs, &format!("/big/f{i:03}")), pattern(i, i as u8));
         }

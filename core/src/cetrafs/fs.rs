@@ -34,6 +34,10 @@ impl Default for Buffers {
     }
 }
 
+/// Reads spanning more blocks than this walk the extent tree once instead of looking up
+/// every block (a lookup costs up to two tree block reads and checksums).
+const SWEEP_THRESHOLD: u64 = 64;
+
 /// What `stat` shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stat {
@@ -365,6 +369,14 @@ impl<D: BlockDevice> Fs<D> {
     ) -> Result<usize> {
         let size = inode.size();
         let want = u64_of(out.len()).min(size.saturating_sub(offset));
+        let first = offset / BLOCK_SIZE_U64;
+        let blocks = offset
+            .saturating_add(want)
+            .div_ceil(BLOCK_SIZE_U64)
+            .saturating_sub(first);
+        if blocks > SWEEP_THRESHOLD && inode.depth() > 0 {
+            return self.read_sweep(inode, offset, want, out, bufs);
+        }
         let mut done: u64 = 0;
         while done < want {
             let pos = offset.saturating_add(done);
@@ -413,5 +425,68 @@ impl<D: BlockDevice> Fs<D> {
             }
         }
         usize::try_from(done).map_err(|_| err(ErrorKind::Overflow, "read", inode.lba, 0))
+    }
+
+    /// `read` for large ranges: zero the output, then walk every extent once and copy the
+    /// blocks that intersect the range. Valid extents never overlap, so more block reads
+    /// than blocks in the range prove overlapping extents, which is reported instead of
+    /// being allowed to multiply the work.
+    fn read_sweep(
+        &self,
+        inode: &Inode,
+        offset: u64,
+        want: u64,
+        out: &mut [u8],
+        bufs: &mut super::Buffers,
+    ) -> Result<usize> {
+        let want_usize =
+            usize::try_from(want).map_err(|_| err(ErrorKind::Overflow, "read", inode.lba, 0))?;
+        let out =
+            out.get_mut(..want_usize)
+                .ok_or(err(ErrorKind::Overflow, "read", inode.lba, 0))?;
+        out.fill(0);
+        let end = offset.saturating_add(want);
+        let first = offset / BLOCK_SIZE_U64;
+        let last = end.div_ceil(BLOCK_SIZE_U64);
+        let budget = last.saturating_sub(first);
+        let mut reads: u64 = 0;
+        let data = &mut bufs.data;
+        let _all = self.for_each_extent(inode, &mut bufs.tree, |e| {
+            if e.uninit {
+                return Ok(core::ops::ControlFlow::Continue(()));
+            }
+            let lo = u64::from(e.logical).max(first);
+            let hi = u64::from(e.logical).saturating_add(e.len.into()).min(last);
+            for l in lo..hi {
+                reads = reads.saturating_add(1);
+                if reads > budget {
+                    return Err(err(
+                        ErrorKind::Overlap { other: l },
+                        "extent.logical (overlapping extents)",
+                        inode.lba,
+                        104,
+                    ));
+                }
+                let physical = e
+                    .physical
+                    .saturating_add(l.saturating_sub(e.logical.into()));
+                self.dev.read_block(physical, data)?;
+                // Bytes of block `l` inside [offset, end).
+                let b_start = l.saturating_mul(BLOCK_SIZE_U64).max(offset);
+                let b_end = l.saturating_add(1).saturating_mul(BLOCK_SIZE_U64).min(end);
+                let src_at = usize::try_from(b_start % BLOCK_SIZE_U64).unwrap_or(0);
+                let len = usize::try_from(b_end.saturating_sub(b_start)).unwrap_or(0);
+                let dst_at = usize::try_from(b_start.saturating_sub(offset)).unwrap_or(usize::MAX);
+                let (Some(dst), Some(src)) = (
+                    out.get_mut(dst_at..dst_at.saturating_add(len)),
+                    data.get(src_at..src_at.saturating_add(len)),
+                ) else {
+                    return Err(err(ErrorKind::Overflow, "read", inode.lba, 0));
+                };
+                dst.copy_from_slice(src);
+            }
+            Ok(core::ops::ControlFlow::Continue(()))
+        })?;
+        Ok(want_usize)
     }
 }
