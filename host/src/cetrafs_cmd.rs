@@ -217,12 +217,13 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
         }
     }
     let mut bgs = Vec::new();
-    for b in 0..sb.block_group_count() {
-        if let Ok(bg) = fs.block_group(b, &mut bufs.data) {
+    let _ = fs.for_each_block_group(&mut bufs.data, |b, bg| {
+        if let Ok(bg) = bg {
             let r = &bg.raw;
             bgs.push(json!({"id": b, "owner_zg": r.owner_zg.get(), "start": r.start_block.get(), "length": r.length_blocks.get(), "data_blocks": r.data_block_count.get(), "free_data_blocks": r.free_data_blocks.get(), "reconcile_seq": r.reconcile_seq.get()}));
         }
-    }
+        ControlFlow::Continue(())
+    });
     let mut nodes = Vec::new();
     let mut journals = Vec::new();
     for row in 0..sb.node_capacity() {
@@ -561,11 +562,12 @@ pub fn check_image(bytes: &[u8]) -> Vec<Problem> {
         }
     };
     let sb = *fs.superblock();
-    for bi in 0..sb.block_group_count() {
-        let r = fs.block_group(bi, &mut bufs.data).and_then(|bg| {
+    let data_buf = &mut bufs.data;
+    let walked = fs.for_each_block_group(&mut bufs.tree, |_, bg| {
+        let r = bg.and_then(|bg| {
             let start = bg.raw.start_block.get();
-            dev.read_block(start, &mut bufs.data)?;
-            bg.check_region_header(&bufs.data)?;
+            dev.read_block(start, data_buf)?;
+            bg.check_region_header(data_buf)?;
             // Free count and bitmap padding.
             let data = bg.raw.data_block_count.get();
             let dbm = bitmap_blocks(bg.raw.length_blocks.get());
@@ -592,7 +594,9 @@ pub fn check_image(bytes: &[u8]) -> Vec<Problem> {
             Ok(())
         });
         report(r, &mut out);
-    }
+        ControlFlow::Continue(())
+    });
+    report(walked, &mut out);
     for row in 0..sb.node_capacity() {
         report(fs.node_row(row, &mut bufs.data).map(|_| ()), &mut out);
         report(

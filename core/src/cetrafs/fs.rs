@@ -1,5 +1,7 @@
 //! [`Fs`]: a mounted (read-only) cetrafs image over a block device.
 
+use core::ops::ControlFlow;
+
 use super::groups::{BlockGroup, NodeRow, PendingFree, ZoneGroup};
 use super::superblock::Superblock;
 use super::tree::{Inode, Mapping};
@@ -218,6 +220,29 @@ impl<D: BlockDevice> Fs<D> {
             68,
         ))?;
         self.block_group_in(bi, owner, buf)
+    }
+
+    /// Calls `f` with every block group in order, reading each zone group once (so a
+    /// full pass costs `Z + B` block reads, where [`Fs::block_group`] costs `Z + 1` per
+    /// group). Uses only `buf`.
+    pub fn for_each_block_group(
+        &self,
+        buf: &mut Block,
+        mut f: impl FnMut(u32, Result<BlockGroup>) -> ControlFlow<()>,
+    ) -> Result<()> {
+        for zi in 0..self.sb.zone_group_count() {
+            let zg = self.zone_group(zi, buf)?;
+            let first = zg.cold.first_bg_id.get();
+            let end = first
+                .saturating_add(zg.cold.bg_count.get())
+                .min(self.sb.block_group_count());
+            for bi in first..end {
+                if f(bi, self.block_group_in(bi, zi, buf)).is_break() {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
     }
 
     fn block_group_in(&self, bi: u32, owner: u32, buf: &mut Block) -> Result<BlockGroup> {
