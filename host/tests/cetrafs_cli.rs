@@ -104,25 +104,28 @@ fn mkfs_from_a_directory_round_trips() {
     drop(f);
     std::os::unix::fs::symlink("a/b/deep.txt", src.join("link")).unwrap();
     let xattr_ok = xattr_set(&src.join("big.bin"));
-    let (code, _, err) = run(
-        &[
+    let mkfs = |image: &str| {
+        let args = [
             "mkfs",
-            "img",
+            image,
             "--size",
             "64M",
             "--from",
             "src",
             "--zone-groups",
             "3",
+        ];
+        let more = [
             "--nodes",
             "8",
             "--inodes",
             "256",
             "--block-group-size",
             "8M",
-        ],
-        &dir,
-    );
+        ];
+        run(&[&args[..], &more[..]].concat(), &dir)
+    };
+    let (code, _, err) = mkfs("img");
     assert_eq!(code, 0, "{err}");
     let (code, out, _) = run(&["verify", "img"], &dir);
     assert_eq!((code, text(out)), (0, "img: clean\n".to_string()));
@@ -142,25 +145,7 @@ fn mkfs_from_a_directory_round_trips() {
         eprintln!("SKIPPING xattr assertion: the scratch filesystem refuses user xattrs");
     }
     // Determinism: the same input gives the same image.
-    let (code, _, _) = run(
-        &[
-            "mkfs",
-            "img2",
-            "--size",
-            "64M",
-            "--from",
-            "src",
-            "--zone-groups",
-            "3",
-            "--nodes",
-            "8",
-            "--inodes",
-            "256",
-            "--block-group-size",
-            "8M",
-        ],
-        &dir,
-    );
+    let (code, _, _) = mkfs("img2");
     assert_eq!(code, 0);
     assert!(std::fs::read(dir.join("img")).unwrap() == std::fs::read(dir.join("img2")).unwrap());
     let v: serde_json::Value =
