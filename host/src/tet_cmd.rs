@@ -181,7 +181,9 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
         return Exit::Problems;
     };
     // Only the footer JSON is needed here; the row checks are verify's job.
-    let hist = file.footer().and_then(|f| history::parse(f.history_json()).ok());
+    let hist = file
+        .footer()
+        .and_then(|f| history::parse(f.history_json()).ok());
     let sb = file.superblock();
     // Per-dataset row statistics; ids past the directory are ignored here (verify
     // reports them).
