@@ -4,22 +4,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::hint::black_box;
-use std::time::{Duration, Instant};
+mod timing;
+use timing::best_of;
 
 use tet_alloc::cetrafs::{ImageBuilder, Params, Placement, Sparse};
 use tet_core::block::MemDevice;
 use tet_core::cetrafs::{Buffers, Fs};
-
-fn best_of(runs: usize, mut f: impl FnMut() -> usize) -> Duration {
-    let mut best = Duration::MAX;
-    for _ in 0..runs {
-        let t = Instant::now();
-        black_box(f());
-        best = best.min(t.elapsed());
-    }
-    best
-}
 
 fn main() {
     let mib = 1usize << 20;

@@ -8,21 +8,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::hint::black_box;
-use std::time::{Duration, Instant};
+mod timing;
+use timing::best_of;
 
 use tet_alloc::writer::TetWriter;
 use tet_core::tet::{DType, DatasetId, Finding, TetFile};
-
-fn best_of<F: FnMut() -> u64>(runs: usize, mut f: F) -> Duration {
-    let mut best = Duration::MAX;
-    for _ in 0..runs {
-        let t = Instant::now();
-        black_box(f());
-        best = best.min(t.elapsed());
-    }
-    best
-}
 
 /// A `u8` dataset of `side × side` elements in `chunk × chunk` tiles, rows in canonical
 /// order, or reversed when `shuffled`.
