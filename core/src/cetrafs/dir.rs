@@ -4,12 +4,10 @@ use core::ops::ControlFlow;
 
 use zerocopy::FromBytes;
 
-use super::raw::{RawDirEntry, RawTail, RawXattr};
+use super::check_tail;
+use super::raw::{RawDirEntry, RawXattr};
 use super::tree::Inode;
-use super::{
-    check_crc, check_magic, err, Buffers, Fs, DIRENTS_PER_BLOCK, TAIL_AT, TAIL_DIR, TAIL_XATTR,
-    XATTRS_PER_BLOCK,
-};
+use super::{err, Buffers, Fs, DIRENTS_PER_BLOCK, TAIL_AT, TAIL_DIR, TAIL_XATTR, XATTRS_PER_BLOCK};
 use crate::block::{Block, BlockDevice, BLOCK_SIZE_U64};
 use crate::error::{ErrorKind, Result};
 
@@ -86,20 +84,6 @@ impl Xattr {
     }
 }
 
-fn check_tail(block: &Block, lba: u64, magic: [u8; 4], what: &'static str) -> Result<()> {
-    let tail = RawTail::read_from_bytes(block.get(TAIL_AT..).unwrap_or(&[]))
-        .map_err(|_| err(ErrorKind::Invalid, what, lba, TAIL_AT))?;
-    check_magic(tail.magic, magic, what, lba, TAIL_AT)?;
-    check_crc(
-        &block[..],
-        TAIL_AT.saturating_add(8),
-        tail.crc.get(),
-        what,
-        lba,
-        0,
-    )
-}
-
 fn nonzero_at(bytes: &[u8]) -> Option<usize> {
     bytes.iter().position(|b| *b != 0)
 }
@@ -112,7 +96,12 @@ impl<D: BlockDevice> Fs<D> {
         lba: u64,
         f: &mut impl FnMut(&DirEntry) -> ControlFlow<()>,
     ) -> Result<ControlFlow<()>> {
-        check_tail(block, lba, TAIL_DIR, "dir_block.tail")?;
+        check_tail(
+            block,
+            lba,
+            TAIL_DIR,
+            ("dir_block.tail.magic", "dir_block.tail.crc"),
+        )?;
         let used = DIRENTS_PER_BLOCK.saturating_mul(266);
         if let Some(i) = nonzero_at(block.get(used..TAIL_AT).unwrap_or(&[])) {
             return Err(err(
@@ -336,7 +325,12 @@ impl<D: BlockDevice> Fs<D> {
         self.check_data_range(lba, 1, "inode.xattr_block", inode.lba, 96)?;
         self.device().read_block(lba, &mut bufs.data)?;
         let block = &bufs.data;
-        check_tail(block, lba, TAIL_XATTR, "xattr_block.tail")?;
+        check_tail(
+            block,
+            lba,
+            TAIL_XATTR,
+            ("xattr_block.tail.magic", "xattr_block.tail.crc"),
+        )?;
         let used = XATTRS_PER_BLOCK.saturating_mul(322);
         if let Some(i) = nonzero_at(block.get(used..TAIL_AT).unwrap_or(&[])) {
             return Err(err(

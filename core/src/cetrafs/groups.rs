@@ -6,9 +6,10 @@ use zerocopy::FromBytes;
 use super::raw::{
     RawBlockGroup, RawNodeRow, RawPendingFree, RawRegionHeader, RawZoneGroupCold, RawZoneGroupHot,
 };
+use super::sealed;
 use super::{
-    bitmap_blocks, check_crc, check_magic, err, BG_MAGIC, NODE_MAGIC, PF_MAGIC, RH_MAGIC,
-    ZG_COLD_AT, ZG_COLD_MAGIC, ZG_MAGIC,
+    bitmap_blocks, check_magic, err, BG_MAGIC, NODE_MAGIC, PF_MAGIC, RH_MAGIC, ZG_COLD_AT,
+    ZG_COLD_MAGIC, ZG_MAGIC,
 };
 use crate::block::Block;
 use crate::error::{ErrorKind, Result};
@@ -28,34 +29,22 @@ impl ZoneGroup {
     /// Parses the descriptor in `block` (read from `lba`), expected to be zone group `id`.
     pub fn parse(block: &Block, lba: u64, id: u32) -> Result<ZoneGroup> {
         let hot_bytes = block.get(..64).unwrap_or(&[]);
-        let hot = RawZoneGroupHot::read_from_bytes(hot_bytes)
-            .map_err(|_| err(ErrorKind::Invalid, "zone group", lba, 0))?;
-        check_magic(hot.magic, ZG_MAGIC, "zone_group.magic", lba, 0)?;
-        check_crc(
+        let hot: RawZoneGroupHot = sealed(
             hot_bytes,
+            ZG_MAGIC,
             56,
-            hot.hot_checksum.get(),
-            "zone_group.hot_checksum",
+            ("zone_group.magic", "zone_group.hot_checksum"),
             lba,
             0,
         )?;
         let cold_bytes = block
             .get(ZG_COLD_AT..ZG_COLD_AT.saturating_add(64))
             .unwrap_or(&[]);
-        let cold = RawZoneGroupCold::read_from_bytes(cold_bytes)
-            .map_err(|_| err(ErrorKind::Invalid, "zone group", lba, ZG_COLD_AT))?;
-        check_magic(
-            cold.magic,
-            ZG_COLD_MAGIC,
-            "zone_group.cold.magic",
-            lba,
-            ZG_COLD_AT,
-        )?;
-        check_crc(
+        let cold: RawZoneGroupCold = sealed(
             cold_bytes,
+            ZG_COLD_MAGIC,
             56,
-            cold.cold_checksum.get(),
-            "zone_group.cold_checksum",
+            ("zone_group.cold.magic", "zone_group.cold_checksum"),
             lba,
             ZG_COLD_AT,
         )?;
@@ -101,14 +90,11 @@ impl BlockGroup {
         owner: u32,
     ) -> Result<BlockGroup> {
         let bytes = block.get(..128).unwrap_or(&[]);
-        let raw = RawBlockGroup::read_from_bytes(bytes)
-            .map_err(|_| err(ErrorKind::Invalid, "block group", lba, 0))?;
-        check_magic(raw.magic, BG_MAGIC, "block_group.magic", lba, 0)?;
-        check_crc(
+        let raw: RawBlockGroup = sealed(
             bytes,
+            BG_MAGIC,
             112,
-            raw.checksum.get(),
-            "block_group.checksum",
+            ("block_group.magic", "block_group.checksum"),
             lba,
             0,
         )?;
@@ -183,14 +169,11 @@ impl BlockGroup {
     pub fn check_region_header(&self, block: &Block) -> Result<RawRegionHeader> {
         let lba = self.raw.start_block.get();
         let bytes = block.get(..64).unwrap_or(&[]);
-        let rh = RawRegionHeader::read_from_bytes(bytes)
-            .map_err(|_| err(ErrorKind::Invalid, "region header", lba, 0))?;
-        check_magic(rh.magic, RH_MAGIC, "region_header.magic", lba, 0)?;
-        check_crc(
+        let rh: RawRegionHeader = sealed(
             bytes,
+            RH_MAGIC,
             56,
-            rh.checksum.get(),
-            "region_header.checksum",
+            ("region_header.magic", "region_header.checksum"),
             lba,
             0,
         )?;
@@ -239,14 +222,11 @@ impl NodeRow {
         if bytes.iter().all(|b| *b == 0) {
             return Ok(None);
         }
-        let raw = RawNodeRow::read_from_bytes(bytes)
-            .map_err(|_| err(ErrorKind::Invalid, "registry row", lba, off))?;
-        check_magic(raw.magic, NODE_MAGIC, "registry.magic", lba, off)?;
-        check_crc(
+        let raw: RawNodeRow = sealed(
             bytes,
+            NODE_MAGIC,
             120,
-            raw.checksum.get(),
-            "registry.checksum",
+            ("registry.magic", "registry.checksum"),
             lba,
             off,
         )?;

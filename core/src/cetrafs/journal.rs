@@ -3,12 +3,9 @@
 
 use core::ops::ControlFlow;
 
-use zerocopy::FromBytes;
-
 use super::raw::{RawJournalFlag, RawSlotHeader};
-use super::{
-    check_crc, check_magic, err, Buffers, Fs, F_COMMIT, F_FRESH, JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC,
-};
+use super::sealed;
+use super::{err, Buffers, Fs, F_COMMIT, F_FRESH, JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC};
 use crate::block::{Block, BlockDevice};
 use crate::checksum::crc32c;
 use crate::error::{Error, ErrorKind, Result};
@@ -129,14 +126,11 @@ impl<D: BlockDevice> Fs<D> {
         let lba = self.journal_start(row);
         self.device().read_block(lba, buf)?;
         let bytes = buf.get(..64).unwrap_or(&[]);
-        let raw = RawJournalFlag::read_from_bytes(bytes)
-            .map_err(|_| err(ErrorKind::Invalid, "journal flag", lba, 0))?;
-        check_magic(raw.magic, JF_MAGIC, "journal_flag.magic", lba, 0)?;
-        check_crc(
+        let raw: RawJournalFlag = sealed(
             bytes,
+            JF_MAGIC,
             56,
-            raw.checksum.get(),
-            "journal_flag.checksum",
+            ("journal_flag.magic", "journal_flag.checksum"),
             lba,
             0,
         )?;
@@ -176,14 +170,11 @@ impl<D: BlockDevice> Fs<D> {
         if bytes.iter().all(|b| *b == 0) {
             return Ok(None);
         }
-        let h = RawSlotHeader::read_from_bytes(bytes)
-            .map_err(|_| err(ErrorKind::Invalid, "slot header", base, 0))?;
-        check_magic(h.magic, JS_MAGIC, "slot.magic", base, 0)?;
-        check_crc(
+        let h: RawSlotHeader = sealed(
             bytes,
+            JS_MAGIC,
             56,
-            h.header_checksum.get(),
-            "slot.header_checksum",
+            ("slot.magic", "slot.header_checksum"),
             base,
             0,
         )?;

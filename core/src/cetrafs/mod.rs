@@ -18,7 +18,9 @@ pub use journal::{JournalFlag, Overlay, OverlayDevice, Slot, SlotClass};
 pub use superblock::{Features, Region, Superblock, REGION_NAMES};
 pub use tree::{Extent, Inode, Mapping};
 
-use crate::block::BLOCK_SIZE_U64;
+use zerocopy::{FromBytes, Immutable, KnownLayout};
+
+use crate::block::{Block, BLOCK_SIZE_U64};
 use crate::error::{Error, ErrorKind};
 
 /// `CTFS`.
@@ -149,6 +151,62 @@ pub(crate) fn check_crc(
             base.saturating_add(field),
         ))
     }
+}
+
+/// Reads a structure that starts with a 4-byte magic and carries its own checksum at
+/// `crc_field`: `bytes` are exactly the structure, found at byte `base` of block `lba`.
+/// Checks the magic, then the checksum; `names` are the magic's and checksum's field names.
+pub(crate) fn sealed<T: FromBytes + KnownLayout + Immutable>(
+    bytes: &[u8],
+    magic: [u8; 4],
+    crc_field: usize,
+    names: (&'static str, &'static str),
+    lba: u64,
+    base: usize,
+) -> Result<T, Error> {
+    let raw = T::read_from_bytes(bytes).map_err(|_| {
+        err(
+            ErrorKind::Truncated {
+                needed: crate::arith::u64_of(core::mem::size_of::<T>()),
+                available: crate::arith::u64_of(bytes.len()),
+            },
+            names.0,
+            lba,
+            base,
+        )
+    })?;
+    let found = bytes
+        .get(..4)
+        .and_then(|m| <[u8; 4]>::try_from(m).ok())
+        .unwrap_or_default();
+    check_magic(found, magic, names.0, lba, base)?;
+    let stored = bytes
+        .get(crc_field..crc_field.saturating_add(8))
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map_or(0, u64::from_le_bytes);
+    check_crc(bytes, crc_field, stored, names.1, lba, base)?;
+    Ok(raw)
+}
+
+/// Checks the 16-byte `{magic, crc}` tail of a tree, directory or xattr block: the magic
+/// at byte 4080, and the crc (at 4088) over the whole block.
+pub(crate) fn check_tail(
+    block: &Block,
+    lba: u64,
+    magic: [u8; 4],
+    names: (&'static str, &'static str),
+) -> Result<(), Error> {
+    let tail = raw::RawTail::read_from_bytes(block.get(TAIL_AT..).unwrap_or(&[]))
+        .map_err(|_| err(ErrorKind::Invalid, names.0, lba, TAIL_AT))?;
+    check_magic(tail.magic, magic, names.0, lba, TAIL_AT)?;
+    check_crc(
+        &block[..],
+        TAIL_AT.saturating_add(8),
+        tail.crc.get(),
+        names.1,
+        lba,
+        0,
+    )
 }
 
 #[cfg(test)]

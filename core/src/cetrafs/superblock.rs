@@ -1,11 +1,10 @@
 //! The superblock, feature flags and the region map mount check.
 
-use zerocopy::FromBytes;
-
 use super::raw::RawSuperblock;
+use super::sealed;
 use super::{
-    check_crc, check_magic, err, FORMAT_VERSION, PENDING_PER_BLOCK, ROWS_PER_BLOCK, SB_CHECKSUM_AT,
-    SB_MAGIC, SUPERBLOCK_LEN,
+    err, FORMAT_VERSION, PENDING_PER_BLOCK, ROWS_PER_BLOCK, SB_CHECKSUM_AT, SB_MAGIC,
+    SUPERBLOCK_LEN,
 };
 use crate::arith::div_ceil;
 use crate::block::{Block, BLOCK_SIZE};
@@ -93,14 +92,11 @@ impl Superblock {
     /// Parses and checks block 0 against a device of `device_blocks` blocks.
     pub fn parse(block: &Block, device_blocks: u64) -> Result<Superblock> {
         let bytes = block.get(..SUPERBLOCK_LEN).unwrap_or(&[]);
-        let raw = RawSuperblock::read_from_bytes(bytes)
-            .map_err(|_| err(ErrorKind::Invalid, "superblock", 0, 0))?;
-        check_magic(raw.magic, SB_MAGIC, "superblock.magic", 0, 0)?;
-        check_crc(
+        let raw: RawSuperblock = sealed(
             bytes,
+            SB_MAGIC,
             SB_CHECKSUM_AT,
-            raw.checksum.get(),
-            "superblock.checksum",
+            ("superblock.magic", "superblock.checksum"),
             0,
             0,
         )?;

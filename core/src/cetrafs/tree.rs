@@ -6,10 +6,12 @@ use core::ops::ControlFlow;
 
 use zerocopy::FromBytes;
 
-use super::raw::{RawExtent, RawExtentHeader, RawExtentIndex, RawInode, RawTail};
+use super::check_tail;
+use super::raw::{RawExtent, RawExtentHeader, RawExtentIndex, RawInode};
+use super::sealed;
 use super::{
-    check_crc, check_magic, err, Fs, EXTENT_MAGIC, EXTENT_UNINIT, INDEX_MAX, INLINE_SLOTS,
-    INODE_MAGIC, LEAF_MAX, MAX_DEPTH, TAIL_AT, TAIL_EXTENT,
+    err, Fs, EXTENT_MAGIC, EXTENT_UNINIT, INDEX_MAX, INLINE_SLOTS, INODE_MAGIC, LEAF_MAX,
+    MAX_DEPTH, TAIL_EXTENT,
 };
 use crate::block::{Block, BlockDevice};
 use crate::error::{ErrorKind, Result};
@@ -68,10 +70,14 @@ impl Inode {
     /// Parses inode `ino` from `block` (read from `lba`).
     pub fn parse(block: &Block, lba: u64, ino: u64) -> Result<Inode> {
         let bytes = block.get(..256).unwrap_or(&[]);
-        let raw = RawInode::read_from_bytes(bytes)
-            .map_err(|_| err(ErrorKind::Invalid, "inode", lba, 0))?;
-        check_magic(raw.magic, INODE_MAGIC, "inode.magic", lba, 0)?;
-        check_crc(bytes, 248, raw.checksum.get(), "inode.checksum", lba, 0)?;
+        let raw: RawInode = sealed(
+            bytes,
+            INODE_MAGIC,
+            248,
+            ("inode.magic", "inode.checksum"),
+            lba,
+            0,
+        )?;
         if raw.ino.get() != ino {
             return Err(err(
                 ErrorKind::Mismatch {
@@ -313,22 +319,11 @@ impl<D: BlockDevice> Fs<D> {
     ) -> Result<u16> {
         self.check_data_range(child, 1, "extent_index.child", parent, at.saturating_add(4))?;
         self.device().read_block(child, buf)?;
-        let tail = RawTail::read_from_bytes(buf.get(TAIL_AT..).unwrap_or(&[]))
-            .map_err(|_| err(ErrorKind::Invalid, "extent block tail", child, TAIL_AT))?;
-        check_magic(
-            tail.magic,
+        check_tail(
+            buf,
+            child,
             TAIL_EXTENT,
-            "extent_block.tail.magic",
-            child,
-            TAIL_AT,
-        )?;
-        check_crc(
-            &buf[..],
-            TAIL_AT.saturating_add(8),
-            tail.crc.get(),
-            "extent_block.tail.crc",
-            child,
-            0,
+            ("extent_block.tail.magic", "extent_block.tail.crc"),
         )?;
         let h = RawExtentHeader::read_from_bytes(buf.get(..12).unwrap_or(&[]))
             .map_err(|_| err(ErrorKind::Invalid, "extent_header", child, 0))?;
