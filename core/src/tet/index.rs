@@ -224,7 +224,7 @@ pub(crate) fn check_row(
             sink.report(&f);
         };
     let ndim = ds.ndim();
-    let all = row.chunk_index.map(|c| c.get());
+    let all = row.coords();
     let (used, unused) = all.split_at(ndim.min(all.len()));
     let coords = Coords::from_slice(used);
     for (i, c) in unused.iter().enumerate() {

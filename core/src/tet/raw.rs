@@ -78,6 +78,13 @@ pub struct RawIndexEntry {
     pub reserved: U32,
 }
 
+impl RawIndexEntry {
+    /// The eight `chunk_index` slots as integers.
+    pub fn coords(&self) -> [u64; 8] {
+        self.chunk_index.map(|c| c.get())
+    }
+}
+
 /// The last 16 bytes of a file whose superblock has flag bit 0 set.
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
 #[repr(C)]

@@ -5,8 +5,8 @@
 use super::finding::{Code, Finding, Sink};
 use super::index::{check_row, PayloadArea};
 use super::raw::{off, RawIndexEntry};
-use super::{Dataset, DatasetId, Directory, IndexHeader, TetFile, SUPERBLOCK_LEN};
-use crate::arith::{to_usize, u64_of};
+use super::{Dataset, DatasetId, DatasetIter, Directory, IndexHeader, TetFile, SUPERBLOCK_LEN};
+use crate::arith::u64_of;
 use crate::error::{Error, ErrorKind};
 
 /// A byte span `[offset, offset + len)`.
@@ -136,13 +136,39 @@ struct Rows<'a> {
 }
 
 fn coords_match(ds: &Dataset<'_>, row: &RawIndexEntry, want: u64) -> bool {
-    let n = ds.ndim();
-    let (used, unused) = row.chunk_index.split_at(n.min(row.chunk_index.len()));
-    let mut c = [0u64; super::MAX_NDIM];
-    for (slot, v) in c.iter_mut().zip(used) {
-        *slot = v.get();
+    let all = row.coords();
+    let (used, unused) = all.split_at(ds.ndim().min(all.len()));
+    unused.iter().all(|v| *v == 0) && ds.linear(used) == Some(want)
+}
+
+/// Datasets in directory order, advanced to the one whose canonical row range holds row
+/// `i`; rows must be visited in increasing order. Needs no scratch.
+struct Lockstep<'a> {
+    it: DatasetIter<'a, 'static>,
+    cur: Option<Dataset<'a>>,
+}
+
+impl<'a> Lockstep<'a> {
+    fn new(dir: Directory<'a>) -> Self {
+        Lockstep {
+            it: dir.iter(),
+            cur: None,
+        }
     }
-    unused.iter().all(|v| v.get() == 0) && ds.linear(c.get(..n).unwrap_or(&[])) == Some(want)
+
+    /// The dataset owning canonical row `i`, or `None` when the directory runs out.
+    fn at(&mut self, i: u64) -> Option<Dataset<'a>> {
+        while self
+            .cur
+            .is_none_or(|d| i >= d.first_canonical_row().saturating_add(d.grid_cells()))
+        {
+            match self.it.next() {
+                Some(Ok(d)) => self.cur = Some(d),
+                _ => return None,
+            }
+        }
+        self.cur
+    }
 }
 
 impl<'a> Rows<'a> {
@@ -154,18 +180,13 @@ impl<'a> Rows<'a> {
     /// every cell is covered) and payloads ascend without overlap: then coverage and
     /// overlap hold without scratch. Reports nothing.
     fn canonical(&self) -> bool {
-        let mut it = self.dir.iter();
-        let mut cur: Option<Dataset<'a>> = None;
+        let mut datasets = Lockstep::new(self.dir);
         let mut prev_end = self.area.floor;
         for (i, row) in self.ix.rows().iter().enumerate() {
             let i = u64_of(i);
-            while cur.is_none_or(|d| i >= d.first_canonical_row().saturating_add(d.grid_cells())) {
-                match it.next() {
-                    Some(Ok(d)) => cur = Some(d),
-                    _ => return false,
-                }
-            }
-            let Some(ds) = cur else { return false };
+            let Some(ds) = datasets.at(i) else {
+                return false;
+            };
             if row.dataset_id.get() != u64::from(ds.id().0)
                 || !coords_match(&ds, row, i.saturating_sub(ds.first_canonical_row()))
             {
@@ -182,25 +203,19 @@ impl<'a> Rows<'a> {
         }
         let total = u64_of(self.ix.rows().len());
         // Every remaining dataset must own no cells.
-        let covered = cur.map_or(0, |d| {
+        let covered = datasets.cur.map_or(0, |d| {
             d.first_canonical_row().saturating_add(d.grid_cells())
         });
-        covered == total && it.all(|d| d.is_ok_and(|d| d.grid_cells() == 0))
+        covered == total && datasets.it.all(|d| d.is_ok_and(|d| d.grid_cells() == 0))
     }
 
     /// Row checks when rows are canonical: datasets advance with rows, so no scratch.
     fn check_lockstep(&self, sink: &mut dyn Sink) {
-        let mut it = self.dir.iter();
-        let mut cur: Option<Dataset<'a>> = None;
+        let mut datasets = Lockstep::new(self.dir);
         for (i, row) in self.ix.rows().iter().enumerate() {
             let i = u64_of(i);
-            while cur.is_none_or(|d| i >= d.first_canonical_row().saturating_add(d.grid_cells())) {
-                match it.next() {
-                    Some(Ok(d)) => cur = Some(d),
-                    _ => return, // unreachable after `canonical()` said yes
-                }
-            }
-            if let Some(ds) = cur {
+            // Always `Some` once `canonical()` said yes.
+            if let Some(ds) = datasets.at(i) {
                 check_row(&ds, row, i, self.row_at(i), self.area, sink);
             }
         }
@@ -271,17 +286,13 @@ impl<'a> Rows<'a> {
             *w = u64_of(i);
         }
         let pos_of = |i: u64| -> u64 {
-            let Some(row) = to_usize(i, "", 0).ok().and_then(|i| rows.get(i)) else {
+            let Some(row) = usize::try_from(i).ok().and_then(|i| rows.get(i)) else {
                 return u64::MAX;
             };
             let Some(ds) = table.dataset(row.dataset_id.get()) else {
                 return u64::MAX;
             };
-            let mut c = [0u64; super::MAX_NDIM];
-            for (slot, v) in c.iter_mut().zip(&row.chunk_index) {
-                *slot = v.get();
-            }
-            match ds.linear(c.get(..ds.ndim()).unwrap_or(&[])) {
+            match ds.linear(row.coords().get(..ds.ndim()).unwrap_or(&[])) {
                 Some(p) => ds.first_canonical_row().saturating_add(p),
                 None => u64::MAX,
             }
@@ -342,7 +353,7 @@ impl<'a> Rows<'a> {
             *w = u64_of(i);
         }
         let span_of = |i: u64| -> Option<(u64, u64)> {
-            let row = to_usize(i, "", 0).ok().and_then(|i| rows.get(i))?;
+            let row = usize::try_from(i).ok().and_then(|i| rows.get(i))?;
             let start = row.payload_offset.get();
             let len = row.stored_byte_len.get();
             let end = start.checked_add(len)?;
