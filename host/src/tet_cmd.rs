@@ -310,9 +310,13 @@ fn print_info_human(
         None => println!("chunk index: none"),
     }
     if let Some(e) = exec {
+        let bps = |b: u16| format!("{}.{:02} %", b / 100, b % 100);
         let pct = match e.memory_budget_percent_bps {
-            0 => "default (25 %)".to_string(),
-            b => format!("{}.{:02} %", b / 100, b % 100),
+            0 => format!(
+                "default ({})",
+                bps(tet_core::tet::ExecutionSettings::DEFAULT_PERCENT_BPS)
+            ),
+            b => bps(b),
         };
         let fixed = match e.memory_budget_bytes {
             0 => "none".to_string(),
