@@ -1,28 +1,33 @@
 //! `tet-alloc`: the parts of the `.tet` toolkit that need a heap but not an operating
 //! system.
 //!
-//! * [`writer::TetWriter`] builds layout v1 files (any dtype, regular chunk grids with
-//!   clipped edge tiles, raw or pre-encoded payloads, execution settings, history footer).
+//! * [`writer::Writer`] streams layout v1 files out (chunks in any order, raw or zstd per
+//!   chunk, clipped edge tiles, execution settings, the history footer with metadata spill).
+//! * [`decode::ChunkDecoder`] decodes chunk payloads under a memory budget, with every
+//!   zstd rule checked the same way whatever the backend.
 //! * [`verify_owned`] runs the core verifier with scratch it allocates itself, sized by
-//!   the file, never by a header value.
+//!   the file, never by a header value; [`history`] checks the footer JSON.
+//! * [`repair`] plans and applies fixes.
 //!
 //! ```
-//! use tet_alloc::writer::TetWriter;
-//! use tet_core::tet::{DType, TetFile};
+//! use tet_alloc::decode::{ChunkDecoder, Ruzstd};
+//! use tet_alloc::writer::{DatasetSpec, Writer};
+//! use tet_core::tet::{Codec, DType, DatasetId, TetFile};
 //!
-//! let mut w = TetWriter::new();
-//! let values: Vec<u8> = (1..=6u8).collect();
-//! let a = w.add_dataset("a", DType::U8, &[2, 3], &[2, 2])?;
-//! w.add_array(a, &values)?;
-//! let bytes = w.to_bytes()?;
+//! let spec = DatasetSpec { name: "a", dtype: DType::U8, shape: &[2, 3], chunk_shape: &[2, 2] };
+//! let mut w = Writer::new(Vec::new(), &[spec])?;
+//! w.write_array(DatasetId(0), &[1, 2, 3, 4, 5, 6], Codec::Zstd)?;
+//! let bytes = w.finish(None)?;
 //! let file = TetFile::open(&bytes)?;
 //! let ds = file.dataset("a")?;
-//! assert_eq!(file.chunk(&ds, &[0, 1])?.payload, &[3, 6]);
-//! # Ok::<(), tet_core::Error>(())
+//! let mut dec = ChunkDecoder::new(Ruzstd::new(), 1 << 20);
+//! assert_eq!(dec.decode(&file.chunk(&ds, &[0, 1])?)?, &[3, 6]);
+//! # Ok::<(), Box<dyn core::error::Error>>(())
 //! ```
 //!
 //! # Crate features
-//! None yet.
+//! * `testing`: test fixtures (a row-level layout builder for files that break rules on
+//!   purpose). Off by default and not part of the supported API.
 #![no_std]
 #![forbid(unsafe_code)]
 #![cfg_attr(
@@ -40,7 +45,11 @@
 extern crate alloc;
 
 pub mod cetrafs;
+pub mod decode;
 pub mod example;
+pub mod history;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod writer;
 
 use alloc::vec::Vec;

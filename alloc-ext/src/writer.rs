@@ -1,332 +1,826 @@
-//! A writer for `.tet` layout v1. It lays files out as the reference writer does:
-//! superblock, directory, index, payloads in row order, then the optional footer.
-//! Rows keep the order chunks were added in, so tests can also build non-canonical
-//! files.
+//! The streaming `.tet` writer.
+//!
+//! Datasets are declared up front; the chunk grid, and so the index size, follows from
+//! their shapes, so the writer reserves the superblock, directory and index at the start,
+//! appends payloads as chunks arrive (in arrival order: a zstd chunk's size is known only
+//! once it is compressed) and fills in the header and the index, rows in canonical order,
+//! at [`Writer::finish`]. Chunks written in canonical order give the reference layout
+//! (payloads right after the index, in index order). Memory is the index bookkeeping
+//! (24 bytes per grid cell) plus one compressed chunk, never the array.
+//!
+//! Every on-disk structure is serialised through the zerocopy structs of
+//! [`tet_core::tet::raw`], the same ones the reader parses.
+//!
+//! ```
+//! use tet_alloc::writer::{DatasetSpec, Writer};
+//! use tet_core::tet::{Codec, DType, DatasetId, TetFile};
+//!
+//! let spec = DatasetSpec { name: "a", dtype: DType::U8, shape: &[2, 3], chunk_shape: &[2, 2] };
+//! let mut w = Writer::new(Vec::new(), &[spec])?;
+//! w.write_chunk(DatasetId(0), &[0, 1], &[3, 6], Codec::Raw)?;
+//! w.write_chunk(DatasetId(0), &[0, 0], &[1, 2, 4, 5], Codec::Zstd)?;
+//! let bytes = w.finish(None)?;
+//! let file = TetFile::open(&bytes)?;
+//! let ds = file.dataset("a")?;
+//! assert_eq!(file.chunk(&ds, &[0, 1])?.payload, &[3, 6]);
+//! # Ok::<(), Box<dyn core::error::Error>>(())
+//! ```
 
+use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::convert::Infallible;
+use core::fmt;
 
-use tet_core::tet::{
-    Codec, DType, DatasetId, FLAG_HISTORY_FOOTER, FOOTER_MAGIC, HISTORY_VERSION, INDEX_ENTRY_LEN,
-    INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_VERSION, LAYOUT_VERSION, MAX_NDIM, RECORDS_OFFSET,
-    SUPERBLOCK_LEN, SUPERBLOCK_MAGIC,
+use tet_core::arith::u64_of;
+use tet_core::tet::raw::{
+    RawFooterTail, RawIndexEntry, RawRecordHeader, RawSuperblock, RawTidxHeader,
 };
-use tet_core::{Error, ErrorKind};
+use tet_core::tet::{
+    Codec, Coords, DType, DatasetId, ExecutionSettings, FLAG_HISTORY_FOOTER, FOOTER_MAGIC,
+    HISTORY_VERSION, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_VERSION,
+    LAYOUT_VERSION, MAX_NDIM, RECORDS_OFFSET, SUPERBLOCK_LEN, SUPERBLOCK_MAGIC,
+};
+use tet_core::Error;
+use zerocopy::little_endian::{U16, U32, U64};
+use zerocopy::IntoBytes;
 
-struct DatasetSpec {
-    name: String,
-    dtype: DType,
-    shape: Vec<u64>,
-    chunk_shape: Vec<u64>,
+/// Where a file goes: appended to in order, with earlier bytes overwritten in place at
+/// the end (the header and index). `tet-host` implements it for files.
+pub trait Output {
+    /// The output's error.
+    type Error;
+    /// Appends `bytes` at the current end.
+    fn append(&mut self, bytes: &[u8]) -> Result<(), Self::Error>;
+    /// Overwrites bytes already appended, starting at `offset`.
+    fn write_at(&mut self, offset: u64, bytes: &[u8]) -> Result<(), Self::Error>;
 }
 
-struct ChunkSpec {
-    dataset: u32,
-    coords: Vec<u64>,
-    codec: Codec,
-    raw_byte_len: u64,
-    stored: Vec<u8>,
+impl Output for Vec<u8> {
+    type Error = Infallible;
+    fn append(&mut self, bytes: &[u8]) -> Result<(), Infallible> {
+        self.extend_from_slice(bytes);
+        Ok(())
+    }
+    fn write_at(&mut self, offset: u64, bytes: &[u8]) -> Result<(), Infallible> {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let end = start.saturating_add(bytes.len());
+        if let Some(dst) = self.get_mut(start..end) {
+            dst.copy_from_slice(bytes);
+        }
+        Ok(())
+    }
 }
 
-/// Builds a file in memory.
-#[derive(Default)]
-pub struct TetWriter {
-    datasets: Vec<DatasetSpec>,
-    chunks: Vec<ChunkSpec>,
-    budget_bps: u16,
-    budget_bytes: u32,
-    history_json: Option<Vec<u8>>,
-    metadata_spill: Vec<u8>,
+/// Compresses one chunk into one zstd frame.
+pub trait Compressor {
+    /// Replaces `out` with the frame for `raw`.
+    fn compress(&mut self, raw: &[u8], out: &mut Vec<u8>) -> Result<(), Error>;
 }
 
-fn invalid(what: &'static str) -> Error {
-    Error::new(ErrorKind::Invalid, what, 0)
+/// The pure-Rust compressor (ruzstd's fastest level, about zstd level 1). `tet-host`
+/// uses the reference C compressor, whose level is configurable.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct RuzstdCompressor;
+
+impl Compressor for RuzstdCompressor {
+    fn compress(&mut self, raw: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+        *out = ruzstd::encoding::compress_to_vec(raw, ruzstd::encoding::CompressionLevel::Fastest);
+        Ok(())
+    }
 }
 
-fn overflow(what: &'static str) -> Error {
-    Error::new(ErrorKind::Overflow, what, 0)
+/// A dataset to declare.
+#[derive(Clone, Copy, Debug)]
+pub struct DatasetSpec<'a> {
+    /// UTF-8 name.
+    pub name: &'a str,
+    /// Element type.
+    pub dtype: DType,
+    /// Global shape, rank 1 ..= 8.
+    pub shape: &'a [u64],
+    /// Chunk shape, same rank, every extent ≥ 1.
+    pub chunk_shape: &'a [u64],
 }
 
-fn len64(n: usize) -> u64 {
-    u64::try_from(n).unwrap_or(u64::MAX)
+/// One row of the footer's `history` array.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryRow {
+    /// What was done (`create`, `convert`, `repair`, ...).
+    pub op: String,
+    /// What it was done from or by.
+    pub source: String,
+    /// When (RFC 3339 text).
+    pub at: String,
+    /// Optional parameters: JSON object text.
+    pub params: Option<String>,
 }
 
-impl TetWriter {
-    /// An empty file.
-    pub fn new() -> Self {
-        TetWriter::default()
+/// The `THST` footer to write.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FooterSpec {
+    /// History rows, oldest first.
+    pub history: Vec<HistoryRow>,
+    /// Metadata: JSON object text. Spilled to `metadata_spill` when the inline JSON would
+    /// exceed [`INLINE_JSON_LIMIT`].
+    pub metadata: Option<String>,
+}
+
+/// The largest inline `history_json` (64 KiB, as the spec says); larger metadata spills.
+pub const INLINE_JSON_LIMIT: usize = 64 * 1024;
+
+/// Why writing failed.
+#[derive(Debug)]
+pub enum WriteError<E> {
+    /// A dataset declaration layout v1 cannot hold; `index` is its position.
+    Dataset {
+        /// Position in the declaration list.
+        index: usize,
+        /// What is wrong.
+        problem: &'static str,
+    },
+    /// A chunk that does not fit its dataset.
+    Chunk {
+        /// Dataset id.
+        dataset: DatasetId,
+        /// Grid coordinates as given.
+        coords: Coords,
+        /// What is wrong.
+        problem: ChunkProblem,
+    },
+    /// `finish` found a grid cell no chunk was written for.
+    Missing {
+        /// Dataset id.
+        dataset: DatasetId,
+        /// Grid coordinates.
+        coords: Coords,
+    },
+    /// Footer text that is not valid JSON of the right shape.
+    Footer(String),
+    /// Sizes overflow 64 bits, or memory for the index bookkeeping could not be had.
+    TooLarge(&'static str),
+    /// The compressor failed.
+    Compress(Error),
+    /// The output failed.
+    Output(E),
+}
+
+/// What is wrong with a chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkProblem {
+    /// No such dataset.
+    UnknownDataset,
+    /// Coordinate count differs from the rank.
+    Rank,
+    /// A coordinate is outside the grid.
+    OutsideGrid,
+    /// Already written.
+    Duplicate,
+    /// Tile bytes differ from the clipped tile size.
+    Length {
+        /// Clipped tile element count × dtype size.
+        expected: u64,
+        /// Bytes given.
+        found: u64,
+    },
+}
+
+impl<E: fmt::Display> fmt::Display for WriteError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WriteError::Dataset { index, problem } => write!(f, "dataset {index}: {problem}"),
+            WriteError::Chunk {
+                dataset,
+                coords,
+                problem,
+            } => {
+                write!(f, "dataset {} chunk {coords}: ", dataset.0)?;
+                match problem {
+                    ChunkProblem::UnknownDataset => write!(f, "no such dataset"),
+                    ChunkProblem::Rank => write!(f, "wrong number of coordinates"),
+                    ChunkProblem::OutsideGrid => write!(f, "outside the chunk grid"),
+                    ChunkProblem::Duplicate => write!(f, "written twice"),
+                    ChunkProblem::Length { expected, found } => write!(
+                        f,
+                        "{found} bytes given, the clipped tile holds {expected}"
+                    ),
+                }
+            }
+            WriteError::Missing { dataset, coords } => {
+                write!(f, "dataset {} chunk {coords} was never written", dataset.0)
+            }
+            WriteError::Footer(m) => write!(f, "footer: {m}"),
+            WriteError::TooLarge(what) => write!(f, "{what} is too large"),
+            WriteError::Compress(e) => write!(f, "compressing: {e}"),
+            WriteError::Output(e) => write!(f, "writing: {e}"),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> core::error::Error for WriteError<E> {}
+
+/// A declared dataset, with its grid.
+#[derive(Clone, Debug)]
+pub(crate) struct Layout {
+    pub(crate) dtype: DType,
+    pub(crate) shape: Coords,
+    pub(crate) chunk: Coords,
+    pub(crate) grid: Coords,
+    pub(crate) first: u64,
+    pub(crate) cells: u64,
+}
+
+impl Layout {
+    /// Row-major position of `coords` in the grid, when inside it.
+    pub(crate) fn linear(&self, coords: &[u64]) -> Option<u64> {
+        if coords.len() != self.grid.as_slice().len() {
+            return None;
+        }
+        coords
+            .iter()
+            .zip(self.grid.as_slice())
+            .try_fold(0u64, |acc, (c, g)| {
+                (c < g).then_some(())?;
+                acc.checked_mul(*g)?.checked_add(*c)
+            })
     }
 
-    /// Adds a dataset record. `chunk_shape` entries must be nonzero; rank 1 ..= 8.
-    pub fn add_dataset(
-        &mut self,
-        name: &str,
-        dtype: DType,
-        shape: &[u64],
-        chunk_shape: &[u64],
-    ) -> Result<DatasetId, Error> {
-        if shape.is_empty() || shape.len() > MAX_NDIM || shape.len() != chunk_shape.len() {
-            return Err(invalid("dataset.ndim"));
+    /// Grid coordinates of row-major position `pos`.
+    pub(crate) fn delinearize(&self, mut pos: u64) -> Coords {
+        let grid = self.grid.as_slice();
+        let mut v = [0u64; MAX_NDIM];
+        for (slot, g) in v.iter_mut().zip(grid).rev() {
+            *slot = pos.checked_rem(*g).unwrap_or(0);
+            pos = pos.checked_div(*g).unwrap_or(0);
         }
-        if chunk_shape.contains(&0) {
-            return Err(invalid("dataset.chunk_shape"));
+        Coords::from_slice(v.get(..grid.len()).unwrap_or(&[])).unwrap_or_default()
+    }
+
+    /// Clipped tile byte size at `coords` (inside the grid).
+    pub(crate) fn tile_bytes(&self, coords: &[u64]) -> Option<u64> {
+        let mut n = self.dtype.size();
+        for ((s, c), k) in self
+            .shape
+            .as_slice()
+            .iter()
+            .zip(self.chunk.as_slice())
+            .zip(coords)
+        {
+            let start = k.checked_mul(*c)?;
+            n = n.checked_mul((*c).min(s.checked_sub(start)?))?;
         }
-        let id = u32::try_from(self.datasets.len()).map_err(|_| overflow("dataset_count"))?;
-        self.datasets.push(DatasetSpec {
-            name: String::from(name),
-            dtype,
-            shape: shape.to_vec(),
-            chunk_shape: chunk_shape.to_vec(),
+        Some(n)
+    }
+}
+
+/// The directory blob and the grid of every dataset, or the first declaration error.
+pub(crate) fn plan_datasets(specs: &[DatasetSpec<'_>]) -> Result<(Vec<u8>, Vec<Layout>), (usize, &'static str)> {
+    let mut blob = Vec::new();
+    let mut layouts = Vec::new();
+    let mut first = 0u64;
+    for (i, d) in specs.iter().enumerate() {
+        let e = |p: &'static str| (i, p);
+        let ndim = d.shape.len();
+        if ndim == 0 || ndim > MAX_NDIM {
+            return Err(e("rank must be 1 ..= 8"));
+        }
+        if d.chunk_shape.len() != ndim {
+            return Err(e("chunk_shape rank differs from shape rank"));
+        }
+        if d.chunk_shape.contains(&0) {
+            return Err(e("chunk_shape extents must be at least 1"));
+        }
+        let elements = d
+            .shape
+            .iter()
+            .try_fold(1u64, |a, s| a.checked_mul(*s))
+            .ok_or(e("element count overflows 64 bits"))?;
+        elements
+            .checked_mul(d.dtype.size())
+            .ok_or(e("byte size overflows 64 bits"))?;
+        let mut grid = [0u64; MAX_NDIM];
+        for ((g, s), c) in grid.iter_mut().zip(d.shape).zip(d.chunk_shape) {
+            *g = s.div_ceil(*c);
+        }
+        let grid = grid.get(..ndim).unwrap_or(&[]);
+        let cells = grid
+            .iter()
+            .try_fold(1u64, |a, g| a.checked_mul(*g))
+            .ok_or(e("chunk count overflows 64 bits"))?;
+        let name_len = u32::try_from(d.name.len()).map_err(|_| e("name is too long"))?;
+        let header = RawRecordHeader {
+            name_len: U32::new(name_len),
+            dtype: U32::new(d.dtype.tag()),
+            ndim: U32::new(u32::try_from(ndim).unwrap_or(0)),
+            reserved: U32::new(0),
+        };
+        let start = blob.len();
+        blob.extend_from_slice(header.as_bytes());
+        blob.extend_from_slice(d.name.as_bytes());
+        while blob.len().saturating_sub(start) % 8 != 0 {
+            blob.push(0);
+        }
+        for v in d.shape.iter().chain(d.chunk_shape) {
+            blob.extend_from_slice(U64::new(*v).as_bytes());
+        }
+        let coords = |s: &[u64]| Coords::from_slice(s).unwrap_or_default();
+        layouts.push(Layout {
+            dtype: d.dtype,
+            shape: coords(d.shape),
+            chunk: coords(d.chunk_shape),
+            grid: coords(grid),
+            first,
+            cells,
         });
-        Ok(DatasetId(id))
+        first = first
+            .checked_add(cells)
+            .ok_or(e("total chunk count overflows 64 bits"))?;
+    }
+    Ok((blob, layouts))
+}
+
+/// Where the index starts and where payloads start, for a directory blob of `blob_len`
+/// bytes and `rows` rows (`None` on overflow).
+pub(crate) fn regions(datasets: usize, blob_len: u64, rows: u64) -> Option<(u64, u64)> {
+    if datasets == 0 {
+        return Some((SUPERBLOCK_LEN, SUPERBLOCK_LEN));
+    }
+    let index = RECORDS_OFFSET.checked_add(blob_len)?.checked_add(7)? & !7;
+    let end = rows
+        .checked_mul(INDEX_ENTRY_LEN)?
+        .checked_add(INDEX_HEADER_LEN)?
+        .checked_add(index)?;
+    Some((index, end))
+}
+
+/// The superblock, directory length, directory, padding and `TIDX` header: every byte
+/// before the first row.
+pub(crate) fn head_bytes(
+    datasets: usize,
+    blob: &[u8],
+    rows: u64,
+    execution: ExecutionSettings,
+    footer: bool,
+) -> Option<Vec<u8>> {
+    let (index, end) = regions(datasets, u64_of(blob.len()), rows)?;
+    let sb = RawSuperblock {
+        magic: SUPERBLOCK_MAGIC,
+        layout_version: U32::new(LAYOUT_VERSION),
+        dataset_count: U32::new(u32::try_from(datasets).ok()?),
+        flags: U32::new(if footer { FLAG_HISTORY_FOOTER } else { 0 }),
+        chunk_index_offset: U64::new(index),
+        chunk_index_length: U64::new(end.saturating_sub(index)),
+    };
+    let mut out = Vec::new();
+    out.extend_from_slice(sb.as_bytes());
+    if datasets == 0 {
+        return Some(out);
+    }
+    out.extend_from_slice(U64::new(u64_of(blob.len())).as_bytes());
+    out.extend_from_slice(blob);
+    out.resize(usize::try_from(index).ok()?, 0);
+    let tidx = RawTidxHeader {
+        magic: INDEX_MAGIC,
+        index_version: U32::new(INDEX_VERSION),
+        entry_count: U64::new(rows),
+        memory_budget_percent_bps: U16::new(execution.memory_budget_percent_bps),
+        reserved0: U16::new(0),
+        memory_budget_bytes: U32::new(execution.memory_budget_bytes),
+        reserved1: U64::new(0),
+    };
+    out.extend_from_slice(tidx.as_bytes());
+    Some(out)
+}
+
+/// One index row.
+pub(crate) fn index_row(
+    dataset: u32,
+    coords: &[u64],
+    payload_offset: u64,
+    raw_byte_len: u64,
+    stored_byte_len: u64,
+    codec: u32,
+) -> RawIndexEntry {
+    let mut chunk_index = [U64::new(0); MAX_NDIM];
+    for (slot, c) in chunk_index.iter_mut().zip(coords) {
+        *slot = U64::new(*c);
+    }
+    RawIndexEntry {
+        dataset_id: U64::new(u64::from(dataset)),
+        chunk_index,
+        payload_offset: U64::new(payload_offset),
+        raw_byte_len: U64::new(raw_byte_len),
+        stored_byte_len: U64::new(stored_byte_len),
+        codec: U32::new(codec),
+        reserved: U32::new(0),
+    }
+}
+
+/// The 16-byte footer tail for a `history_json` of `len` bytes.
+pub(crate) fn footer_tail(len: u64) -> RawFooterTail {
+    RawFooterTail {
+        history_json_len: U64::new(len),
+        history_version: U32::new(HISTORY_VERSION),
+        magic: FOOTER_MAGIC,
+    }
+}
+
+/// The `history_json` for `footer`, with metadata inline, or (when that would exceed
+/// [`INLINE_JSON_LIMIT`] or `force_spill`) as a `metadata_ref` to `spill_at`; returns
+/// the JSON and the spill bytes to write before it.
+pub fn footer_json(
+    footer: &FooterSpec,
+    spill_at: u64,
+    force_spill: bool,
+) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let mut json = String::from("{\"history\":[");
+    for (i, r) in footer.history.iter().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        json.push_str("{\"op\":");
+        push_str_json(&mut json, &r.op);
+        json.push_str(",\"source\":");
+        push_str_json(&mut json, &r.source);
+        json.push_str(",\"at\":");
+        push_str_json(&mut json, &r.at);
+        if let Some(p) = &r.params {
+            crate::history::check_spill(p.as_bytes())
+                .map_err(|e| alloc::format!("history row {i} params: {e}"))?;
+            json.push_str(",\"params\":");
+            json.push_str(p);
+        }
+        json.push('}');
+    }
+    json.push(']');
+    let Some(meta) = &footer.metadata else {
+        json.push('}');
+        return Ok((json.into_bytes(), Vec::new()));
+    };
+    crate::history::check_spill(meta.as_bytes()).map_err(|e| alloc::format!("metadata: {e}"))?;
+    let inline_len = json.len().saturating_add(meta.len()).saturating_add(13);
+    if inline_len <= INLINE_JSON_LIMIT && !force_spill {
+        json.push_str(",\"metadata\":");
+        json.push_str(meta);
+        json.push('}');
+        return Ok((json.into_bytes(), Vec::new()));
+    }
+    json.push_str(&alloc::format!(
+        ",\"metadata_ref\":{{\"offset\":{spill_at},\"len\":{}}}}}",
+        meta.len()
+    ));
+    Ok((json.into_bytes(), meta.clone().into_bytes()))
+}
+
+fn push_str_json(out: &mut String, s: &str) {
+    out.push_str(&serde_json::to_string(s).unwrap_or_default());
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    payload_offset: u64,
+    stored: u64,
+    codec: Option<Codec>,
+}
+
+/// Rows written per `write_at` call at finish.
+const ROW_BATCH: usize = 512;
+
+/// The streaming writer; see the module docs.
+pub struct Writer<O: Output> {
+    out: O,
+    pos: u64,
+    blob: Vec<u8>,
+    layouts: Vec<Layout>,
+    slots: Vec<Slot>,
+    execution: ExecutionSettings,
+    compressor: Box<dyn Compressor + Send>,
+    scratch: Vec<u8>,
+}
+
+impl<O: Output> Writer<O> {
+    /// Declares `datasets` and reserves the header, directory and index in `out` (which
+    /// must be empty).
+    pub fn new(out: O, datasets: &[DatasetSpec<'_>]) -> Result<Self, WriteError<O::Error>> {
+        let (blob, layouts) = plan_datasets(datasets)
+            .map_err(|(index, problem)| WriteError::Dataset { index, problem })?;
+        let total = layouts
+            .last()
+            .map_or(0, |l| l.first.saturating_add(l.cells));
+        let (_, payload_start) = regions(layouts.len(), u64_of(blob.len()), total)
+            .ok_or(WriteError::TooLarge("chunk index"))?;
+        let cells = usize::try_from(total).map_err(|_| WriteError::TooLarge("chunk grid"))?;
+        let mut slots = Vec::new();
+        slots
+            .try_reserve_exact(cells)
+            .map_err(|_| WriteError::TooLarge("chunk grid"))?;
+        slots.resize(cells, Slot::default());
+        let mut w = Writer {
+            out,
+            pos: 0,
+            blob,
+            layouts,
+            slots,
+            execution: ExecutionSettings {
+                memory_budget_percent_bps: 0,
+                memory_budget_bytes: 0,
+            },
+            compressor: Box::new(RuzstdCompressor),
+            scratch: Vec::new(),
+        };
+        let zeros = [0u8; 4096];
+        while w.pos < payload_start {
+            let n = payload_start.saturating_sub(w.pos).min(u64_of(zeros.len()));
+            let n = usize::try_from(n).unwrap_or(0);
+            w.append(zeros.get(..n).unwrap_or(&[]))?;
+        }
+        Ok(w)
     }
 
-    /// Adds one chunk row with stored bytes as given. `raw_byte_len` is the decoded size
-    /// the row declares (for [`Codec::Raw`] pass `stored.len()`). Nothing is checked:
-    /// tests use this to write rows that break rules on purpose.
-    pub fn add_chunk_stored(
+    /// Sets the `TIDX` execution settings (default: both 0, the engine default).
+    pub fn set_execution(&mut self, settings: ExecutionSettings) {
+        self.execution = settings;
+    }
+
+    /// Replaces the zstd compressor (default [`RuzstdCompressor`]).
+    pub fn set_compressor(&mut self, c: Box<dyn Compressor + Send>) {
+        self.compressor = c;
+    }
+
+    /// Bytes written so far.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> Result<(), WriteError<O::Error>> {
+        self.out.append(bytes).map_err(WriteError::Output)?;
+        self.pos = self
+            .pos
+            .checked_add(u64_of(bytes.len()))
+            .ok_or(WriteError::TooLarge("file"))?;
+        Ok(())
+    }
+
+    /// The slot for a chunk, after checking it fits.
+    fn slot(
+        &self,
+        dataset: DatasetId,
+        coords: &[u64],
+        raw_len: u64,
+    ) -> Result<usize, WriteError<O::Error>> {
+        let c = Coords::from_slice(coords).unwrap_or_default();
+        let err = |problem| WriteError::Chunk {
+            dataset,
+            coords: c,
+            problem,
+        };
+        let l = usize::try_from(dataset.0)
+            .ok()
+            .and_then(|i| self.layouts.get(i))
+            .ok_or(err(ChunkProblem::UnknownDataset))?;
+        if coords.len() != l.grid.as_slice().len() {
+            return Err(err(ChunkProblem::Rank));
+        }
+        let pos = l.linear(coords).ok_or(err(ChunkProblem::OutsideGrid))?;
+        let expected = l.tile_bytes(coords).ok_or(err(ChunkProblem::OutsideGrid))?;
+        if expected != raw_len {
+            return Err(err(ChunkProblem::Length {
+                expected,
+                found: raw_len,
+            }));
+        }
+        let i = l
+            .first
+            .checked_add(pos)
+            .and_then(|i| usize::try_from(i).ok())
+            .filter(|i| *i < self.slots.len())
+            .ok_or(err(ChunkProblem::OutsideGrid))?;
+        if self.slots.get(i).is_some_and(|s| s.codec.is_some()) {
+            return Err(err(ChunkProblem::Duplicate));
+        }
+        Ok(i)
+    }
+
+    /// Writes one chunk: `tile` is the clipped tile's elements, row-major, little-endian;
+    /// `codec` says how to store it.
+    pub fn write_chunk(
+        &mut self,
+        dataset: DatasetId,
+        coords: &[u64],
+        tile: &[u8],
+        codec: Codec,
+    ) -> Result<(), WriteError<O::Error>> {
+        let i = self.slot(dataset, coords, u64_of(tile.len()))?;
+        let at = self.pos;
+        let stored = match codec {
+            Codec::Raw => {
+                self.append(tile)?;
+                u64_of(tile.len())
+            }
+            Codec::Zstd => {
+                let mut frame = core::mem::take(&mut self.scratch);
+                self.compressor
+                    .compress(tile, &mut frame)
+                    .map_err(WriteError::Compress)?;
+                let r = self.append(&frame);
+                let n = u64_of(frame.len());
+                self.scratch = frame;
+                r?;
+                n
+            }
+        };
+        self.fill(i, at, stored, codec);
+        Ok(())
+    }
+
+    /// Writes a chunk whose stored bytes are already encoded (copied from another file):
+    /// `raw_byte_len` must be the clipped tile size; a raw payload must be that long.
+    pub fn write_chunk_encoded(
         &mut self,
         dataset: DatasetId,
         coords: &[u64],
         codec: Codec,
         raw_byte_len: u64,
         stored: &[u8],
-    ) {
-        self.chunks.push(ChunkSpec {
-            dataset: dataset.0,
-            coords: coords.to_vec(),
-            codec,
-            raw_byte_len,
-            stored: stored.to_vec(),
-        });
+    ) -> Result<(), WriteError<O::Error>> {
+        let i = self.slot(dataset, coords, raw_byte_len)?;
+        if codec == Codec::Raw && u64_of(stored.len()) != raw_byte_len {
+            return Err(WriteError::Chunk {
+                dataset,
+                coords: Coords::from_slice(coords).unwrap_or_default(),
+                problem: ChunkProblem::Length {
+                    expected: raw_byte_len,
+                    found: u64_of(stored.len()),
+                },
+            });
+        }
+        let at = self.pos;
+        self.append(stored)?;
+        self.fill(i, at, u64_of(stored.len()), codec);
+        Ok(())
     }
 
-    /// Adds a raw chunk.
-    pub fn add_chunk_raw(&mut self, dataset: DatasetId, coords: &[u64], bytes: &[u8]) {
-        self.add_chunk_stored(dataset, coords, Codec::Raw, len64(bytes.len()), bytes);
+    fn fill(&mut self, i: usize, payload_offset: u64, stored: u64, codec: Codec) {
+        if let Some(s) = self.slots.get_mut(i) {
+            *s = Slot {
+                payload_offset,
+                stored,
+                codec: Some(codec),
+            };
+        }
     }
 
-    /// Splits a whole row-major array (little-endian element bytes) into clipped tiles
-    /// and adds them as raw chunks in canonical (row-major grid) order.
-    pub fn add_array(&mut self, dataset: DatasetId, data: &[u8]) -> Result<(), Error> {
-        let spec = usize::try_from(dataset.0)
+    /// Splits a whole row-major array into clipped tiles and writes them in canonical
+    /// order (so the file gets the reference layout).
+    pub fn write_array(
+        &mut self,
+        dataset: DatasetId,
+        data: &[u8],
+        codec: Codec,
+    ) -> Result<(), WriteError<O::Error>> {
+        let l = usize::try_from(dataset.0)
             .ok()
-            .and_then(|i| self.datasets.get(i))
-            .ok_or(invalid("dataset_id"))?;
-        let esize = usize::try_from(spec.dtype.size()).map_err(|_| overflow("dtype"))?;
-        let shape: Vec<usize> = spec
+            .and_then(|i| self.layouts.get(i))
+            .cloned()
+            .ok_or(WriteError::Chunk {
+                dataset,
+                coords: Coords::default(),
+                problem: ChunkProblem::UnknownDataset,
+            })?;
+        let expected = l
             .shape
+            .as_slice()
             .iter()
-            .map(|d| usize::try_from(*d).map_err(|_| overflow("dataset.shape")))
-            .collect::<Result<_, _>>()?;
-        let chunk: Vec<usize> = spec
-            .chunk_shape
-            .iter()
-            .map(|d| usize::try_from(*d).map_err(|_| overflow("dataset.chunk_shape")))
-            .collect::<Result<_, _>>()?;
-        let elements = shape
-            .iter()
-            .try_fold(1usize, |a, d| a.checked_mul(*d))
-            .ok_or(overflow("dataset.shape"))?;
-        if elements.checked_mul(esize) != Some(data.len()) {
-            return Err(invalid("array length"));
+            .try_fold(l.dtype.size(), |a, s| a.checked_mul(*s));
+        if expected != Some(u64_of(data.len())) {
+            return Err(WriteError::Chunk {
+                dataset,
+                coords: Coords::default(),
+                problem: ChunkProblem::Length {
+                    expected: expected.unwrap_or(u64::MAX),
+                    found: u64_of(data.len()),
+                },
+            });
         }
-        if elements == 0 {
-            return Ok(());
-        }
-        let grid: Vec<usize> = shape
-            .iter()
-            .zip(&chunk)
-            .map(|(s, c)| s.div_ceil(*c))
-            .collect();
-        for coords in grid_coords(&grid) {
-            let at: Vec<usize> = coords
-                .iter()
-                .map(|c| usize::try_from(*c).map_err(|_| overflow("grid")))
-                .collect::<Result<_, _>>()?;
-            let tile = extract_tile(data, &shape, &chunk, &at, esize)?;
-            self.add_chunk_raw(dataset, &coords, &tile);
+        let mut tile = Vec::new();
+        for cell in 0..l.cells {
+            let coords = l.delinearize(cell);
+            extract_tile(&l, data, coords.as_slice(), &mut tile);
+            self.write_chunk(dataset, coords.as_slice(), &tile, codec)?;
         }
         Ok(())
     }
 
-    /// Sets the `TIDX` execution settings.
-    pub fn set_execution(&mut self, percent_bps: u16, bytes: u32) {
-        self.budget_bps = percent_bps;
-        self.budget_bytes = bytes;
-    }
-
-    /// Adds a history footer with this `history_json` (written as given) and an optional
-    /// `metadata_spill` placed between the payloads and the JSON. Returns nothing; the
-    /// spill's offset is known only after [`TetWriter::spill_offset`].
-    pub fn set_history(&mut self, history_json: &[u8], metadata_spill: &[u8]) {
-        self.history_json = Some(history_json.to_vec());
-        self.metadata_spill = metadata_spill.to_vec();
-    }
-
-    fn directory_blob(&self) -> Result<Vec<u8>, Error> {
-        let mut blob = Vec::new();
-        for d in &self.datasets {
-            let start = blob.len();
-            let name_len = u32::try_from(d.name.len()).map_err(|_| overflow("dataset.name_len"))?;
-            let ndim = u32::try_from(d.shape.len()).map_err(|_| overflow("dataset.ndim"))?;
-            blob.extend_from_slice(&name_len.to_le_bytes());
-            blob.extend_from_slice(&d.dtype.tag().to_le_bytes());
-            blob.extend_from_slice(&ndim.to_le_bytes());
-            blob.extend_from_slice(&0u32.to_le_bytes());
-            blob.extend_from_slice(d.name.as_bytes());
-            while (blob.len().wrapping_sub(start)) % 8 != 0 {
-                blob.push(0);
-            }
-            for v in d.shape.iter().chain(&d.chunk_shape) {
-                blob.extend_from_slice(&v.to_le_bytes());
-            }
-        }
-        Ok(blob)
-    }
-
-    /// Offset the metadata spill will have in the written file (valid once all chunks
-    /// are added).
-    pub fn spill_offset(&self) -> Result<u64, Error> {
-        let (_, payload_start) = self.layout()?;
-        self.chunks
-            .iter()
-            .try_fold(payload_start, |a, c| a.checked_add(len64(c.stored.len())))
-            .ok_or(overflow("payloads"))
-    }
-
-    fn layout(&self) -> Result<(u64, u64), Error> {
-        if self.datasets.is_empty() {
-            return Ok((SUPERBLOCK_LEN, SUPERBLOCK_LEN));
-        }
-        let blob = len64(self.directory_blob()?.len());
-        let index_offset = RECORDS_OFFSET
-            .checked_add(blob)
-            .and_then(|v| v.checked_add(7))
-            .map(|v| v & !7)
-            .ok_or(overflow("chunk_index_offset"))?;
-        let index_len = len64(self.chunks.len())
-            .checked_mul(INDEX_ENTRY_LEN)
-            .and_then(|v| v.checked_add(INDEX_HEADER_LEN))
-            .ok_or(overflow("chunk_index_length"))?;
-        Ok((
-            index_offset,
-            index_offset
-                .checked_add(index_len)
-                .ok_or(overflow("index"))?,
-        ))
-    }
-
-    /// Serialises the file.
-    pub fn to_bytes(&self) -> Result<Vec<u8>, Error> {
-        let mut out = Vec::new();
-        let flags = if self.history_json.is_some() {
-            FLAG_HISTORY_FOOTER
-        } else {
-            0
-        };
-        let count = u32::try_from(self.datasets.len()).map_err(|_| overflow("dataset_count"))?;
-        let (index_offset, payload_start) = self.layout()?;
-        let index_len = payload_start.saturating_sub(index_offset);
-        out.extend_from_slice(&SUPERBLOCK_MAGIC);
-        out.extend_from_slice(&LAYOUT_VERSION.to_le_bytes());
-        out.extend_from_slice(&count.to_le_bytes());
-        out.extend_from_slice(&flags.to_le_bytes());
-        out.extend_from_slice(&index_offset.to_le_bytes());
-        out.extend_from_slice(&index_len.to_le_bytes());
-        if count > 0 {
-            let blob = self.directory_blob()?;
-            out.extend_from_slice(&len64(blob.len()).to_le_bytes());
-            out.extend_from_slice(&blob);
-            while len64(out.len()) < index_offset {
-                out.push(0);
-            }
-            out.extend_from_slice(&INDEX_MAGIC);
-            out.extend_from_slice(&INDEX_VERSION.to_le_bytes());
-            out.extend_from_slice(&len64(self.chunks.len()).to_le_bytes());
-            out.extend_from_slice(&self.budget_bps.to_le_bytes());
-            out.extend_from_slice(&0u16.to_le_bytes());
-            out.extend_from_slice(&self.budget_bytes.to_le_bytes());
-            out.extend_from_slice(&0u64.to_le_bytes());
-            let mut at = payload_start;
-            for c in &self.chunks {
-                out.extend_from_slice(&u64::from(c.dataset).to_le_bytes());
-                for i in 0..MAX_NDIM {
-                    out.extend_from_slice(&c.coords.get(i).copied().unwrap_or(0).to_le_bytes());
+    /// Checks every cell was written, writes the footer (if any), then the header and
+    /// the index, and returns the output.
+    pub fn finish(mut self, footer: Option<&FooterSpec>) -> Result<O, WriteError<O::Error>> {
+        for (d, l) in self.layouts.iter().enumerate() {
+            for cell in 0..l.cells {
+                let i = usize::try_from(l.first.saturating_add(cell)).unwrap_or(usize::MAX);
+                if self.slots.get(i).is_none_or(|s| s.codec.is_none()) {
+                    return Err(WriteError::Missing {
+                        dataset: DatasetId(u32::try_from(d).unwrap_or(u32::MAX)),
+                        coords: l.delinearize(cell),
+                    });
                 }
-                out.extend_from_slice(&at.to_le_bytes());
-                out.extend_from_slice(&c.raw_byte_len.to_le_bytes());
-                out.extend_from_slice(&len64(c.stored.len()).to_le_bytes());
-                out.extend_from_slice(&c.codec.wire().to_le_bytes());
-                out.extend_from_slice(&0u32.to_le_bytes());
-                at = at
-                    .checked_add(len64(c.stored.len()))
-                    .ok_or(overflow("payloads"))?;
-            }
-            for c in &self.chunks {
-                out.extend_from_slice(&c.stored);
             }
         }
-        if let Some(json) = &self.history_json {
-            out.extend_from_slice(&self.metadata_spill);
-            out.extend_from_slice(json);
-            out.extend_from_slice(&len64(json.len()).to_le_bytes());
-            out.extend_from_slice(&HISTORY_VERSION.to_le_bytes());
-            out.extend_from_slice(&FOOTER_MAGIC);
+        if let Some(f) = footer {
+            let (json, spill) = footer_json(f, self.pos, false).map_err(WriteError::Footer)?;
+            self.append(&spill)?;
+            self.append(&json)?;
+            self.append(footer_tail(u64_of(json.len())).as_bytes())?;
         }
-        Ok(out)
+        let rows = u64_of(self.slots.len());
+        let head = head_bytes(
+            self.layouts.len(),
+            &self.blob,
+            rows,
+            self.execution,
+            footer.is_some(),
+        )
+        .ok_or(WriteError::TooLarge("header"))?;
+        self.out.write_at(0, &head).map_err(WriteError::Output)?;
+        let mut at = u64_of(head.len());
+        let mut batch: Vec<u8> = Vec::new();
+        let flush = |batch: &mut Vec<u8>, at: &mut u64, out: &mut O| {
+            let r = out.write_at(*at, batch);
+            *at = at.saturating_add(u64_of(batch.len()));
+            batch.clear();
+            r.map_err(WriteError::Output)
+        };
+        for (d, l) in self.layouts.iter().enumerate() {
+            for cell in 0..l.cells {
+                let i = usize::try_from(l.first.saturating_add(cell)).unwrap_or(usize::MAX);
+                let s = self.slots.get(i).copied().unwrap_or_default();
+                let coords = l.delinearize(cell);
+                let row = index_row(
+                    u32::try_from(d).unwrap_or(0),
+                    coords.as_slice(),
+                    s.payload_offset,
+                    l.tile_bytes(coords.as_slice()).unwrap_or(0),
+                    s.stored,
+                    s.codec.unwrap_or(Codec::Raw).wire(),
+                );
+                batch.extend_from_slice(row.as_bytes());
+                if batch.len() >= ROW_BATCH.saturating_mul(104) {
+                    flush(&mut batch, &mut at, &mut self.out)?;
+                }
+            }
+        }
+        if !batch.is_empty() {
+            flush(&mut batch, &mut at, &mut self.out)?;
+        }
+        Ok(self.out)
     }
 }
 
-/// Every grid coordinate in row-major order.
-fn grid_coords(grid: &[usize]) -> Vec<Vec<u64>> {
-    let total = grid.iter().product::<usize>();
-    let mut out = Vec::with_capacity(total);
-    for mut p in 0..total {
-        let mut c = alloc::vec![0u64; grid.len()];
-        for (slot, g) in c.iter_mut().zip(grid).rev() {
-            *slot = len64(p.checked_rem(*g).unwrap_or(0));
-            p = p.checked_div(*g).unwrap_or(0);
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Copies the clipped tile at grid `coords` out of a row-major array.
-fn extract_tile(
-    data: &[u8],
-    shape: &[usize],
-    chunk: &[usize],
-    coords: &[usize],
-    esize: usize,
-) -> Result<Vec<u8>, Error> {
+/// Copies the clipped tile at grid `coords` out of a row-major array into `out`.
+pub(crate) fn extract_tile(l: &Layout, data: &[u8], coords: &[u64], out: &mut Vec<u8>) {
+    out.clear();
+    let esize = usize::try_from(l.dtype.size()).unwrap_or(1);
+    let shape = l.shape.as_slice();
     let n = shape.len();
-    let mut start = Vec::with_capacity(n);
-    let mut extent = Vec::with_capacity(n);
-    for ((s, c), k) in shape.iter().zip(chunk).zip(coords) {
-        let b = k.checked_mul(*c).ok_or(overflow("tile"))?;
-        start.push(b);
-        extent.push((*c).min(s.saturating_sub(b)));
+    let mut start = [0u64; MAX_NDIM];
+    let mut extent = [0u64; MAX_NDIM];
+    for (((st, ex), (s, c)), k) in start
+        .iter_mut()
+        .zip(extent.iter_mut())
+        .zip(shape.iter().zip(l.chunk.as_slice()))
+        .zip(coords)
+    {
+        *st = k.saturating_mul(*c);
+        *ex = (*c).min(s.saturating_sub(*st));
     }
-    let count: usize = extent.iter().product();
-    let mut out = Vec::with_capacity(count.saturating_mul(esize));
-    let mut idx = alloc::vec![0usize; n];
-    for _ in 0..count {
-        // Flat element offset of start + idx in the global array.
-        let mut flat = 0usize;
-        for ((s, b), i) in shape.iter().zip(&start).zip(&idx) {
-            flat = flat
-                .checked_mul(*s)
-                .and_then(|f| f.checked_add(b.saturating_add(*i)))
-                .ok_or(overflow("tile"))?;
+    let extent = extent.get(..n).unwrap_or(&[]);
+    if extent.contains(&0) {
+        return;
+    }
+    // Copy whole rows along the last axis at once.
+    let last = extent.last().copied().unwrap_or(1);
+    let row_bytes = usize::try_from(last)
+        .unwrap_or(0)
+        .saturating_mul(esize);
+    let outer: u64 = extent.iter().rev().skip(1).product();
+    let mut idx = [0u64; MAX_NDIM];
+    for _ in 0..outer {
+        let mut flat = 0u64;
+        for (d, s) in shape.iter().enumerate() {
+            let i = idx.get(d).copied().unwrap_or(0);
+            let b = start.get(d).copied().unwrap_or(0);
+            flat = flat.saturating_mul(*s).saturating_add(b.saturating_add(i));
         }
-        let at = flat.checked_mul(esize).ok_or(overflow("tile"))?;
-        let elem = data
-            .get(at..at.saturating_add(esize))
-            .ok_or(invalid("array length"))?;
-        out.extend_from_slice(elem);
-        for (i, e) in idx.iter_mut().zip(&extent).rev() {
+        let at = usize::try_from(flat)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(esize);
+        if let Some(src) = data.get(at..at.saturating_add(row_bytes)) {
+            out.extend_from_slice(src);
+        }
+        // Advance every axis but the last.
+        for d in (0..n.saturating_sub(1)).rev() {
+            let (Some(i), Some(e)) = (idx.get_mut(d), extent.get(d)) else {
+                break;
+            };
             *i = i.saturating_add(1);
             if *i < *e {
                 break;
@@ -334,5 +828,4 @@ fn extract_tile(
             *i = 0;
         }
     }
-    Ok(out)
 }

@@ -11,7 +11,7 @@
 mod timing;
 use timing::best_of;
 
-use tet_alloc::writer::TetWriter;
+use tet_alloc::testing::TetWriter;
 use tet_core::tet::{DType, DatasetId, Finding, TetFile};
 
 /// A `u8` dataset of `side × side` elements in `chunk × chunk` tiles, rows in canonical

@@ -6,7 +6,7 @@
 
 pub mod cetrafs_cmd;
 pub mod fuzzing;
-pub mod history;
+pub use tet_alloc::history;
 pub mod input;
 pub mod report;
 pub mod tet_cmd;

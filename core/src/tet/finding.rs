@@ -97,6 +97,11 @@ codes! {
     FooterJson = "footer-json", Error, "`history_json` is not a valid history object.";
     MetadataSpill = "metadata-spill", Error, "`metadata_ref` does not name a valid span between the payloads and `history_json`.";
     VerifyIncomplete = "verify-incomplete", Error, "The caller's scratch buffer was too small to check coverage and overlap.";
+    ZstdFrame = "zstd-frame", Error, "A zstd payload is not one well-formed frame (bad magic, reserved bit, truncated or corrupt block, dictionary, empty span).";
+    ZstdWindow = "zstd-window", Error, "A zstd frame declares a window larger than 128 MiB.";
+    DecodedLength = "decoded-length", Error, "A zstd frame declares or decodes to a size other than `raw_byte_len`.";
+    ContentChecksum = "content-checksum", Error, "A zstd frame's content checksum does not match the decoded bytes.";
+    ZstdTrailing = "zstd-trailing", Error, "Bytes follow the zstd frame inside the stored span.";
 }
 
 /// One problem found in a file.

@@ -8,6 +8,7 @@
 //!   no two payloads overlap.
 
 pub mod raw;
+pub mod zstd;
 
 mod directory;
 mod file;

@@ -1,7 +1,9 @@
 //! The `history_json` of the `THST` footer, checked without building a tree: history rows
 //! are validated one at a time and dropped, so memory stays bounded by the largest row.
 
-use std::fmt;
+use alloc::borrow::Cow;
+use alloc::string::{String, ToString};
+use core::fmt;
 
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -23,11 +25,11 @@ pub struct History {
 enum Row<'a> {
     Object {
         #[serde(borrow)]
-        op: std::borrow::Cow<'a, str>,
+        op: Cow<'a, str>,
         #[serde(borrow)]
-        source: std::borrow::Cow<'a, str>,
+        source: Cow<'a, str>,
         #[serde(borrow)]
-        at: std::borrow::Cow<'a, str>,
+        at: Cow<'a, str>,
         #[serde(default)]
         #[allow(dead_code)]
         parents: Option<IgnoredAny>,
@@ -36,9 +38,9 @@ enum Row<'a> {
         params: Option<IgnoredAny>,
     },
     Legacy(
-        #[serde(borrow)] std::borrow::Cow<'a, str>,
-        #[serde(borrow)] std::borrow::Cow<'a, str>,
-        #[serde(borrow)] std::borrow::Cow<'a, str>,
+        #[serde(borrow)] Cow<'a, str>,
+        #[serde(borrow)] Cow<'a, str>,
+        #[serde(borrow)] Cow<'a, str>,
     ),
 }
 
@@ -83,7 +85,7 @@ impl<'de> Deserialize<'de> for History {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<History, A::Error> {
                 let mut h = History::default();
                 let mut seen_history = false;
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                     match key.as_ref() {
                         "history" => {
                             if seen_history {
@@ -161,6 +163,7 @@ pub fn check_spill(spill: &[u8]) -> Result<(), String> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use alloc::format;
 
     #[test]
     fn accepts_objects_legacy_rows_and_refs() {

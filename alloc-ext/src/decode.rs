@@ -1,0 +1,510 @@
+//! Bounded decoding of chunk payloads.
+//!
+//! [`ChunkDecoder`] turns a checked [`Chunk`] into its `raw_byte_len` decoded bytes. Every
+//! rule that does not depend on the zstd implementation is applied here, once, whatever the
+//! backend: the memory budget (checked before anything is allocated), the frame header
+//! (magic, reserved bit, window cap, declared content size, no dictionary), the exact
+//! decoded length, bytes after the frame and the content checksum. A [`FrameBackend`]
+//! only turns one validated frame into bytes; [`Ruzstd`] is the pure-Rust one that builds
+//! for microcontrollers, and `tet-host` plugs in the reference C decoder.
+//!
+//! The output buffer lives in the decoder and is reused, so decoding many chunks allocates
+//! only when a chunk is larger than every chunk before it.
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use tet_core::arith::u64_of;
+use tet_core::tet::zstd::{parse_frame_header, FrameHeader, FRAME_MAGIC};
+use tet_core::tet::{Chunk, Code, Codec, Coords, DatasetId, ExecutionSettings, Finding};
+use tet_core::{Error, ErrorKind};
+
+/// The memory budget a file's `TIDX` execution settings ask for on a host with
+/// `host_ram` bytes of memory: `memory_budget_bytes` when nonzero, else
+/// `memory_budget_percent_bps` (or the 25 % default when it is 0) of `host_ram`.
+pub fn budget_from_settings(settings: ExecutionSettings, host_ram: u64) -> u64 {
+    if settings.memory_budget_bytes != 0 {
+        return u64::from(settings.memory_budget_bytes);
+    }
+    let bps = match settings.memory_budget_percent_bps {
+        0 => ExecutionSettings::DEFAULT_PERCENT_BPS,
+        b => b,
+    };
+    let scaled = u128::from(host_ram)
+        .saturating_mul(u128::from(bps))
+        .checked_div(10_000)
+        .unwrap_or(0);
+    u64::try_from(scaled).unwrap_or(u64::MAX)
+}
+
+/// What went wrong decoding one chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeErrorKind {
+    /// Decoding needs more memory than the budget allows. Operational, not corruption.
+    OverBudget {
+        /// Bytes the chunk needs (output plus the backend's working memory).
+        needed: u64,
+        /// The budget in force.
+        budget: u64,
+    },
+    /// The allocator refused memory within the budget. Operational.
+    OutOfMemory {
+        /// Bytes asked for.
+        needed: u64,
+    },
+    /// The frame header is malformed (`error` names the field) or the frame is
+    /// truncated or corrupt.
+    Frame(Error),
+    /// The window the frame declares exceeds the cap.
+    Window(Error),
+    /// The frame declares a content size other than `raw_byte_len`.
+    ContentSize {
+        /// `Frame_Content_Size`.
+        declared: u64,
+    },
+    /// The frame decodes to more than `raw_byte_len` bytes.
+    TooLong,
+    /// The frame decodes to fewer bytes than `raw_byte_len`.
+    TooShort {
+        /// Bytes the frame produced.
+        decoded: u64,
+    },
+    /// The content checksum does not match.
+    Checksum {
+        /// The 4 bytes stored after the last block.
+        stored: u32,
+        /// The low 32 bits of XXH64 over the decoded bytes.
+        computed: u32,
+    },
+    /// `len` bytes follow the frame inside the stored span.
+    Trailing {
+        /// How many.
+        len: u64,
+    },
+}
+
+/// A decode failure, located.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodeError {
+    /// What failed.
+    pub kind: DecodeErrorKind,
+    /// The chunk's dataset.
+    pub dataset: DatasetId,
+    /// The chunk's grid coordinates.
+    pub coords: Coords,
+    /// The chunk's index row.
+    pub row: u64,
+    /// Absolute offset of the payload's first byte.
+    pub payload_offset: u64,
+    /// `raw_byte_len` of the row.
+    pub raw_byte_len: u64,
+}
+
+impl DecodeError {
+    /// Whether the failure says nothing about the file (budget or allocator): report it
+    /// as an operational error, never as a finding, and never repair the chunk.
+    pub fn is_operational(&self) -> bool {
+        matches!(
+            self.kind,
+            DecodeErrorKind::OverBudget { .. } | DecodeErrorKind::OutOfMemory { .. }
+        )
+    }
+
+    /// The finding code, for failures that are corruption.
+    pub fn code(&self) -> Option<Code> {
+        Some(match self.kind {
+            DecodeErrorKind::OverBudget { .. } | DecodeErrorKind::OutOfMemory { .. } => {
+                return None
+            }
+            DecodeErrorKind::Frame(_) => Code::ZstdFrame,
+            DecodeErrorKind::Window(_) => Code::ZstdWindow,
+            DecodeErrorKind::ContentSize { .. }
+            | DecodeErrorKind::TooLong
+            | DecodeErrorKind::TooShort { .. } => Code::DecodedLength,
+            DecodeErrorKind::Checksum { .. } => Code::ContentChecksum,
+            DecodeErrorKind::Trailing { .. } => Code::ZstdTrailing,
+        })
+    }
+
+    /// The finding for a corruption failure (with dataset, row and coordinates).
+    pub fn finding(&self) -> Option<Finding> {
+        let code = self.code()?;
+        let at = self.payload_offset;
+        let raw = self.raw_byte_len;
+        let error = match self.kind {
+            DecodeErrorKind::Frame(e) | DecodeErrorKind::Window(e) => e,
+            DecodeErrorKind::ContentSize { declared } => Error::new(
+                ErrorKind::Mismatch {
+                    expected: raw,
+                    found: declared,
+                },
+                "zstd.frame_content_size",
+                at,
+            ),
+            DecodeErrorKind::TooLong => Error::new(
+                ErrorKind::OutOfRange {
+                    value: raw.saturating_add(1),
+                    max: raw,
+                },
+                "zstd decoded length",
+                at,
+            ),
+            DecodeErrorKind::TooShort { decoded } => Error::new(
+                ErrorKind::Mismatch {
+                    expected: raw,
+                    found: decoded,
+                },
+                "zstd decoded length",
+                at,
+            ),
+            DecodeErrorKind::Checksum { stored, computed } => Error::new(
+                ErrorKind::ChecksumMismatch {
+                    stored: stored.into(),
+                    computed: computed.into(),
+                },
+                "zstd.content_checksum",
+                at,
+            ),
+            DecodeErrorKind::Trailing { len } => {
+                Error::new(ErrorKind::Unreferenced { len }, "zstd trailing bytes", at)
+            }
+            DecodeErrorKind::OverBudget { .. } | DecodeErrorKind::OutOfMemory { .. } => {
+                return None
+            }
+        };
+        Some(
+            Finding::new(code, error)
+                .in_dataset(self.dataset.0)
+                .at_row(self.row)
+                .at_coords(self.coords),
+        )
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "dataset {} chunk {} (tidx row {}, payload at byte {:#x}): ",
+            self.dataset.0, self.coords, self.row, self.payload_offset
+        )?;
+        match self.kind {
+            DecodeErrorKind::OverBudget { needed, budget } => write!(
+                f,
+                "decoding needs {needed} bytes, over the memory budget of {budget} bytes"
+            ),
+            DecodeErrorKind::OutOfMemory { needed } => {
+                write!(f, "could not allocate {needed} bytes to decode")
+            }
+            DecodeErrorKind::Frame(e) | DecodeErrorKind::Window(e) => write!(f, "{e}"),
+            DecodeErrorKind::ContentSize { declared } => write!(
+                f,
+                "frame declares {declared} bytes, raw_byte_len is {}",
+                self.raw_byte_len
+            ),
+            DecodeErrorKind::TooLong => write!(
+                f,
+                "frame decodes to more than raw_byte_len = {} bytes",
+                self.raw_byte_len
+            ),
+            DecodeErrorKind::TooShort { decoded } => write!(
+                f,
+                "frame decodes to {decoded} bytes, raw_byte_len is {}",
+                self.raw_byte_len
+            ),
+            DecodeErrorKind::Checksum { stored, computed } => write!(
+                f,
+                "content checksum stored {stored:#010x}, computed {computed:#010x}"
+            ),
+            DecodeErrorKind::Trailing { len } => {
+                write!(f, "{len} bytes follow the frame inside the stored span")
+            }
+        }
+    }
+}
+
+/// How a backend's decode of one frame ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decoded {
+    /// Bytes of the span the frame occupied (header, blocks, checksum).
+    pub consumed: u64,
+    /// Bytes written to the output.
+    pub written: u64,
+}
+
+/// Why a backend could not decode a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendError {
+    /// Corrupt or truncated; `at` is the offset inside the span where it was noticed
+    /// (0 when the backend cannot tell).
+    Corrupt {
+        /// Offset inside the stored span.
+        at: u64,
+    },
+    /// The output would exceed the buffer (`raw_byte_len`).
+    TooLong,
+}
+
+/// One zstd implementation. The caller has checked the header (magic, no dictionary,
+/// window within the cap, content size equal to the output length when declared).
+pub trait FrameBackend {
+    /// Memory beyond the output buffer the backend may hold while decoding a frame into
+    /// `raw_len` bytes, for the budget check.
+    fn working_memory(&self, raw_len: u64) -> u64;
+
+    /// Decodes the frame at the start of `span` into `out` (exactly `raw_byte_len` long)
+    /// without verifying the content checksum (the caller does, the same way for every
+    /// backend). Bytes after the frame are the caller's to judge: report how many were
+    /// consumed.
+    fn decode_frame(
+        &mut self,
+        span: &[u8],
+        header: &FrameHeader,
+        out: &mut [u8],
+    ) -> Result<Decoded, BackendError>;
+}
+
+/// Decodes chunk payloads under a memory budget, reusing one output buffer.
+pub struct ChunkDecoder<B: FrameBackend = Ruzstd> {
+    backend: B,
+    budget: u64,
+    buf: Vec<u8>,
+}
+
+impl<B: FrameBackend> ChunkDecoder<B> {
+    /// A decoder that refuses chunks needing more than `budget` bytes.
+    pub fn new(backend: B, budget: u64) -> Self {
+        ChunkDecoder {
+            backend,
+            budget,
+            buf: Vec::new(),
+        }
+    }
+
+    /// The budget in bytes.
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// Bytes of memory decoding `raw_len` bytes takes: the output plus the backend's
+    /// working memory.
+    pub fn memory_needed(&self, raw_len: u64) -> u64 {
+        raw_len.saturating_add(self.backend.working_memory(raw_len))
+    }
+
+    /// The chunk's decoded bytes: a raw payload as it is stored, a zstd payload decoded
+    /// into the reused buffer.
+    pub fn decode<'s, 'a: 's>(&'s mut self, chunk: &Chunk<'a>) -> Result<&'s [u8], DecodeError> {
+        let located = |kind| DecodeError {
+            kind,
+            dataset: chunk.dataset,
+            coords: chunk.coords,
+            row: chunk.row,
+            payload_offset: chunk.payload_offset,
+            raw_byte_len: chunk.raw_byte_len,
+        };
+        if chunk.codec == Codec::Raw {
+            return Ok(chunk.payload);
+        }
+        let raw = chunk.raw_byte_len;
+        let needed = self.memory_needed(raw);
+        if needed > self.budget {
+            return Err(located(DecodeErrorKind::OverBudget {
+                needed,
+                budget: self.budget,
+            }));
+        }
+        let at = chunk.payload_offset;
+        let span = chunk.payload;
+        let header = parse_frame_header(span, at).map_err(|e| {
+            located(match e.kind {
+                ErrorKind::OutOfRange { .. } => DecodeErrorKind::Window(e),
+                _ => DecodeErrorKind::Frame(e),
+            })
+        })?;
+        if let Some(declared) = header.content_size.filter(|c| *c != raw) {
+            return Err(located(DecodeErrorKind::ContentSize { declared }));
+        }
+        if header.dictionary_id.is_some() {
+            return Err(located(DecodeErrorKind::Frame(Error::new(
+                ErrorKind::Invalid,
+                "zstd.dictionary_id",
+                at.saturating_add(5),
+            ))));
+        }
+        let len = usize::try_from(raw).map_err(|_| {
+            located(DecodeErrorKind::OverBudget {
+                needed,
+                budget: self.budget,
+            })
+        })?;
+        if self.buf.len() < len {
+            let extra = len.saturating_sub(self.buf.len());
+            self.buf
+                .try_reserve_exact(extra)
+                .map_err(|_| located(DecodeErrorKind::OutOfMemory { needed: raw }))?;
+            self.buf.resize(len, 0);
+        }
+        let out = self.buf.get_mut(..len).unwrap_or_default();
+        let done = self
+            .backend
+            .decode_frame(span, &header, out)
+            .map_err(|e| {
+                located(match e {
+                    BackendError::TooLong => DecodeErrorKind::TooLong,
+                    BackendError::Corrupt { at: inner } => DecodeErrorKind::Frame(Error::new(
+                        ErrorKind::Invalid,
+                        "zstd.block",
+                        at.saturating_add(inner),
+                    )),
+                })
+            })?;
+        if done.written != raw {
+            return Err(located(DecodeErrorKind::TooShort {
+                decoded: done.written,
+            }));
+        }
+        let span_len = u64_of(span.len());
+        if done.consumed < span_len {
+            return Err(located(DecodeErrorKind::Trailing {
+                len: span_len.saturating_sub(done.consumed),
+            }));
+        }
+        let out: &[u8] = out;
+        if header.has_checksum {
+            let end = usize::try_from(done.consumed).unwrap_or(usize::MAX);
+            let stored = end
+                .checked_sub(4)
+                .and_then(|s| span.get(s..end))
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .map(u32::from_le_bytes)
+                .ok_or(located(DecodeErrorKind::Frame(Error::new(
+                    ErrorKind::Invalid,
+                    "zstd.content_checksum",
+                    at,
+                ))))?;
+            let computed = content_checksum(out);
+            if stored != computed {
+                return Err(located(DecodeErrorKind::Checksum { stored, computed }));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The zstd content checksum: the low 32 bits of XXH64 (seed 0) of the content.
+pub fn content_checksum(content: &[u8]) -> u32 {
+    let h = twox_hash::XxHash64::oneshot(0, content);
+    u32::try_from(h & 0xffff_ffff).unwrap_or(0)
+}
+
+/// The pure-Rust backend (ruzstd). Its state is kept between frames, so a long run of
+/// chunks allocates its tables once.
+#[derive(Default)]
+pub struct Ruzstd {
+    dec: ruzstd::decoding::FrameDecoder,
+}
+
+impl Ruzstd {
+    /// A backend with no buffers yet.
+    pub fn new() -> Self {
+        Ruzstd::default()
+    }
+}
+
+/// The frame as ruzstd sees it: a replacement header followed by the original blocks.
+struct Chained<'a> {
+    head: &'a [u8],
+    tail: &'a [u8],
+}
+
+impl ruzstd::io::Read for Chained<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize, ruzstd::io::Error> {
+        let src = if self.head.is_empty() {
+            &mut self.tail
+        } else {
+            &mut self.head
+        };
+        let n = src.len().min(buf.len());
+        let (now, rest) = src.split_at(n);
+        if let Some(dst) = buf.get_mut(..n) {
+            dst.copy_from_slice(now);
+        }
+        *src = rest;
+        Ok(n)
+    }
+}
+
+/// Working memory of the ruzstd backend beyond the output: its decode buffer holds the
+/// whole window (which [`Ruzstd`] sets to the output size) plus one block.
+const RUZSTD_BLOCK: u64 = 128 * 1024;
+
+impl FrameBackend for Ruzstd {
+    fn working_memory(&self, raw_len: u64) -> u64 {
+        raw_len.saturating_add(RUZSTD_BLOCK.saturating_mul(2))
+    }
+
+    fn decode_frame(
+        &mut self,
+        span: &[u8],
+        header: &FrameHeader,
+        out: &mut [u8],
+    ) -> Result<Decoded, BackendError> {
+        use ruzstd::decoding::BlockDecodingStrategy;
+        use ruzstd::io::Read;
+        // ruzstd keeps `window_size` bytes back while a frame is being decoded. A frame
+        // that decodes to exactly `out.len()` bytes never needs more window than that, so
+        // it is handed a single-segment header declaring the output size: the window (and
+        // ruzstd's buffer) is then bounded by the output, whatever the frame claims.
+        let mut head = [0u8; 13];
+        let (magic, rest) = head.split_at_mut(4);
+        magic.copy_from_slice(&FRAME_MAGIC);
+        let (fhd, fcs) = rest.split_at_mut(1);
+        let checksum = if header.has_checksum { 0x04 } else { 0 };
+        if let Some(b) = fhd.first_mut() {
+            *b = 0xc0 | 0x20 | checksum;
+        }
+        fcs.copy_from_slice(&u64_of(out.len()).to_le_bytes());
+        let start = usize::try_from(header.header_len).unwrap_or(usize::MAX);
+        let blocks = span.get(start..).ok_or(BackendError::Corrupt { at: 0 })?;
+        let mut src = Chained {
+            head: &head,
+            tail: blocks,
+        };
+        let corrupt = |src: &Chained<'_>| BackendError::Corrupt {
+            at: u64_of(span.len().saturating_sub(src.tail.len())),
+        };
+        self.dec.reset(&mut src).map_err(|_| corrupt(&src))?;
+        loop {
+            let finished = self
+                .dec
+                .decode_blocks(&mut src, BlockDecodingStrategy::UptoBlocks(1))
+                .map_err(|_| corrupt(&src))?;
+            if finished {
+                break;
+            }
+            // Anything collectable before the end is past the window, i.e. past the
+            // output size.
+            if self.dec.can_collect() > 0 {
+                return Err(BackendError::TooLong);
+            }
+        }
+        if self.dec.can_collect() > out.len() {
+            return Err(BackendError::TooLong);
+        }
+        let mut written = 0usize;
+        while let Some(dst) = out.get_mut(written..).filter(|d| !d.is_empty()) {
+            let n = self.dec.read(dst).map_err(|_| corrupt(&src))?;
+            if n == 0 {
+                break;
+            }
+            written = written.saturating_add(n);
+        }
+        Ok(Decoded {
+            consumed: u64_of(span.len().saturating_sub(src.tail.len())),
+            written: u64_of(written),
+        })
+    }
+}
+
+impl core::error::Error for DecodeError {}
