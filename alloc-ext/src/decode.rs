@@ -346,19 +346,16 @@ impl<B: FrameBackend> ChunkDecoder<B> {
             self.buf.resize(len, 0);
         }
         let out = self.buf.get_mut(..len).unwrap_or_default();
-        let done = self
-            .backend
-            .decode_frame(span, &header, out)
-            .map_err(|e| {
-                located(match e {
-                    BackendError::TooLong => DecodeErrorKind::TooLong,
-                    BackendError::Corrupt { at: inner } => DecodeErrorKind::Frame(Error::new(
-                        ErrorKind::Invalid,
-                        "zstd.block",
-                        at.saturating_add(inner),
-                    )),
-                })
-            })?;
+        let done = self.backend.decode_frame(span, &header, out).map_err(|e| {
+            located(match e {
+                BackendError::TooLong => DecodeErrorKind::TooLong,
+                BackendError::Corrupt { at: inner } => DecodeErrorKind::Frame(Error::new(
+                    ErrorKind::Invalid,
+                    "zstd.block",
+                    at.saturating_add(inner),
+                )),
+            })
+        })?;
         if done.written != raw {
             return Err(located(DecodeErrorKind::TooShort {
                 decoded: done.written,

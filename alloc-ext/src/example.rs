@@ -55,7 +55,9 @@ pub fn temperature() -> Result<Vec<u8>, WriteError<core::convert::Infallible>> {
             at: String::from("2026-11-30T00:00:00Z"),
             params: None,
         }],
-        metadata: Some(String::from(r#"{"units":{"temperature":"degC","pressure":"hPa"}}"#)),
+        metadata: Some(String::from(
+            r#"{"units":{"temperature":"degC","pressure":"hPa"}}"#,
+        )),
     };
     w.finish(Some(&footer))
 }

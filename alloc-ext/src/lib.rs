@@ -30,6 +30,9 @@
 //!   purpose). Off by default and not part of the supported API.
 #![no_std]
 #![forbid(unsafe_code)]
+// Errors carry chunk coordinates inline (as the core's findings do); returning them by
+// value keeps decoding allocation-free on the error path.
+#![allow(clippy::result_large_err)]
 #![cfg_attr(
     test,
     allow(
@@ -48,6 +51,7 @@ pub mod cetrafs;
 pub mod decode;
 pub mod example;
 pub mod history;
+pub mod scan;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod writer;

@@ -137,7 +137,7 @@ impl TetWriter {
         self.metadata_spill = metadata_spill.to_vec();
     }
 
-    fn plan(&self) -> Result<(Vec<u8>, Vec<crate::writer::Layout>), Error> {
+    fn plan(&self) -> Result<crate::writer::Plan, Error> {
         let specs: Vec<DatasetSpec<'_>> = self
             .datasets
             .iter()
@@ -152,9 +152,13 @@ impl TetWriter {
     }
 
     fn payload_start(&self, blob: &[u8]) -> Result<u64, Error> {
-        regions(self.datasets.len(), u64_of(blob.len()), u64_of(self.rows.len()))
-            .map(|r| r.1)
-            .ok_or(invalid("chunk index"))
+        regions(
+            self.datasets.len(),
+            u64_of(blob.len()),
+            u64_of(self.rows.len()),
+        )
+        .map(|r| r.1)
+        .ok_or(invalid("chunk index"))
     }
 
     /// Where the metadata spill will start (after every payload added so far).

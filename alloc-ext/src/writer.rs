@@ -38,8 +38,8 @@ use tet_core::tet::raw::{
 };
 use tet_core::tet::{
     Codec, Coords, DType, DatasetId, ExecutionSettings, FLAG_HISTORY_FOOTER, FOOTER_MAGIC,
-    HISTORY_VERSION, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_VERSION,
-    LAYOUT_VERSION, MAX_NDIM, RECORDS_OFFSET, SUPERBLOCK_LEN, SUPERBLOCK_MAGIC,
+    HISTORY_VERSION, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_VERSION, LAYOUT_VERSION,
+    MAX_NDIM, RECORDS_OFFSET, SUPERBLOCK_LEN, SUPERBLOCK_MAGIC,
 };
 use tet_core::Error;
 use zerocopy::little_endian::{U16, U32, U64};
@@ -200,10 +200,9 @@ impl<E: fmt::Display> fmt::Display for WriteError<E> {
                     ChunkProblem::Rank => write!(f, "wrong number of coordinates"),
                     ChunkProblem::OutsideGrid => write!(f, "outside the chunk grid"),
                     ChunkProblem::Duplicate => write!(f, "written twice"),
-                    ChunkProblem::Length { expected, found } => write!(
-                        f,
-                        "{found} bytes given, the clipped tile holds {expected}"
-                    ),
+                    ChunkProblem::Length { expected, found } => {
+                        write!(f, "{found} bytes given, the clipped tile holds {expected}")
+                    }
                 }
             }
             WriteError::Missing { dataset, coords } => {
@@ -274,7 +273,10 @@ impl Layout {
 }
 
 /// The directory blob and the grid of every dataset, or the first declaration error.
-pub(crate) fn plan_datasets(specs: &[DatasetSpec<'_>]) -> Result<(Vec<u8>, Vec<Layout>), (usize, &'static str)> {
+/// The directory blob and every dataset's layout.
+pub(crate) type Plan = (Vec<u8>, Vec<Layout>);
+
+pub(crate) fn plan_datasets(specs: &[DatasetSpec<'_>]) -> Result<Plan, (usize, &'static str)> {
     let mut blob = Vec::new();
     let mut layouts = Vec::new();
     let mut first = 0u64;
@@ -798,9 +800,7 @@ pub(crate) fn extract_tile(l: &Layout, data: &[u8], coords: &[u64], out: &mut Ve
     }
     // Copy whole rows along the last axis at once.
     let last = extent.last().copied().unwrap_or(1);
-    let row_bytes = usize::try_from(last)
-        .unwrap_or(0)
-        .saturating_mul(esize);
+    let row_bytes = usize::try_from(last).unwrap_or(0).saturating_mul(esize);
     let outer: u64 = extent.iter().rev().skip(1).product();
     let mut idx = [0u64; MAX_NDIM];
     for _ in 0..outer {

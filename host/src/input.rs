@@ -27,6 +27,13 @@ impl Input {
         Ok(Input::Read(buf))
     }
 
+    /// Reads `path` into memory (`--no-mmap`).
+    pub fn read(path: &Path) -> std::io::Result<Input> {
+        let mut buf = Vec::new();
+        File::open(path)?.read_to_end(&mut buf)?;
+        Ok(Input::Read(buf))
+    }
+
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {
         match self {

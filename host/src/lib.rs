@@ -5,6 +5,7 @@
 //! operational error (cannot open or read), 16 usage error.
 
 pub mod cetrafs_cmd;
+pub mod codec;
 pub mod fuzzing;
 pub use tet_alloc::history;
 pub mod input;

@@ -20,6 +20,38 @@ struct Cli {
     command: Command,
 }
 
+/// How payloads are read (.tet).
+#[derive(clap::Args, Clone, Copy)]
+struct ReadArgs {
+    /// Decode every chunk, not only the first 128 (.tet).
+    #[arg(long)]
+    deep: bool,
+    /// Threads for decoding (default: one per core).
+    #[arg(short = 'j', long = "jobs", value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
+    /// Memory budget for decoding, e.g. 512M (default: the file's TIDX execution
+    /// settings, 25 % of RAM when they are 0).
+    #[arg(long, value_parser = cetrafs_cmd::parse_size)]
+    memory_budget: Option<u64>,
+    /// Read the file into memory instead of mapping it. Use on filesystems where
+    /// mapping is unsafe (network filesystems, files another process may truncate:
+    /// a mapped file that shrinks kills the process with SIGBUS). Costs the file's
+    /// size in memory.
+    #[arg(long)]
+    no_mmap: bool,
+}
+
+impl ReadArgs {
+    fn decode(self) -> tet_cmd::DecodeOptions {
+        tet_cmd::DecodeOptions {
+            deep: self.deep,
+            threads: self.jobs.map(usize::from),
+            budget: self.memory_budget,
+            progress: self.deep,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Show the superblock, datasets, execution settings and footer (.tet), or the
@@ -91,7 +123,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Check every structural rule; exit 0 when clean, 4 when problems are found.
+    /// Check every structural rule and decode payloads (.tet: the first 128 chunks, or
+    /// all with --deep); exit 0 when clean, 4 when problems are found.
     Verify {
         /// The file.
         file: PathBuf,
@@ -101,6 +134,8 @@ enum Command {
         /// Print one line.
         #[arg(short, long)]
         quiet: bool,
+        #[command(flatten)]
+        read: ReadArgs,
     },
 }
 
@@ -172,14 +207,19 @@ fn main() -> ExitCode {
                 if json { Output::Json } else { Output::Human },
             )
         }),
-        Command::Verify { file, json, quiet } => with_input(&file, |b| {
+        Command::Verify {
+            file,
+            json,
+            quiet,
+            read,
+        } => with_input_mode(&file, read.no_mmap, |b| {
             let out = match (json, quiet) {
                 (true, _) => Output::Json,
                 (_, true) => Output::Quiet,
                 _ => Output::Human,
             };
             match detect(b) {
-                Format::Tet => tet_cmd::verify(&file, b, out),
+                Format::Tet => tet_cmd::verify(&file, b, out, &read.decode()),
                 Format::Cetrafs => cetrafs_cmd::verify(&file, b, out),
             }
         }),
@@ -188,7 +228,16 @@ fn main() -> ExitCode {
 }
 
 fn with_input(path: &std::path::Path, f: impl FnOnce(&[u8]) -> Exit) -> Exit {
-    match input::Input::open(path) {
+    with_input_mode(path, false, f)
+}
+
+fn with_input_mode(path: &std::path::Path, no_mmap: bool, f: impl FnOnce(&[u8]) -> Exit) -> Exit {
+    let opened = if no_mmap {
+        input::Input::read(path)
+    } else {
+        input::Input::open(path)
+    };
+    match opened {
         Ok(i) => f(i.bytes()),
         Err(e) => {
             eprintln!("tet-host: cannot read {}: {e}", path.display());

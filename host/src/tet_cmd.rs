@@ -3,10 +3,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use rayon::prelude::*;
 use serde_json::{json, Value};
-use tet_core::tet::{Code, Codec, Finding, Span, TetFile};
+use tet_alloc::decode::{budget_from_settings, ChunkDecoder, DecodeError};
+use tet_alloc::scan::ChunkTable;
+use tet_core::tet::{Code, Codec, ExecutionSettings, Finding, Sink, Span, TetFile};
 use tet_core::{Error, ErrorKind};
 
+use crate::codec::CZstd;
 use crate::history;
 use crate::report::{finding_json, message, Collector, Names};
 use crate::{Exit, Output};
@@ -56,34 +60,227 @@ fn footer_checks(
     }
 }
 
-/// Runs every structural check. Returns the collector and what the footer said.
+/// How a pass reads payloads.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DecodeOptions {
+    /// Decode every chunk (`--deep`); otherwise the first 128 rows (quick scan).
+    pub deep: bool,
+    /// Threads (`-j`); `None` = one per core.
+    pub threads: Option<usize>,
+    /// Memory budget in bytes; `None` = the file's `TIDX` execution settings.
+    pub budget: Option<u64>,
+    /// Draw a progress bar on standard error.
+    pub progress: bool,
+}
+
+/// What a full check found.
+pub struct Checked {
+    /// Structural and decode findings.
+    pub found: Collector,
+    /// The footer JSON, when valid.
+    pub history: Option<history::History>,
+    /// The first chunk that could not be decoded for lack of memory (operational).
+    pub operational: Option<DecodeError>,
+    /// The budget in force.
+    pub budget: u64,
+    /// Rows whose payloads failed to decode (corruption), in row order.
+    pub bad_rows: Vec<u64>,
+}
+
+/// Runs every structural check plus the quick decode scan.
 pub fn check(bytes: &[u8]) -> Result<(Collector, Option<history::History>), Error> {
+    let c = check_with(bytes, &DecodeOptions::default())?;
+    Ok((c.found, c.history))
+}
+
+/// This machine's memory in bytes (`/proc/meminfo`), or 1 GiB when it cannot be read.
+pub fn host_ram() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        })
+        .unwrap_or(1 << 30)
+}
+
+/// The budget `opts` asks for, or the one the file's execution settings give.
+pub fn effective_budget(file: &TetFile<'_>, opts: &DecodeOptions) -> u64 {
+    opts.budget.unwrap_or_else(|| {
+        let settings = file
+            .index()
+            .map(|i| i.execution())
+            .unwrap_or(ExecutionSettings {
+                memory_budget_percent_bps: 0,
+                memory_budget_bytes: 0,
+            });
+        budget_from_settings(settings, host_ram())
+    })
+}
+
+/// Runs every structural check, then decodes the payloads `opts` asks for.
+pub fn check_with(bytes: &[u8], opts: &DecodeOptions) -> Result<Checked, Error> {
     let mut out = Collector::default();
     let mut spill = None;
     let mut hist = None;
-    if let Some(file) = TetFile::parse(bytes, &mut |_: &Finding| {}) {
-        (hist, spill) = footer_checks(&file, &mut out);
+    let file = TetFile::parse(bytes, &mut |_: &Finding| {});
+    if let Some(file) = &file {
+        (hist, spill) = footer_checks(file, &mut out);
     }
     tet_alloc::verify_owned(bytes, spill, &mut out)?;
-    Ok((out, hist))
+    let mut checked = Checked {
+        found: out,
+        history: hist,
+        operational: None,
+        budget: 0,
+        bad_rows: Vec::new(),
+    };
+    let Some(file) = file else {
+        return Ok(checked);
+    };
+    checked.budget = effective_budget(&file, opts);
+    let table = ChunkTable::new(file)?;
+    let pass = decode_pass(&table, opts, checked.budget);
+    for e in &pass.corrupt {
+        if let Some(f) = e.finding() {
+            checked.found.report(&f);
+        }
+        checked.bad_rows.push(e.row);
+    }
+    checked.operational = pass.operational;
+    Ok(checked)
+}
+
+/// What decoding found.
+pub struct DecodePass {
+    /// Corruption, in row order.
+    pub corrupt: Vec<DecodeError>,
+    /// The first operational failure (over budget, out of memory).
+    pub operational: Option<DecodeError>,
+}
+
+/// Rows decoded per parallel batch: results are gathered per batch, so memory for
+/// results stays bounded however many rows fail.
+const BATCH_ROWS: u64 = 4096;
+
+/// Decodes the zstd rows `opts` selects, in parallel, reporting in row order whatever
+/// the thread count. Threads are reduced so that `threads × largest chunk` fits the
+/// budget; a chunk that alone exceeds it is an operational failure.
+pub fn decode_pass(table: &ChunkTable<'_>, opts: &DecodeOptions, budget: u64) -> DecodePass {
+    let rows = table.scan_rows(opts.deep);
+    let probe: ChunkDecoder<CZstd> = ChunkDecoder::new(CZstd::new(), budget);
+    let mut largest = 0u64;
+    let mut stored_total = 0u64;
+    for r in 0..rows {
+        if table.is_zstd(r) {
+            if let Some(row) = usize::try_from(r)
+                .ok()
+                .and_then(|i| table.file().rows().get(i))
+            {
+                largest = largest.max(probe.memory_needed(row.raw_byte_len.get()));
+                stored_total = stored_total.saturating_add(row.stored_byte_len.get());
+            }
+        }
+    }
+    let wanted = opts
+        .threads
+        .unwrap_or_else(rayon::current_num_threads)
+        .max(1);
+    let fit =
+        usize::try_from(budget.checked_div(largest).unwrap_or(u64::MAX)).unwrap_or(usize::MAX);
+    let threads = wanted.min(fit).max(1);
+    let bar = progress_bar(opts.progress, stored_total);
+    let run = || {
+        let mut pass = DecodePass {
+            corrupt: Vec::new(),
+            operational: None,
+        };
+        let mut start = 0u64;
+        while start < rows {
+            let end = start.saturating_add(BATCH_ROWS).min(rows);
+            let errors: Vec<DecodeError> = (start..end)
+                .into_par_iter()
+                .filter(|r| table.is_zstd(*r))
+                .filter_map(|r| table.chunk(r))
+                .map_init(
+                    || ChunkDecoder::new(CZstd::new(), budget),
+                    |dec, c| {
+                        let r = dec.decode(&c).err();
+                        if let Some(b) = &bar {
+                            b.inc(u64::try_from(c.payload.len()).unwrap_or(0));
+                        }
+                        r
+                    },
+                )
+                .flatten()
+                .collect();
+            for e in errors {
+                if e.is_operational() {
+                    pass.operational.get_or_insert(e);
+                } else if pass.corrupt.len() < crate::report::KEEP {
+                    pass.corrupt.push(e);
+                }
+            }
+            start = end;
+        }
+        pass
+    };
+    let pass = match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+        Ok(pool) => pool.install(run),
+        Err(_) => run(),
+    };
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    pass
+}
+
+fn progress_bar(wanted: bool, total: u64) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !wanted || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:30}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} ETA {eta}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    Some(bar)
+}
+
+/// The message for a chunk the budget does not allow decoding.
+pub fn budget_message(e: &DecodeError, budget: u64) -> String {
+    let _ = budget;
+    format!(
+        "{e}; not checked. Raise the budget with --memory-budget BYTES (the default comes \
+         from the file's TIDX execution settings: 25 % of RAM when they are 0)"
+    )
 }
 
 /// `tet-host verify`.
-pub fn verify(path: &Path, bytes: &[u8], output: Output) -> Exit {
-    let (found, _) = match check(bytes) {
+pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -> Exit {
+    let checked = match check_with(bytes, opts) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("tet-host: {}: {e}", path.display());
             return Exit::Operational;
         }
     };
+    let found = &checked.found;
     let file = TetFile::parse(bytes, &mut |_: &Finding| {});
     let file = file.as_ref();
     let mut findings: Vec<(usize, &Finding)> = found.kept.iter().enumerate().collect();
     findings.sort_by_key(|(i, f)| (f.error.offset, *i));
     let names = Names::for_findings(file, &found.kept);
     let msg = |i: usize, f: &Finding| message(&names, f, found.notes.get(&i));
-    let status = if found.errors > 0 {
+    let status = if checked.operational.is_some() {
+        "incomplete"
+    } else if found.errors > 0 {
         "errors"
     } else if found.warnings > 0 {
         "warnings"
@@ -109,7 +306,7 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output) -> Exit {
         }
         Output::Quiet => {
             if found.is_clean() {
-                println!("{}: clean", path.display());
+                println!("{}: {status}", path.display());
             } else {
                 let first = findings
                     .iter()
@@ -145,7 +342,7 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output) -> Exit {
                 println!("... and {} more findings not listed", found.dropped);
             }
             if found.is_clean() {
-                println!("{}: clean", path.display());
+                println!("{}: {status}", path.display());
             } else {
                 println!(
                     "{}: {} error(s), {} warning(s)",
@@ -155,6 +352,14 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output) -> Exit {
                 );
             }
         }
+    }
+    if let Some(e) = &checked.operational {
+        eprintln!(
+            "tet-host: {}: {}",
+            path.display(),
+            budget_message(e, checked.budget)
+        );
+        return Exit::Operational;
     }
     if found.is_clean() {
         Exit::Clean
