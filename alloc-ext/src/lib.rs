@@ -7,6 +7,7 @@
 //!   zstd rule checked the same way whatever the backend.
 //! * [`verify_owned`] runs the core verifier with scratch it allocates itself, sized by
 //!   the file, never by a header value; [`history`] checks the footer JSON.
+//! * [`repair`] plans named fixes (lossless or lossy) and streams the repaired file.
 //! * [`repair`] plans and applies fixes.
 //!
 //! ```
@@ -51,6 +52,7 @@ pub mod cetrafs;
 pub mod decode;
 pub mod example;
 pub mod history;
+pub mod repair;
 pub mod scan;
 #[cfg(feature = "testing")]
 pub mod testing;

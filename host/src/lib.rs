@@ -1,9 +1,10 @@
 //! `tet-host` as a library: the command implementations behind the `tet-host` binary,
 //! so integration tests and other tools can run the same checks.
 //!
-//! Exit codes follow the fsck convention: 0 clean, 4 problems found and left, 8
-//! operational error (cannot open or read), 16 usage error.
+//! Exit codes follow the fsck convention: 0 clean, 1 problems found and all corrected,
+//! 4 problems found and left, 8 operational error (cannot open or read), 16 usage error.
 
+pub mod atomic;
 pub mod cetrafs_cmd;
 pub mod codec;
 pub mod fuzzing;
@@ -11,12 +12,15 @@ pub use tet_alloc::history;
 pub mod input;
 pub mod report;
 pub mod tet_cmd;
+pub mod tet_repair;
 
 /// Process exit status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
     /// 0: nothing found.
     Clean = 0,
+    /// 1: problems found and all corrected.
+    Fixed = 1,
     /// 4: problems found and left in place.
     Problems = 4,
     /// 8: the file could not be opened or read.

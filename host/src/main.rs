@@ -1,13 +1,13 @@
 //! `tet-host`: inspect and verify `.tet` files.
 //!
-//! Exit codes follow the fsck convention: 0 clean, 4 problems found and left, 8
-//! operational error (cannot open or read), 16 usage error.
+//! Exit codes follow the fsck convention: 0 clean, 1 problems found and all corrected,
+//! 4 problems found and left, 8 operational error (cannot open or read), 16 usage error.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tet_host::{cetrafs_cmd, detect, input, tet_cmd, Exit, Format, Output};
+use tet_host::{cetrafs_cmd, detect, input, tet_cmd, tet_repair, Exit, Format, Output};
 
 #[derive(Parser)]
 #[command(
@@ -123,6 +123,31 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Repair a .tet file: -n reports, -p applies fixes that lose nothing, -y applies
+    /// every fix; without one of them it asks per fix on a terminal. Exit 0 nothing to
+    /// fix, 1 all corrected, 4 problems left, 8 operational error, 16 usage error.
+    Repair {
+        /// The file (replaced atomically unless -o is given).
+        file: PathBuf,
+        /// Report what would be done; change nothing.
+        #[arg(short = 'n', conflicts_with_all = ["preen", "yes"])]
+        no: bool,
+        /// Apply only the fixes that lose nothing.
+        #[arg(short = 'p', conflicts_with = "yes")]
+        preen: bool,
+        /// Apply every fix, including those that lose history or chunk contents.
+        #[arg(short = 'y')]
+        yes: bool,
+        /// Write the repaired file here and leave the original alone.
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
+        /// Replace chunks that cannot be decoded by raw zeros (NaN for floats),
+        /// recording each loss in the history footer. Lossy: needs -y or a yes.
+        #[arg(long)]
+        zero_bad_chunks: bool,
+        #[command(flatten)]
+        read: ReadArgs,
+    },
     /// Check every structural rule and decode payloads (.tet: the first 128 chunks, or
     /// all with --deep); exit 0 when clean, 4 when problems are found.
     Verify {
@@ -206,6 +231,37 @@ fn main() -> ExitCode {
                 &path,
                 if json { Output::Json } else { Output::Human },
             )
+        }),
+        Command::Repair {
+            file,
+            no,
+            preen,
+            yes,
+            output,
+            zero_bad_chunks,
+            read,
+        } => with_input_mode(&file, read.no_mmap, |b| {
+            if detect(b) == Format::Cetrafs {
+                eprintln!(
+                    "tet-host: {}: repair handles .tet files; cetrafs images are checked \
+                     with `tet-host verify`",
+                    file.display()
+                );
+                return Exit::Usage;
+            }
+            let mode = match (no, preen, yes) {
+                (true, _, _) => tet_repair::Mode::No,
+                (_, true, _) => tet_repair::Mode::Preen,
+                (_, _, true) => tet_repair::Mode::Yes,
+                _ => tet_repair::Mode::Ask,
+            };
+            let o = tet_repair::RepairOptions {
+                mode,
+                output: output.as_deref(),
+                zero_bad_chunks,
+                decode: read.decode(),
+            };
+            tet_repair::repair(&file, b, &o)
         }),
         Command::Verify {
             file,

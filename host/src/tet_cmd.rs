@@ -85,6 +85,10 @@ pub struct Checked {
     pub budget: u64,
     /// Rows whose payloads failed to decode (corruption), in row order.
     pub bad_rows: Vec<u64>,
+    /// End of the last referenced byte.
+    pub data_end: u64,
+    /// The metadata spill the footer JSON names.
+    pub spill: Option<Span>,
 }
 
 /// Runs every structural check plus the quick decode scan.
@@ -128,13 +132,15 @@ pub fn check_with(bytes: &[u8], opts: &DecodeOptions) -> Result<Checked, Error> 
     if let Some(file) = &file {
         (hist, spill) = footer_checks(file, &mut out);
     }
-    tet_alloc::verify_owned(bytes, spill, &mut out)?;
+    let summary = tet_alloc::verify_owned(bytes, spill, &mut out)?;
     let mut checked = Checked {
         found: out,
         history: hist,
         operational: None,
         budget: 0,
         bad_rows: Vec::new(),
+        data_end: summary.data_end,
+        spill,
     };
     let Some(file) = file else {
         return Ok(checked);

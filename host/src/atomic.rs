@@ -1,0 +1,148 @@
+//! Crash-safe replacement of a file: write a temporary file beside the target, `fsync`
+//! it, rename it over the target, `fsync` the directory. At every point the target is
+//! either the old file or the complete new one. The file-system calls go through
+//! [`FsOps`], so tests can stop the sequence after any step.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use tet_alloc::writer::Output;
+
+/// The file-system steps of an atomic replace.
+pub trait FsOps {
+    /// Creates `path`, which must not exist.
+    fn create_new(&mut self, path: &Path) -> io::Result<File>;
+    /// Writes `bytes` at `offset`.
+    fn write_at(&mut self, file: &File, offset: u64, bytes: &[u8]) -> io::Result<()>;
+    /// Flushes the file's data and metadata to the device.
+    fn sync(&mut self, file: &File) -> io::Result<()>;
+    /// Renames `from` over `to` (atomic on one file system).
+    fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Flushes the directory entry changes of `dir`.
+    fn sync_dir(&mut self, dir: &Path) -> io::Result<()>;
+}
+
+/// The real file system.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct RealFs;
+
+impl FsOps for RealFs {
+    fn create_new(&mut self, path: &Path) -> io::Result<File> {
+        OpenOptions::new().write(true).create_new(true).open(path)
+    }
+    fn write_at(&mut self, file: &File, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        file.write_all_at(bytes, offset)
+    }
+    fn sync(&mut self, file: &File) -> io::Result<()> {
+        file.sync_all()
+    }
+    fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+    fn sync_dir(&mut self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+}
+
+/// Bytes buffered before a write.
+const BUFFER: usize = 1 << 20;
+
+/// A new file that replaces `target` only on [`AtomicFile::commit`]; dropped without
+/// commit, its temporary file is removed and the target is untouched.
+pub struct AtomicFile<F: FsOps> {
+    ops: F,
+    file: Option<File>,
+    tmp: PathBuf,
+    target: PathBuf,
+    pos: u64,
+    buf: Vec<u8>,
+    buf_at: u64,
+}
+
+fn dir_of(p: &Path) -> PathBuf {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+impl<F: FsOps> AtomicFile<F> {
+    /// Starts a replacement of `target` (the temporary file is created beside it).
+    pub fn create(target: &Path, mut ops: F) -> io::Result<Self> {
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "out".into());
+        let tmp = dir_of(target).join(format!(".{name}.tet-host-{}.tmp", std::process::id()));
+        let file = ops.create_new(&tmp)?;
+        Ok(AtomicFile {
+            ops,
+            file: Some(file),
+            tmp,
+            target: target.to_path_buf(),
+            pos: 0,
+            buf: Vec::new(),
+            buf_at: 0,
+        })
+    }
+
+    fn flush_buf(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let file = self.file.as_ref().ok_or_else(closed)?;
+        self.ops.write_at(file, self.buf_at, &self.buf)?;
+        self.buf_at = self
+            .buf_at
+            .saturating_add(u64::try_from(self.buf.len()).unwrap_or(0));
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Flushes, syncs, renames over the target and syncs the directory.
+    pub fn commit(mut self) -> io::Result<()> {
+        self.flush_buf()?;
+        let file = self.file.take().ok_or_else(closed)?;
+        self.ops.sync(&file)?;
+        drop(file);
+        self.ops.rename(&self.tmp, &self.target)?;
+        // From here the temporary name is gone; nothing to clean up.
+        self.tmp = PathBuf::new();
+        self.ops.sync_dir(&dir_of(&self.target))
+    }
+}
+
+fn closed() -> io::Error {
+    io::Error::other("output already committed")
+}
+
+impl<F: FsOps> Drop for AtomicFile<F> {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+impl<F: FsOps> Output for AtomicFile<F> {
+    type Error = io::Error;
+
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.buf.extend_from_slice(bytes);
+        self.pos = self
+            .pos
+            .saturating_add(u64::try_from(bytes.len()).unwrap_or(0));
+        if self.buf.len() >= BUFFER {
+            self.flush_buf()?;
+        }
+        Ok(())
+    }
+
+    fn write_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.flush_buf()?;
+        let file = self.file.as_ref().ok_or_else(closed)?;
+        self.ops.write_at(file, offset, bytes)
+    }
+}
