@@ -262,6 +262,12 @@ pub trait FrameBackend {
         header: &FrameHeader,
         out: &mut [u8],
     ) -> Result<Decoded, BackendError>;
+
+    /// A stricter backend to classify frames this one fails on (see
+    /// [`ChunkDecoder::decode`]); `None` when this backend is the strict one.
+    fn strict(&mut self) -> Option<&mut dyn FrameBackend> {
+        None
+    }
 }
 
 /// Decodes chunk payloads under a memory budget, reusing one output buffer.
@@ -346,47 +352,71 @@ impl<B: FrameBackend> ChunkDecoder<B> {
             self.buf.resize(len, 0);
         }
         let out = self.buf.get_mut(..len).unwrap_or_default();
-        let done = self.backend.decode_frame(span, &header, out).map_err(|e| {
-            located(match e {
-                BackendError::TooLong => DecodeErrorKind::TooLong,
-                BackendError::Corrupt { at: inner } => DecodeErrorKind::Frame(Error::new(
-                    ErrorKind::Invalid,
-                    "zstd.block",
-                    at.saturating_add(inner),
-                )),
-            })
-        })?;
-        if done.written != raw {
-            return Err(located(DecodeErrorKind::TooShort {
-                decoded: done.written,
-            }));
-        }
-        let span_len = u64_of(span.len());
-        if done.consumed < span_len {
-            return Err(located(DecodeErrorKind::Trailing {
-                len: span_len.saturating_sub(done.consumed),
-            }));
-        }
-        let out: &[u8] = out;
-        if header.has_checksum {
-            let end = usize::try_from(done.consumed).unwrap_or(usize::MAX);
-            let stored = end
-                .checked_sub(4)
-                .and_then(|s| span.get(s..end))
-                .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                .map(u32::from_le_bytes)
-                .ok_or(located(DecodeErrorKind::Frame(Error::new(
-                    ErrorKind::Invalid,
-                    "zstd.content_checksum",
-                    at,
-                ))))?;
-            let computed = content_checksum(out);
-            if stored != computed {
-                return Err(located(DecodeErrorKind::Checksum { stored, computed }));
-            }
+        if let Err(kind) = check_frame(&mut self.backend, span, &header, at, out) {
+            // A lenient backend's failure is classified by its strict second opinion, so
+            // every backend names the same rule; if that one accepts, the first verdict
+            // stands.
+            let kind = match self.backend.strict() {
+                Some(strict) => check_frame(strict, span, &header, at, out)
+                    .err()
+                    .unwrap_or(kind),
+                None => kind,
+            };
+            return Err(located(kind));
         }
         Ok(out)
     }
+}
+
+/// Decodes `span` into `out` with `backend` and applies the rules after decoding: exact
+/// length, no trailing bytes, content checksum.
+fn check_frame<B: FrameBackend + ?Sized>(
+    backend: &mut B,
+    span: &[u8],
+    header: &FrameHeader,
+    at: u64,
+    out: &mut [u8],
+) -> Result<(), DecodeErrorKind> {
+    let raw = u64_of(out.len());
+    let done = backend
+        .decode_frame(span, header, out)
+        .map_err(|e| match e {
+            BackendError::TooLong => DecodeErrorKind::TooLong,
+            BackendError::Corrupt { at: inner } => DecodeErrorKind::Frame(Error::new(
+                ErrorKind::Invalid,
+                "zstd.block",
+                at.saturating_add(inner),
+            )),
+        })?;
+    if done.written != raw {
+        return Err(DecodeErrorKind::TooShort {
+            decoded: done.written,
+        });
+    }
+    let span_len = u64_of(span.len());
+    if done.consumed < span_len {
+        return Err(DecodeErrorKind::Trailing {
+            len: span_len.saturating_sub(done.consumed),
+        });
+    }
+    if header.has_checksum {
+        let end = usize::try_from(done.consumed).unwrap_or(usize::MAX);
+        let stored = end
+            .checked_sub(4)
+            .and_then(|s| span.get(s..end))
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map(u32::from_le_bytes)
+            .ok_or(DecodeErrorKind::Frame(Error::new(
+                ErrorKind::Invalid,
+                "zstd.content_checksum",
+                at,
+            )))?;
+        let computed = content_checksum(out);
+        if stored != computed {
+            return Err(DecodeErrorKind::Checksum { stored, computed });
+        }
+    }
+    Ok(())
 }
 
 /// The zstd content checksum: the low 32 bits of XXH64 (seed 0) of the content.

@@ -371,8 +371,8 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
         .findings
         .iter()
         .filter(|f| {
-            !answered.contains(&f.code)
-                && !(is_decode_code(f.code) && f.row.is_some_and(|r| zeroed.contains(&r)))
+            let replaced = is_decode_code(f.code) && f.row.is_some_and(|r| zeroed.contains(&r));
+            !(answered.contains(&f.code) || replaced)
         })
         .copied()
         .collect();

@@ -1,10 +1,17 @@
 //! The reference C zstd behind `tet-alloc`'s backend traits: decoding for `verify` and
 //! `repair` (the speed target in `docs/benchmarks.md` needs it), compression with a
 //! configurable level for writing. `tet-alloc` keeps ruzstd; a differential test
-//! (`host/tests/zstd_differential.rs`) holds the two decoders to identical bytes and
-//! identical verdicts.
+//! (`tests/tests/decode.rs`) holds the two decoders to identical bytes and identical
+//! verdicts.
+//!
+//! The C decoder is the fast path for valid frames. When a frame fails any rule, it is
+//! decoded again with ruzstd (its [`FrameBackend::strict`] opinion) to say *which* rule
+//! it breaks: single-shot C decoding writes a block's output before it has checked the
+//! block's bit stream, so a corrupt block can look "too long" or "too short" to it,
+//! while ruzstd checks each block before its output counts. Should ruzstd accept a
+//! frame C refused, the C verdict stands (and the differential test fails).
 
-use tet_alloc::decode::{BackendError, Decoded, FrameBackend};
+use tet_alloc::decode::{BackendError, Decoded, FrameBackend, Ruzstd};
 use tet_alloc::writer::Compressor;
 use tet_core::tet::zstd::FrameHeader;
 use tet_core::{Error, ErrorKind};
@@ -17,6 +24,7 @@ const C_DCTX_BYTES: u64 = 256 * 1024;
 /// way for every backend.
 pub struct CZstd {
     dctx: DCtx<'static>,
+    classify: Ruzstd,
 }
 
 impl CZstd {
@@ -26,7 +34,10 @@ impl CZstd {
         // Checksums are verified by the caller; errors here would only hide which rule
         // failed. Setting a known parameter cannot fail.
         let _ = dctx.set_parameter(DParameter::ForceIgnoreChecksum(true));
-        CZstd { dctx }
+        CZstd {
+            dctx,
+            classify: Ruzstd::new(),
+        }
     }
 }
 
@@ -37,8 +48,9 @@ impl Default for CZstd {
 }
 
 impl FrameBackend for CZstd {
-    fn working_memory(&self, _raw_len: u64) -> u64 {
-        C_DCTX_BYTES
+    fn working_memory(&self, raw_len: u64) -> u64 {
+        // The ruzstd fallback runs only after C failed, but it may run.
+        C_DCTX_BYTES.saturating_add(self.classify.working_memory(raw_len))
     }
 
     fn decode_frame(
@@ -62,6 +74,10 @@ impl FrameBackend for CZstd {
             }
             Err(_) => Err(BackendError::Corrupt { at: 0 }),
         }
+    }
+
+    fn strict(&mut self) -> Option<&mut dyn FrameBackend> {
+        Some(&mut self.classify)
     }
 }
 
