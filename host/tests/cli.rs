@@ -124,3 +124,29 @@ fn exit_codes() {
         "{out}"
     );
 }
+
+#[test]
+fn repair_asks_only_on_a_terminal() {
+    let mut bytes = std::fs::read(root().join("docs/examples/temperature.tet")).unwrap();
+    bytes[12] |= 4; // an undefined superblock flag bit
+    let dir = scratch("ask.tet", &bytes);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tet-host"))
+        .args(["repair", "ask.tet"])
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(16));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-n, -p or -y"));
+    assert_eq!(std::fs::read(dir.join("ask.tet")).unwrap(), bytes);
+    let (code, out, _) = run(&["repair", "-p", "ask.tet", "-o", "fixed.tet"], &dir);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("fixed[superblock-flags]"), "{out}");
+    assert_eq!(
+        std::fs::read(dir.join("ask.tet")).unwrap(),
+        bytes,
+        "-o leaves the input"
+    );
+    let (code, _, _) = run(&["verify", "--deep", "fixed.tet"], &dir);
+    assert_eq!(code, 0);
+}

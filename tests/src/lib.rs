@@ -55,9 +55,10 @@ pub fn element(dtype: DType, b: &[u8]) -> f64 {
     }
 }
 
-/// Reassembles dataset `name` (raw chunks only) into its row-major logical bytes by
-/// looking up every grid cell through [`TetFile::chunk`].
+/// Reassembles dataset `name` into its row-major logical bytes by looking up every grid
+/// cell through [`TetFile::chunk`] and decoding it (ruzstd for zstd chunks).
 pub fn logical_bytes(file: &TetFile<'_>, name: &str) -> Vec<u8> {
+    let mut dec = tet_alloc::decode::ChunkDecoder::new(tet_alloc::decode::Ruzstd::new(), 1 << 32);
     let ds = file.dataset(name).unwrap();
     let shape: Vec<u64> = ds.shape().collect();
     let chunk: Vec<u64> = ds.chunk_shape().collect();
@@ -66,6 +67,7 @@ pub fn logical_bytes(file: &TetFile<'_>, name: &str) -> Vec<u8> {
     for cell in 0..ds.grid_cells() {
         let coords = ds.delinearize(cell);
         let c = file.chunk(&ds, coords.as_slice()).unwrap();
+        let payload = dec.decode(&c).unwrap().to_vec();
         let tile = ds.tile_shape(coords.as_slice()).unwrap();
         let tile = tile.as_slice();
         let n: u64 = tile.iter().product();
@@ -87,7 +89,7 @@ pub fn logical_bytes(file: &TetFile<'_>, name: &str) -> Vec<u8> {
             }
             let src = e as usize * es;
             let dst = flat as usize * es;
-            out[dst..dst + es].copy_from_slice(&c.payload[src..src + es]);
+            out[dst..dst + es].copy_from_slice(&payload[src..src + es]);
         }
     }
     out
