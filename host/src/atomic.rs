@@ -146,3 +146,40 @@ impl<F: FsOps> Output for AtomicFile<F> {
         self.ops.write_at(file, offset, bytes)
     }
 }
+
+/// Any `Write + Seek` as a writer [`Output`] (appends at the end, seeks back for the
+/// header and index).
+pub struct IoOutput<W: std::io::Write + std::io::Seek> {
+    inner: W,
+    end: u64,
+}
+
+impl<W: std::io::Write + std::io::Seek> IoOutput<W> {
+    /// Wraps `inner`, which must be empty and positioned at 0.
+    pub fn new(inner: W) -> Self {
+        IoOutput { inner, end: 0 }
+    }
+
+    /// The wrapped writer.
+    pub fn into_inner(self) -> W {
+        self.inner
+    }
+}
+
+impl<W: std::io::Write + std::io::Seek> Output for IoOutput<W> {
+    type Error = io::Error;
+
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.inner.seek(io::SeekFrom::Start(self.end))?;
+        self.inner.write_all(bytes)?;
+        self.end = self
+            .end
+            .saturating_add(u64::try_from(bytes.len()).unwrap_or(0));
+        Ok(())
+    }
+
+    fn write_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.inner.seek(io::SeekFrom::Start(offset))?;
+        self.inner.write_all(bytes)
+    }
+}
