@@ -5,7 +5,7 @@ use alloc::borrow::Cow;
 use alloc::string::{String, ToString};
 use core::fmt;
 
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 /// What the JSON says.
@@ -32,10 +32,10 @@ enum Row<'a> {
         at: Cow<'a, str>,
         #[serde(default)]
         #[allow(dead_code)]
-        parents: Option<IgnoredAny>,
+        parents: Option<Any>,
         #[serde(default)]
         #[allow(dead_code)]
-        params: Option<IgnoredAny>,
+        params: Option<Any>,
     },
     Legacy(
         #[serde(borrow)] Cow<'a, str>,
@@ -109,7 +109,7 @@ impl<'de> Deserialize<'de> for History {
                             h.metadata_ref = Some((r.offset, r.len));
                         }
                         _ => {
-                            map.next_value::<IgnoredAny>()?;
+                            map.next_value::<Any>()?;
                         }
                     }
                 }
@@ -125,6 +125,49 @@ impl<'de> Deserialize<'de> for History {
     }
 }
 
+/// Any JSON value, validated to the last escape and discarded. (`IgnoredAny` skips
+/// strings without decoding their escapes, so it would accept a lone surrogate that a
+/// full parser, and so `repair`, rejects.)
+struct Any;
+impl<'de> Deserialize<'de> for Any {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Any;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Any, E> {
+                Ok(Any)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Any, E> {
+                Ok(Any)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Any, E> {
+                Ok(Any)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Any, E> {
+                Ok(Any)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Any, E> {
+                Ok(Any)
+            }
+            fn visit_unit<E>(self) -> Result<Any, E> {
+                Ok(Any)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Any, A::Error> {
+                while seq.next_element::<Any>()?.is_some() {}
+                Ok(Any)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Any, A::Error> {
+                while map.next_entry::<Cow<'de, str>, Any>()?.is_some() {}
+                Ok(Any)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// Any JSON object, validated and discarded.
 struct Obj;
 impl<'de> Deserialize<'de> for Obj {
@@ -136,7 +179,7 @@ impl<'de> Deserialize<'de> for Obj {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Obj, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                while map.next_entry::<Cow<'de, str>, Any>()?.is_some() {}
                 Ok(Obj)
             }
         }
@@ -187,6 +230,12 @@ mod tests {
                 .contains("mutually exclusive")
         );
         assert!(parse(br#"{} trailing"#).is_err());
+        // A lone surrogate escape inside ignored values is still invalid JSON text.
+        assert!(parse(br#"{"x":["\udc00"]}"#).is_err());
+        assert!(parse(
+            br#"{"history":[{"op":"a","source":"b","at":"c","params":{"k":"\ud800"}}]}"#
+        )
+        .is_err());
         let deep = "[".repeat(100_000);
         assert!(parse(format!(r#"{{"metadata":{deep}}}"#).as_bytes()).is_err());
         assert!(check_spill(br#"{"a":[1,2]}"#).is_ok());

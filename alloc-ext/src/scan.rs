@@ -51,13 +51,20 @@ impl<'a> ChunkTable<'a> {
     }
 
     /// Row `row` as a chunk, or `None` when it fails a row check (which the structural
-    /// verifier reports) or does not exist.
+    /// verifier reports) or does not exist. Nonzero coordinate slots past the dataset's
+    /// rank are ignored here (verify reports them, repair zeroes them), so a row whose
+    /// only fault is one of those still has its payload decoded: repair must know whether
+    /// it would hand back a readable chunk.
     pub fn chunk(&self, row: u64) -> Option<Chunk<'a>> {
         let raw = self.file.rows().get(usize::try_from(row).ok()?)?;
         let ds = self
             .datasets
             .get(usize::try_from(raw.dataset_id.get()).ok()?)?;
-        self.file.checked_chunk(ds, row, raw).ok()
+        let mut row_copy = *raw;
+        for slot in row_copy.chunk_index.iter_mut().skip(ds.ndim()) {
+            *slot = zerocopy::little_endian::U64::new(0);
+        }
+        self.file.checked_chunk(ds, row, &row_copy).ok()
     }
 
     /// Whether row `row` holds a zstd payload (its codec field says 1), checked or not.

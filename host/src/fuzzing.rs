@@ -40,6 +40,108 @@ pub fn open_walk(data: &[u8]) {
     }
 }
 
+/// Decodes one chunk from arbitrary bytes with both backends. The first 3 bytes give
+/// `raw_byte_len` (up to 16 MiB); the rest is the stored span. Panics when the backends
+/// disagree, when a decode succeeds with a length other than `raw_byte_len`, or when a
+/// chunk over the 4 MiB budget is not refused before decoding.
+#[allow(clippy::panic)]
+pub fn decode_chunk(data: &[u8]) {
+    use tet_alloc::decode::{ChunkDecoder, DecodeErrorKind, Ruzstd};
+    use tet_core::tet::{Chunk, Codec, Coords, DatasetId};
+    let Some((head, span)) = data.split_first_chunk::<3>() else {
+        return;
+    };
+    let raw = u64::from(u32::from_le_bytes([head[0], head[1], head[2], 0]));
+    let chunk = Chunk {
+        dataset: DatasetId(0),
+        row: 0,
+        coords: Coords::default(),
+        codec: Codec::Zstd,
+        raw_byte_len: raw,
+        payload_offset: 1000,
+        payload: span,
+    };
+    const BUDGET: u64 = 4 << 20;
+    let mut r = ChunkDecoder::new(Ruzstd::new(), BUDGET);
+    let mut c = ChunkDecoder::new(crate::codec::CZstd::new(), BUDGET);
+    let a = r.decode(&chunk).map(|b| b.to_vec());
+    let b = c.decode(&chunk).map(|b| b.to_vec());
+    match (&a, &b) {
+        (Ok(x), Ok(y)) => {
+            assert_eq!(x, y, "backends decoded different bytes");
+            assert_eq!(u64::try_from(x.len()).ok(), Some(raw));
+        }
+        (Err(x), Err(y)) => {
+            if !x.is_operational() && !y.is_operational() {
+                assert_eq!(x.code(), y.code(), "backends disagree: {x} / {y}");
+            }
+            for e in [x, y] {
+                if let DecodeErrorKind::OverBudget { needed, budget } = e.kind {
+                    assert!(needed > budget);
+                }
+            }
+        }
+        // The C decoder enforces a few bit-stream rules ruzstd does not (found by this
+        // target: `fuzz/regressions/tet_decode_chunk`); ruzstd's output is still held to
+        // the exact length and the content checksum. The reverse would be a bug.
+        (Ok(_), Err(e)) if e.code() == Some(tet_core::tet::Code::ZstdFrame) => {}
+        (Ok(_), Err(e)) | (Err(e), Ok(_)) => {
+            // Otherwise only the budget may differ: the backends need different memory.
+            if !e.is_operational() {
+                panic!("one backend accepts, the other says {e}");
+            }
+        }
+    }
+}
+
+/// Repairs an arbitrary file in memory with every fix (`-y --zero-bad-chunks`). Panics
+/// when planning or applying fails on a file that opened, or when a plan that claims to
+/// answer every finding leaves a file that does not verify clean.
+#[allow(clippy::panic)]
+pub fn repair_all(data: &[u8]) {
+    use tet_alloc::repair::{apply, plan, Inputs};
+    let opts = crate::tet_cmd::DecodeOptions {
+        deep: true,
+        threads: Some(1),
+        budget: Some(64 << 20),
+        progress: false,
+    };
+    let Ok(checked) = crate::tet_cmd::check_with(data, &opts) else {
+        return;
+    };
+    if checked.operational.is_some() || checked.found.kept.is_empty() || checked.found.dropped > 0 {
+        return;
+    }
+    let inputs = Inputs {
+        bytes: data,
+        findings: &checked.found.kept,
+        bad_rows: &checked.bad_rows,
+        data_end: checked.data_end,
+        metadata_spill: checked.spill,
+        zero_bad_chunks: true,
+    };
+    let p = plan(&inputs);
+    let all = vec![true; p.fixes.len()];
+    let mut out: Vec<u8> = Vec::new();
+    if let Err(e) = apply(&inputs, &p, &all, "2026-01-01T00:00:00Z", &mut out) {
+        if tet_core::tet::TetFile::parse(data, &mut |_: &tet_core::tet::Finding| {}).is_some() {
+            panic!("apply failed: {e}");
+        }
+        return;
+    }
+    if p.unfixable.is_empty() {
+        let after = match crate::tet_cmd::check_with(&out, &opts) {
+            Ok(c) => c,
+            Err(e) => panic!("repaired file does not check: {e}"),
+        };
+        assert!(
+            after.found.kept.is_empty(),
+            "repair answered every finding but left {:?}",
+            after.found.kept.iter().map(|f| f.code).collect::<Vec<_>>()
+        );
+    }
+}
+
 use std::ops::ControlFlow;
 use std::sync::OnceLock;
 

@@ -26,6 +26,16 @@ fn replay_tet_open_walk() {
 }
 
 #[test]
+fn replay_tet_decode_chunk() {
+    assert!(replay("tet_decode_chunk", tet_host::fuzzing::decode_chunk) >= 4);
+}
+
+#[test]
+fn replay_tet_repair() {
+    assert!(replay("tet_repair", tet_host::fuzzing::repair_all) >= 4);
+}
+
+#[test]
 fn replay_cetrafs_open_walk() {
     assert!(replay("cetrafs_open_walk", tet_host::fuzzing::cetrafs_open_walk) >= 2);
 }
