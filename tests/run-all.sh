@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every check CI runs, runnable on a fresh machine: installs what it needs, then runs
-# fmt, clippy (warnings denied), all tests, the thumbv7m-none-eabi build of tet-core and
-# a fuzz smoke run of every target. FUZZ_SECONDS sets the per-target fuzz time (>= 30).
+# fmt, clippy (warnings denied), all tests, the thumbv7m-none-eabi builds of tet-core and
+# tet-alloc, and a fuzz smoke run of every target. FUZZ_SECONDS sets the per-target fuzz time (>= 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,15 +27,17 @@ cargo fmt --all --check
 step "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy -p tet-core --target thumbv7m-none-eabi --locked -- -D warnings
+cargo clippy -p tet-alloc --target thumbv7m-none-eabi --locked -- -D warnings
 
 step "tests"
 log=$(mktemp)
 cargo test --workspace --locked 2>&1 | tee "$log"
 
-step "tet-core for thumbv7m-none-eabi, every CRC table size"
+step "tet-core (every CRC table size) and tet-alloc for thumbv7m-none-eabi"
 cargo build -p tet-core --target thumbv7m-none-eabi --release --locked
 cargo build -p tet-core --target thumbv7m-none-eabi --release --locked --features crc-no-table
 cargo build -p tet-core --target thumbv7m-none-eabi --release --locked --features crc-table-16k
+cargo build -p tet-alloc --target thumbv7m-none-eabi --release --locked
 cargo test -p tet-core --locked --features crc-no-table --lib checksum 2>&1 | tee -a "$log"
 cargo test -p tet-core --locked --features crc-table-16k --lib checksum 2>&1 | tee -a "$log"
 

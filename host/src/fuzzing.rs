@@ -2,16 +2,26 @@
 
 use tet_core::tet::{Severity, TetFile};
 
-/// Runs every check `tet-host verify` runs, then opens the file and looks up chunks of
-/// every dataset (a bounded number of each). Panics only on a broken invariant: a file
-/// that opens and verifies without errors must serve every chunk of every dataset.
+/// Runs every check `tet-host verify --deep` runs, then opens the file and looks up
+/// chunks of every dataset (a bounded number of each). Panics only on a broken invariant:
+/// a file that opens and verifies without errors must serve every chunk of every dataset,
+/// and every chunk must decode to exactly its `raw_byte_len` bytes.
 // Panicking on a broken invariant is how a fuzz target reports it.
 #[allow(clippy::panic)]
 pub fn open_walk(data: &[u8]) {
-    let verified_clean = match crate::tet_cmd::check(data) {
-        Ok((found, _)) => !found.kept.iter().any(|f| f.severity() == Severity::Error),
+    let opts = crate::tet_cmd::DecodeOptions {
+        deep: true,
+        threads: Some(1),
+        budget: Some(64 << 20),
+        progress: false,
+    };
+    let verified_clean = match crate::tet_cmd::check_with(data, &opts) {
+        Ok(c) => {
+            c.operational.is_none() && !c.found.kept.iter().any(|f| f.severity() == Severity::Error)
+        }
         Err(_) => false,
     };
+    let mut decoder = tet_alloc::decode::ChunkDecoder::new(crate::codec::CZstd::new(), 64 << 20);
     let Ok(file) = TetFile::open(data) else {
         assert!(!verified_clean, "verify found no error but open failed");
         return;
@@ -27,6 +37,10 @@ pub fn open_walk(data: &[u8]) {
                     Err(e) => panic!("clean file cannot serve chunk {coords}: {e}"),
                 };
                 assert_eq!(chunk.coords, coords);
+                match decoder.decode(&chunk) {
+                    Ok(b) => assert_eq!(u64::try_from(b.len()).ok(), Some(chunk.raw_byte_len)),
+                    Err(e) => panic!("clean file cannot decode chunk {coords}: {e}"),
+                }
                 assert_eq!(
                     u64::try_from(chunk.payload.len()).ok(),
                     Some(

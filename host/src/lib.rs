@@ -13,6 +13,7 @@ pub mod input;
 pub mod report;
 pub mod tet_cmd;
 pub mod tet_repair;
+pub mod write;
 
 /// Process exit status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -388,3 +388,39 @@ fn io_output_and_atomic_file_write_the_same_bytes_as_memory() {
     assert_eq!(std::fs::read(&path).unwrap(), mem);
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn parallel_batches_write_the_same_bytes_as_one_thread() {
+    let data: Vec<u8> = (0..30u8).map(|x| x % 3).collect();
+    let s = Spec {
+        dtype: DType::U16,
+        shape: vec![5, 3],
+        chunk: vec![2, 2],
+        data,
+    };
+    let serial = {
+        let mut w = Writer::new(Vec::new(), &one()).unwrap();
+        w.set_compressor(Box::new(CCompressor::new(5)));
+        for (_, c) in cells(std::slice::from_ref(&s)) {
+            w.write_chunk(DatasetId(0), &c, &tile(&s, &c), Codec::Zstd)
+                .unwrap();
+        }
+        w.finish(None).unwrap()
+    };
+    let batch: Vec<tet_host::write::Tile> = cells(std::slice::from_ref(&s))
+        .into_iter()
+        .map(|(_, c)| (DatasetId(0), c.clone(), tile(&s, &c)))
+        .collect();
+    for threads in [1, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let par = pool.install(|| {
+            let mut w = Writer::new(Vec::new(), &one()).unwrap();
+            tet_host::write::write_batch(&mut w, &batch, Codec::Zstd, 5).unwrap();
+            w.finish(None).unwrap()
+        });
+        assert_eq!(par, serial, "{threads} threads");
+    }
+}

@@ -1,0 +1,46 @@
+//! Writing `.tet` files on a host: the streaming writer of `tet-alloc`, with zstd chunks
+//! compressed on every core. Tiles arrive in batches; a batch is compressed in parallel
+//! (one C compressor per thread) and then written in arrival order, so the file is the
+//! same whatever the thread count. Memory is the batch (raw and compressed), never the
+//! array.
+
+use rayon::prelude::*;
+use tet_alloc::writer::{Compressor, Output, WriteError, Writer};
+use tet_core::tet::{Codec, DatasetId};
+
+use crate::codec::CCompressor;
+
+/// One tile to write: dataset, grid coordinates, clipped tile bytes.
+pub type Tile = (DatasetId, Vec<u64>, Vec<u8>);
+
+/// Compresses `batch` at zstd `level` on the current Rayon pool and writes it, in order.
+/// Raw tiles (`codec == Codec::Raw`) are written as they are.
+pub fn write_batch<O: Output>(
+    w: &mut Writer<O>,
+    batch: &[Tile],
+    codec: Codec,
+    level: i32,
+) -> Result<(), WriteError<O::Error>> {
+    if codec == Codec::Raw {
+        for (d, c, t) in batch {
+            w.write_chunk(*d, c, t, Codec::Raw)?;
+        }
+        return Ok(());
+    }
+    let frames: Vec<Result<Vec<u8>, tet_core::Error>> = batch
+        .par_iter()
+        .map_init(
+            || CCompressor::new(level),
+            |cc, (_, _, t)| {
+                let mut out = Vec::new();
+                cc.compress(t, &mut out).map(|()| out)
+            },
+        )
+        .collect();
+    for ((d, c, t), frame) in batch.iter().zip(frames) {
+        let frame = frame.map_err(WriteError::Compress)?;
+        let raw = u64::try_from(t.len()).unwrap_or(u64::MAX);
+        w.write_chunk_encoded(*d, c, Codec::Zstd, raw, &frame)?;
+    }
+    Ok(())
+}
