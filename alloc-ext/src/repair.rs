@@ -529,7 +529,7 @@ pub fn apply<O: Output>(
         .map(|(row, _, _, dataset, coords, code)| {
             serde_json::json!({
                 "op": "repair",
-                "source": "tet repair --zero-bad-chunks",
+                "source": "tet-host repair --zero-bad-chunks",
                 "at": at,
                 "params": {
                     "lost": "chunk",

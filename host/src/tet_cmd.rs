@@ -303,6 +303,7 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
                 "file": path.display().to_string(),
                 "format": "tet",
                 "status": status,
+                "scan": if opts.deep { "deep" } else { "quick" },
                 "errors": found.errors,
                 "warnings": found.warnings,
                 "findings_not_listed": found.dropped,

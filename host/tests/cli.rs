@@ -150,3 +150,91 @@ fn repair_asks_only_on_a_terminal() {
     let (code, _, _) = run(&["verify", "--deep", "fixed.tet"], &dir);
     assert_eq!(code, 0);
 }
+
+/// A u8 dataset of 300 zstd chunks (more than the quick scan's 128) whose chunks
+/// `bad` have a corrupt frame.
+fn many_chunks(bad: &[u64]) -> Vec<u8> {
+    use tet_alloc::writer::{DatasetSpec, Writer};
+    use tet_core::tet::{Codec, DType, DatasetId, TetFile};
+    let spec = [DatasetSpec {
+        name: "a",
+        dtype: DType::U8,
+        shape: &[300 * 64],
+        chunk_shape: &[64],
+    }];
+    let mut w = Writer::new(Vec::new(), &spec).unwrap();
+    let data: Vec<u8> = (0..300 * 64).map(|i| (i % 7) as u8).collect();
+    w.write_array(DatasetId(0), &data, Codec::Zstd).unwrap();
+    let mut b = w.finish(None).unwrap();
+    let rows: Vec<_> = TetFile::open(&b).unwrap().rows().to_vec();
+    for r in bad {
+        let at = rows[*r as usize].payload_offset.get() as usize;
+        b[at] ^= 0xff; // the magic
+    }
+    b
+}
+
+#[test]
+fn quick_scan_covers_128_rows_deep_covers_all_in_file_order_for_any_thread_count() {
+    let dir = scratch("many.tet", &many_chunks(&[200, 5, 250]));
+    let (code, out, err) = run(&["verify", "many.tet"], &dir);
+    assert_eq!(code, 4);
+    assert_eq!(out.matches("zstd-frame").count(), 1, "{out}");
+    assert!(
+        err.is_empty(),
+        "no progress bar when stderr is not a terminal: {err}"
+    );
+    let (code, one, err) = run(&["verify", "--deep", "-j", "1", "many.tet"], &dir);
+    assert_eq!(code, 4);
+    assert!(err.is_empty(), "{err}");
+    let rows: Vec<usize> = ["tidx row 5,", "tidx row 200,", "tidx row 250,"]
+        .iter()
+        .map(|r| {
+            one.find(r)
+                .unwrap_or_else(|| panic!("{r} missing in {one}"))
+        })
+        .collect();
+    assert!(rows.windows(2).all(|w| w[0] < w[1]), "file order: {one}");
+    let (_, two, _) = run(&["verify", "--deep", "-j", "2", "many.tet"], &dir);
+    let (_, mapped_off, _) = run(
+        &["verify", "--deep", "--no-mmap", "-j", "3", "many.tet"],
+        &dir,
+    );
+    assert_eq!(one, two);
+    assert_eq!(one, mapped_off);
+    let (_, json, _) = run(&["verify", "--deep", "--json", "many.tet"], &dir);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["scan"], "deep");
+    assert_eq!(v["errors"], 3);
+    let (_, q, _) = run(&["verify", "--deep", "-q", "many.tet"], &dir);
+    assert!(
+        q.starts_with("many.tet: 3 error(s), 0 warning(s); first: error[zstd-frame]"),
+        "{q}"
+    );
+    let (code, _, err) = run(&["verify", "-j", "0", "many.tet"], &dir);
+    assert_eq!(code, 16, "{err}");
+}
+
+#[test]
+fn a_chunk_over_the_memory_budget_is_an_operational_error() {
+    let dir = scratch("budget.tet", &many_chunks(&[]));
+    let (code, out, err) = run(&["verify", "--memory-budget", "1K", "budget.tet"], &dir);
+    assert_eq!(code, 8, "{out}");
+    assert!(
+        err.contains("over the memory budget of 1024 bytes"),
+        "{err}"
+    );
+    assert!(err.contains("--memory-budget"), "{err}");
+    assert!(out.contains("incomplete"), "{out}");
+    // Repair writes nothing in that case.
+    let (code, _, _) = run(
+        &["repair", "-y", "--memory-budget", "1K", "budget.tet"],
+        &dir,
+    );
+    assert_eq!(code, 8);
+    let (code, _, _) = run(
+        &["verify", "--deep", "--memory-budget", "1M", "budget.tet"],
+        &dir,
+    );
+    assert_eq!(code, 0);
+}
