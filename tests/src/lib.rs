@@ -56,9 +56,12 @@ pub fn element(dtype: DType, b: &[u8]) -> f64 {
 }
 
 /// Reassembles dataset `name` into its row-major logical bytes by looking up every grid
-/// cell through [`TetFile::chunk`] and decoding it (ruzstd for zstd chunks).
+/// cell through [`TetFile::chunk`] and decoding it. Every chunk is decoded twice, with
+/// ruzstd and with the C decoder, and the bytes must agree: so every payload any test
+/// reassembles is also a differential test of the two decoders.
 pub fn logical_bytes(file: &TetFile<'_>, name: &str) -> Vec<u8> {
     let mut dec = tet_alloc::decode::ChunkDecoder::new(tet_alloc::decode::Ruzstd::new(), 1 << 32);
+    let mut c_dec = tet_alloc::decode::ChunkDecoder::new(tet_host::codec::CZstd::new(), 1 << 32);
     let ds = file.dataset(name).unwrap();
     let shape: Vec<u64> = ds.shape().collect();
     let chunk: Vec<u64> = ds.chunk_shape().collect();
@@ -68,6 +71,11 @@ pub fn logical_bytes(file: &TetFile<'_>, name: &str) -> Vec<u8> {
         let coords = ds.delinearize(cell);
         let c = file.chunk(&ds, coords.as_slice()).unwrap();
         let payload = dec.decode(&c).unwrap().to_vec();
+        assert_eq!(
+            c_dec.decode(&c).unwrap(),
+            &payload[..],
+            "ruzstd and the C decoder disagree on {name} chunk {coords}"
+        );
         let tile = ds.tile_shape(coords.as_slice()).unwrap();
         let tile = tile.as_slice();
         let n: u64 = tile.iter().product();
