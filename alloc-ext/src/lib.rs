@@ -52,6 +52,7 @@ pub mod cetrafs;
 pub mod decode;
 pub mod example;
 pub mod history;
+pub mod query;
 pub mod repair;
 pub mod scan;
 #[cfg(feature = "testing")]

@@ -7,7 +7,9 @@
 //!   [`verify()`], which also proves that every grid cell is covered exactly once and that
 //!   no two payloads overlap.
 
+pub mod fold;
 pub mod raw;
+pub mod select;
 pub mod zstd;
 
 mod directory;

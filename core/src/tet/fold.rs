@@ -1,0 +1,867 @@
+//! Reductions over decoded tiles, without allocation: an [`Acc`] folds runs of elements
+//! and merges with other accumulators, so a chunk, a group of chunks or a whole dataset
+//! reduce the same way. Every operation except quantiles is here (quantiles need the
+//! elements themselves; `tet-alloc` has them).
+//!
+//! Exactness: integer sums and products are exact in 128 bits (a result that does not fit
+//! the output type is an error, never a wrap). Float sums add 8 lanes in `f64` per block of
+//! 1024 elements and fold the block sums with Neumaier compensation; variance is two-pass
+//! per run and merged with Chan's formula. Results depend only on the order of merges,
+//! which callers fix (grid order), never on thread count.
+
+use super::DType;
+
+/// A reduction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Reduce {
+    /// Sum (NaN propagates).
+    Sum,
+    /// Sum ignoring NaN.
+    NanSum,
+    /// Product.
+    Prod,
+    /// Arithmetic mean.
+    Mean,
+    /// Mean ignoring NaN.
+    NanMean,
+    /// Minimum (NaN propagates).
+    Min,
+    /// Maximum (NaN propagates).
+    Max,
+    /// Minimum ignoring NaN.
+    NanMin,
+    /// Maximum ignoring NaN.
+    NanMax,
+    /// Position of the first minimum (of the first NaN, if any).
+    ArgMin,
+    /// Position of the first maximum (of the first NaN, if any).
+    ArgMax,
+    /// Number of elements.
+    Count,
+    /// Number of NaN elements.
+    NanCount,
+    /// Number of ±infinite elements.
+    InfCount,
+    /// Whether every element is finite.
+    AllFinite,
+    /// Variance with `ddof` delta degrees of freedom.
+    Var(u32),
+    /// Standard deviation with `ddof`.
+    Std(u32),
+    /// Variance ignoring NaN.
+    NanVar(u32),
+    /// Standard deviation ignoring NaN.
+    NanStd(u32),
+}
+
+impl Reduce {
+    /// Whether NaN elements are skipped.
+    pub fn skips_nan(self) -> bool {
+        matches!(
+            self,
+            Reduce::NanSum
+                | Reduce::NanMean
+                | Reduce::NanMin
+                | Reduce::NanMax
+                | Reduce::NanVar(_)
+                | Reduce::NanStd(_)
+        )
+    }
+
+    fn class(self) -> Class {
+        match self {
+            Reduce::Sum | Reduce::NanSum | Reduce::Mean | Reduce::NanMean => Class::Sum,
+            Reduce::Prod => Class::Prod,
+            Reduce::Min | Reduce::NanMin | Reduce::ArgMin => Class::Min,
+            Reduce::Max | Reduce::NanMax | Reduce::ArgMax => Class::Max,
+            Reduce::Count | Reduce::NanCount | Reduce::InfCount | Reduce::AllFinite => {
+                Class::Count
+            }
+            Reduce::Var(_) | Reduce::Std(_) | Reduce::NanVar(_) | Reduce::NanStd(_) => {
+                Class::Moments
+            }
+        }
+    }
+
+    /// The name used in queries and output (`sum`, `nan_mean`, `var`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Reduce::Sum => "sum",
+            Reduce::NanSum => "nan_sum",
+            Reduce::Prod => "prod",
+            Reduce::Mean => "mean",
+            Reduce::NanMean => "nan_mean",
+            Reduce::Min => "min",
+            Reduce::Max => "max",
+            Reduce::NanMin => "nan_min",
+            Reduce::NanMax => "nan_max",
+            Reduce::ArgMin => "argmin",
+            Reduce::ArgMax => "argmax",
+            Reduce::Count => "count",
+            Reduce::NanCount => "nan_count",
+            Reduce::InfCount => "inf_count",
+            Reduce::AllFinite => "all_finite",
+            Reduce::Var(_) => "var",
+            Reduce::Std(_) => "std",
+            Reduce::NanVar(_) => "nan_var",
+            Reduce::NanStd(_) => "nan_std",
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Sum,
+    Prod,
+    Min,
+    Max,
+    Count,
+    Moments,
+}
+
+/// A Neumaier-compensated `f64` sum.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FSum {
+    sum: f64,
+    comp: f64,
+}
+
+impl FSum {
+    /// Adds `x`.
+    #[inline]
+    pub fn add(&mut self, x: f64) {
+        let t = self.sum + x;
+        if self.sum.abs() >= x.abs() {
+            self.comp += (self.sum - t) + x;
+        } else {
+            self.comp += (x - t) + self.sum;
+        }
+        self.sum = t;
+    }
+
+    /// The sum.
+    pub fn value(&self) -> f64 {
+        if self.sum.is_finite() {
+            self.sum + self.comp
+        } else {
+            self.sum
+        }
+    }
+
+    fn merge(&mut self, o: &FSum) {
+        self.add(o.sum);
+        self.add(o.comp);
+    }
+}
+
+/// An extreme value and where it was.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Extreme {
+    /// Integers exactly, floats as `f64`.
+    int: i128,
+    float: f64,
+    pos: u64,
+}
+
+/// The state of a reduction over some elements; merge accumulators in a fixed order to
+/// get reproducible floats.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Acc {
+    /// Elements folded.
+    pub n: u64,
+    /// NaN elements folded.
+    pub nan: u64,
+    /// ±infinite elements folded.
+    pub inf: u64,
+    int_sum: i128,
+    int_overflow: bool,
+    fsum: FSum,
+    fprod: f64,
+    ext: Option<Extreme>,
+    /// Moments of the elements counted (non-NaN ones when NaN is skipped).
+    mn: u64,
+    mean: f64,
+    m2: f64,
+}
+
+impl Default for Acc {
+    fn default() -> Self {
+        Acc::new()
+    }
+}
+
+/// Why a result cannot be given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FoldError {
+    /// The operation needs at least one element (min, max, argmin, mean of nothing).
+    Empty,
+    /// The exact result does not fit the output type.
+    Overflow,
+    /// Variance with `ddof` at least the element count.
+    Ddof,
+}
+
+/// A result.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    /// Unsigned integer (counts, sums of unsigned types, min/max of unsigned types).
+    U64(u64),
+    /// Signed integer.
+    I64(i64),
+    /// Floating point.
+    F64(f64),
+    /// Boolean.
+    Bool(bool),
+    /// A row-major position in the dataset (argmin/argmax).
+    Position(u64),
+}
+
+fn is_float(d: DType) -> bool {
+    matches!(d, DType::F16 | DType::F32 | DType::F64)
+}
+
+fn is_signed(d: DType) -> bool {
+    matches!(d, DType::I16 | DType::I32 | DType::I64)
+}
+
+/// Elements summed per block before the block sum joins the compensated total.
+const BLOCK: usize = 1024;
+
+impl Acc {
+    /// An empty accumulator.
+    pub const fn new() -> Acc {
+        Acc {
+            n: 0,
+            nan: 0,
+            inf: 0,
+            int_sum: 0,
+            int_overflow: false,
+            fsum: FSum { sum: 0.0, comp: 0.0 },
+            fprod: 1.0,
+            ext: None,
+            mn: 0,
+            mean: 0.0,
+            m2: 0.0,
+        }
+    }
+
+    /// Folds `count` elements of `dtype` starting at element `index` of `tile` (little-
+    /// endian bytes), `stride` elements apart; the first is at dataset position
+    /// `position`, the others `position_stride` apart. Elements outside `tile` are
+    /// ignored (the caller checked the tile size).
+    #[allow(clippy::too_many_arguments)]
+    pub fn fold(
+        &mut self,
+        op: Reduce,
+        dtype: DType,
+        tile: &[u8],
+        index: u64,
+        count: u64,
+        stride: u64,
+        position: u64,
+        position_stride: u64,
+    ) {
+        let size = usize::try_from(dtype.size()).unwrap_or(1);
+        let start = usize::try_from(index).unwrap_or(usize::MAX).saturating_mul(size);
+        let Some(bytes) = tile.get(start..) else {
+            return;
+        };
+        let stride = usize::try_from(stride).unwrap_or(usize::MAX).max(1);
+        let count = usize::try_from(count).unwrap_or(usize::MAX);
+        let r = Run {
+            bytes,
+            count,
+            stride,
+            position,
+            position_stride,
+        };
+        match dtype {
+            DType::U8 => self.fold_typed::<u8>(op, &r),
+            DType::U16 => self.fold_typed::<u16>(op, &r),
+            DType::U32 => self.fold_typed::<u32>(op, &r),
+            DType::U64 => self.fold_typed::<u64>(op, &r),
+            DType::I16 => self.fold_typed::<i16>(op, &r),
+            DType::I32 => self.fold_typed::<i32>(op, &r),
+            DType::I64 => self.fold_typed::<i64>(op, &r),
+            DType::F16 => self.fold_typed::<half::f16>(op, &r),
+            DType::F32 => self.fold_typed::<f32>(op, &r),
+            DType::F64 => self.fold_typed::<f64>(op, &r),
+        }
+    }
+
+    /// Folds element `k` of a run (as in [`Acc::fold`]) into `outs[k]`: the kernel of a
+    /// reduction that keeps the run's axis. Stops at the shorter of the run and `outs`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fold_spread(
+        outs: &mut [Acc],
+        op: Reduce,
+        dtype: DType,
+        tile: &[u8],
+        index: u64,
+        stride: u64,
+        position: u64,
+        position_stride: u64,
+    ) {
+        let size = usize::try_from(dtype.size()).unwrap_or(1);
+        let start = usize::try_from(index).unwrap_or(usize::MAX).saturating_mul(size);
+        let Some(bytes) = tile.get(start..) else {
+            return;
+        };
+        let r = Run {
+            bytes,
+            count: outs.len(),
+            stride: usize::try_from(stride).unwrap_or(usize::MAX).max(1),
+            position,
+            position_stride,
+        };
+        match dtype {
+            DType::U8 => spread_typed::<u8>(outs, op, &r),
+            DType::U16 => spread_typed::<u16>(outs, op, &r),
+            DType::U32 => spread_typed::<u32>(outs, op, &r),
+            DType::U64 => spread_typed::<u64>(outs, op, &r),
+            DType::I16 => spread_typed::<i16>(outs, op, &r),
+            DType::I32 => spread_typed::<i32>(outs, op, &r),
+            DType::I64 => spread_typed::<i64>(outs, op, &r),
+            DType::F16 => spread_typed::<half::f16>(outs, op, &r),
+            DType::F32 => spread_typed::<f32>(outs, op, &r),
+            DType::F64 => spread_typed::<f64>(outs, op, &r),
+        }
+    }
+
+    /// Adds one element (the spread kernel's step).
+    #[inline]
+    fn push<T: Elem>(&mut self, op: Reduce, x: T, pos: u64) {
+        let v = x.f64();
+        let is_nan = T::FLOAT && v.is_nan();
+        self.n = self.n.saturating_add(1);
+        self.nan = self.nan.saturating_add(u64::from(is_nan));
+        let skip = op.skips_nan() && is_nan;
+        match op.class() {
+            Class::Count => {
+                self.inf = self.inf.saturating_add(u64::from(T::FLOAT && v.is_infinite()));
+            }
+            Class::Sum => {
+                if T::FLOAT {
+                    if !skip {
+                        self.fsum.add(v);
+                        self.mn = self.mn.saturating_add(1);
+                    }
+                } else {
+                    match self.int_sum.checked_add(x.int()) {
+                        Some(s) => self.int_sum = s,
+                        None => self.int_overflow = true,
+                    }
+                    self.mn = self.mn.saturating_add(1);
+                }
+            }
+            Class::Prod => {
+                if T::FLOAT {
+                    self.fprod *= v;
+                } else if self.n == 1 {
+                    self.int_sum = x.int();
+                } else {
+                    match self.int_sum.checked_mul(x.int()) {
+                        Some(p) => self.int_sum = p,
+                        None => self.int_overflow = true,
+                    }
+                }
+            }
+            Class::Min | Class::Max => {
+                if skip {
+                    return;
+                }
+                let cand = Extreme {
+                    int: if T::FLOAT { 0 } else { x.int() },
+                    float: v,
+                    pos,
+                };
+                self.ext = Some(match self.ext {
+                    None => cand,
+                    Some(cur) => pick(cur, cand, op.class() == Class::Min),
+                });
+            }
+            Class::Moments => {
+                if skip {
+                    return;
+                }
+                // Welford's update.
+                self.mn = self.mn.saturating_add(1);
+                let delta = v - self.mean;
+                self.mean += delta / to_f64(self.mn);
+                self.m2 += delta * (v - self.mean);
+            }
+        }
+    }
+
+    fn fold_typed<T: Elem>(&mut self, op: Reduce, r: &Run<'_>) {
+        let elems = r.elements::<T>();
+        let skip = op.skips_nan();
+        match op.class() {
+            Class::Count => {
+                let mut n = 0u64;
+                let mut nan = 0u64;
+                let mut inf = 0u64;
+                if T::FLOAT {
+                    for x in elems {
+                        let v = x.f64();
+                        n = n.wrapping_add(1);
+                        nan = nan.wrapping_add(u64::from(v.is_nan()));
+                        inf = inf.wrapping_add(u64::from(v.is_infinite()));
+                    }
+                } else {
+                    n = u64::try_from(elems.count()).unwrap_or(u64::MAX);
+                }
+                self.n = self.n.saturating_add(n);
+                self.nan = self.nan.saturating_add(nan);
+                self.inf = self.inf.saturating_add(inf);
+            }
+            Class::Sum => {
+                if T::FLOAT {
+                    let mut lanes = [0f64; 8];
+                    let mut counted = 0u64;
+                    let mut nan = 0u64;
+                    let mut it = elems;
+                    loop {
+                        let mut taken = 0usize;
+                        for (i, x) in it.by_ref().take(BLOCK).enumerate() {
+                            let v = x.f64();
+                            let is_nan = v.is_nan();
+                            nan = nan.wrapping_add(u64::from(is_nan));
+                            let v = if skip && is_nan { 0.0 } else { v };
+                            if let Some(l) = lanes.get_mut(i % 8) {
+                                *l += v;
+                            }
+                            taken = taken.wrapping_add(1);
+                        }
+                        if taken == 0 {
+                            break;
+                        }
+                        counted = counted.saturating_add(u64::try_from(taken).unwrap_or(0));
+                        let block = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+                            + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+                        self.fsum.add(block);
+                        lanes = [0.0; 8];
+                    }
+                    self.n = self.n.saturating_add(counted);
+                    self.nan = self.nan.saturating_add(nan);
+                    self.mn = self
+                        .mn
+                        .saturating_add(if skip { counted.saturating_sub(nan) } else { counted });
+                } else {
+                    let mut total: i128 = 0;
+                    let mut counted = 0u64;
+                    for x in elems {
+                        total = total.wrapping_add(x.int());
+                        counted = counted.wrapping_add(1);
+                    }
+                    // Each element is below 2^64 in magnitude and a run below 2^63 elements,
+                    // so the run total fits; only the running total can overflow.
+                    match self.int_sum.checked_add(total) {
+                        Some(s) => self.int_sum = s,
+                        None => self.int_overflow = true,
+                    }
+                    self.n = self.n.saturating_add(counted);
+                    self.mn = self.mn.saturating_add(counted);
+                }
+            }
+            Class::Prod => {
+                for x in elems {
+                    self.n = self.n.saturating_add(1);
+                    if T::FLOAT {
+                        self.fprod *= x.f64();
+                    } else if self.n == 1 {
+                        self.int_sum = x.int();
+                    } else {
+                        match self.int_sum.checked_mul(x.int()) {
+                            Some(p) => self.int_sum = p,
+                            None => self.int_overflow = true,
+                        }
+                    }
+                }
+            }
+            Class::Min | Class::Max => {
+                let want_min = op.class() == Class::Min;
+                let mut pos = r.position;
+                for x in elems {
+                    let here = pos;
+                    pos = pos.wrapping_add(r.position_stride);
+                    self.n = self.n.saturating_add(1);
+                    let cand = Extreme {
+                        int: if T::FLOAT { 0 } else { x.int() },
+                        float: x.f64(),
+                        pos: here,
+                    };
+                    if T::FLOAT && cand.float.is_nan() {
+                        self.nan = self.nan.saturating_add(1);
+                        if skip {
+                            continue;
+                        }
+                    }
+                    self.ext = Some(match self.ext {
+                        None => cand,
+                        Some(cur) => pick(cur, cand, want_min),
+                    });
+                }
+            }
+            Class::Moments => {
+                // Two passes over the run: its mean, then the squared deviations.
+                let mut s = FSum::default();
+                let mut k = 0u64;
+                let mut nan = 0u64;
+                for x in elems {
+                    let v = x.f64();
+                    if v.is_nan() {
+                        nan = nan.wrapping_add(1);
+                        if skip {
+                            continue;
+                        }
+                    }
+                    s.add(v);
+                    k = k.wrapping_add(1);
+                }
+                self.n = self.n.saturating_add(k.saturating_add(if skip { nan } else { 0 }));
+                self.nan = self.nan.saturating_add(nan);
+                if k == 0 {
+                    return;
+                }
+                let kf = to_f64(k);
+                let mean = s.value() / kf;
+                let mut m2 = FSum::default();
+                for x in r.elements::<T>() {
+                    let v = x.f64();
+                    if skip && v.is_nan() {
+                        continue;
+                    }
+                    let d = v - mean;
+                    m2.add(d * d);
+                }
+                self.merge_moments(k, mean, m2.value());
+            }
+        }
+    }
+
+    fn merge_moments(&mut self, k: u64, mean: f64, m2: f64) {
+        if k == 0 {
+            return;
+        }
+        if self.mn == 0 {
+            self.mn = k;
+            self.mean = mean;
+            self.m2 = m2;
+            return;
+        }
+        let na = to_f64(self.mn);
+        let nb = to_f64(k);
+        let n = na + nb;
+        let delta = mean - self.mean;
+        self.mean += delta * nb / n;
+        self.m2 += m2 + delta * delta * na * nb / n;
+        self.mn = self.mn.saturating_add(k);
+    }
+
+    /// Merges `other` (which covers elements after this one's, in the caller's fixed
+    /// order) into this accumulator.
+    pub fn merge(&mut self, op: Reduce, other: &Acc) {
+        let before = self.n;
+        self.n = self.n.saturating_add(other.n);
+        self.nan = self.nan.saturating_add(other.nan);
+        self.inf = self.inf.saturating_add(other.inf);
+        match op.class() {
+            Class::Count => {}
+            Class::Sum => {
+                self.fsum.merge(&other.fsum);
+                match self.int_sum.checked_add(other.int_sum) {
+                    Some(s) => self.int_sum = s,
+                    None => self.int_overflow = true,
+                }
+                self.int_overflow |= other.int_overflow;
+                self.mn = self.mn.saturating_add(other.mn);
+            }
+            Class::Prod => {
+                self.fprod *= other.fprod;
+                if other.n > 0 {
+                    if before == 0 {
+                        self.int_sum = other.int_sum;
+                    } else {
+                        match self.int_sum.checked_mul(other.int_sum) {
+                            Some(p) => self.int_sum = p,
+                            None => self.int_overflow = true,
+                        }
+                    }
+                }
+                self.int_overflow |= other.int_overflow;
+            }
+            Class::Min | Class::Max => {
+                let want_min = op.class() == Class::Min;
+                if let Some(o) = other.ext {
+                    self.ext = Some(match self.ext {
+                        None => o,
+                        Some(cur) => pick(cur, o, want_min),
+                    });
+                }
+            }
+            Class::Moments => self.merge_moments(other.mn, other.mean, other.m2),
+        }
+    }
+
+    /// The result of `op` for elements of `dtype`.
+    pub fn result(&self, op: Reduce, dtype: DType) -> Result<Value, FoldError> {
+        let float = is_float(dtype);
+        let signed = is_signed(dtype);
+        let int_out = |v: i128| -> Result<Value, FoldError> {
+            if signed {
+                i64::try_from(v)
+                    .map(Value::I64)
+                    .map_err(|_| FoldError::Overflow)
+            } else {
+                u64::try_from(v)
+                    .map(Value::U64)
+                    .map_err(|_| FoldError::Overflow)
+            }
+        };
+        match op {
+            Reduce::Count => Ok(Value::U64(self.n)),
+            Reduce::NanCount => Ok(Value::U64(self.nan)),
+            Reduce::InfCount => Ok(Value::U64(self.inf)),
+            Reduce::AllFinite => Ok(Value::Bool(self.nan == 0 && self.inf == 0)),
+            Reduce::Sum | Reduce::NanSum => {
+                if float {
+                    Ok(Value::F64(self.fsum.value()))
+                } else if self.int_overflow {
+                    Err(FoldError::Overflow)
+                } else {
+                    int_out(self.int_sum)
+                }
+            }
+            Reduce::Prod => {
+                if float {
+                    Ok(Value::F64(self.fprod))
+                } else if self.n == 0 {
+                    int_out(1)
+                } else if self.int_overflow {
+                    Err(FoldError::Overflow)
+                } else {
+                    int_out(self.int_sum)
+                }
+            }
+            Reduce::Mean | Reduce::NanMean => {
+                if self.mn == 0 {
+                    return Err(FoldError::Empty);
+                }
+                let total = if float {
+                    self.fsum.value()
+                } else {
+                    if self.int_overflow {
+                        return Err(FoldError::Overflow);
+                    }
+                    i128_to_f64(self.int_sum)
+                };
+                Ok(Value::F64(total / to_f64(self.mn)))
+            }
+            Reduce::Min | Reduce::Max | Reduce::NanMin | Reduce::NanMax => {
+                let e = self.ext.ok_or(FoldError::Empty)?;
+                if float {
+                    Ok(Value::F64(e.float))
+                } else {
+                    int_out(e.int)
+                }
+            }
+            Reduce::ArgMin | Reduce::ArgMax => {
+                let e = self.ext.ok_or(FoldError::Empty)?;
+                Ok(Value::Position(e.pos))
+            }
+            Reduce::Var(ddof) | Reduce::Std(ddof) | Reduce::NanVar(ddof) | Reduce::NanStd(ddof) => {
+                if self.mn == 0 {
+                    return Err(FoldError::Empty);
+                }
+                if !op.skips_nan() && self.nan > 0 {
+                    return Ok(Value::F64(f64::NAN));
+                }
+                let denom = self.mn.checked_sub(u64::from(ddof)).filter(|d| *d > 0);
+                let Some(denom) = denom else {
+                    return Err(FoldError::Ddof);
+                };
+                let var = self.m2 / to_f64(denom);
+                let v = if matches!(op, Reduce::Std(_) | Reduce::NanStd(_)) {
+                    sqrt(var)
+                } else {
+                    var
+                };
+                Ok(Value::F64(v))
+            }
+        }
+    }
+}
+
+fn spread_typed<T: Elem>(outs: &mut [Acc], op: Reduce, r: &Run<'_>) {
+    let mut pos = r.position;
+    for (acc, x) in outs.iter_mut().zip(r.elements::<T>()) {
+        acc.push(op, x, pos);
+        pos = pos.wrapping_add(r.position_stride);
+    }
+}
+
+/// `u64` to `f64`, rounding to nearest (counts are exact below 2^53).
+fn to_f64(v: u64) -> f64 {
+    #[allow(clippy::as_conversions)]
+    let f = v as f64;
+    f
+}
+
+fn i128_to_f64(v: i128) -> f64 {
+    #[allow(clippy::as_conversions)]
+    let f = v as f64;
+    f
+}
+
+fn sqrt(v: f64) -> f64 {
+    // `f64::sqrt` lives in `std`; Newton iterations from the bit-level estimate converge to
+    // the correctly rounded root within a few steps for every finite positive input.
+    if v.is_nan() || v < 0.0 {
+        return f64::NAN;
+    }
+    if v == 0.0 || v.is_infinite() {
+        return v;
+    }
+    let mut x = f64::from_bits((v.to_bits() >> 1).wrapping_add(0x1ff8_0000_0000_0000));
+    for _ in 0..6 {
+        x = 0.5 * (x + v / x);
+    }
+    x
+}
+
+/// The better of two extremes: a NaN first (for operations that keep NaN, NaN is the
+/// answer), then the smaller (or larger) value, then the earlier position. Symmetric, so
+/// it gives the same answer whatever order partial results merge in.
+fn pick(a: Extreme, b: Extreme, want_min: bool) -> Extreme {
+    let (x, y) = if a.pos <= b.pos { (a, b) } else { (b, a) };
+    if x.float.is_nan() {
+        return x;
+    }
+    if y.float.is_nan() {
+        return y;
+    }
+    let y_wins = if x.int != y.int {
+        (y.int < x.int) == want_min
+    } else if x.float != y.float {
+        (y.float < x.float) == want_min
+    } else {
+        false
+    };
+    if y_wins {
+        y
+    } else {
+        x
+    }
+}
+
+struct Run<'a> {
+    bytes: &'a [u8],
+    count: usize,
+    stride: usize,
+    position: u64,
+    position_stride: u64,
+}
+
+impl<'a> Run<'a> {
+    fn elements<T: Elem>(&self) -> impl Iterator<Item = T> + 'a {
+        let step = T::SIZE.saturating_mul(self.stride);
+        let bytes = self.bytes;
+        let count = self.count;
+        (0..count).map_while(move |i| {
+            let at = i.checked_mul(step)?;
+            T::read(bytes.get(at..at.checked_add(T::SIZE)?)?)
+        })
+    }
+}
+
+/// Element types as the kernels see them.
+pub trait Elem: Copy {
+    /// Bytes per element.
+    const SIZE: usize;
+    /// Whether the type is a float.
+    const FLOAT: bool;
+    /// Reads one little-endian element from exactly `SIZE` bytes.
+    fn read(b: &[u8]) -> Option<Self>;
+    /// The value as `f64`.
+    fn f64(self) -> f64;
+    /// The value as an exact integer (0 for floats).
+    fn int(self) -> i128;
+}
+
+macro_rules! int_elem {
+    ($t:ty) => {
+        impl Elem for $t {
+            const SIZE: usize = core::mem::size_of::<$t>();
+            const FLOAT: bool = false;
+            #[inline]
+            fn read(b: &[u8]) -> Option<Self> {
+                Some(<$t>::from_le_bytes(b.try_into().ok()?))
+            }
+            #[inline]
+            #[allow(clippy::as_conversions)]
+            fn f64(self) -> f64 {
+                self as f64
+            }
+            #[inline]
+            fn int(self) -> i128 {
+                i128::from(self)
+            }
+        }
+    };
+}
+int_elem!(u8);
+int_elem!(u16);
+int_elem!(u32);
+int_elem!(u64);
+int_elem!(i16);
+int_elem!(i32);
+int_elem!(i64);
+
+impl Elem for f32 {
+    const SIZE: usize = 4;
+    const FLOAT: bool = true;
+    #[inline]
+    fn read(b: &[u8]) -> Option<Self> {
+        Some(f32::from_le_bytes(b.try_into().ok()?))
+    }
+    #[inline]
+    fn f64(self) -> f64 {
+        f64::from(self)
+    }
+    fn int(self) -> i128 {
+        0
+    }
+}
+
+impl Elem for f64 {
+    const SIZE: usize = 8;
+    const FLOAT: bool = true;
+    #[inline]
+    fn read(b: &[u8]) -> Option<Self> {
+        Some(f64::from_le_bytes(b.try_into().ok()?))
+    }
+    #[inline]
+    fn f64(self) -> f64 {
+        self
+    }
+    fn int(self) -> i128 {
+        0
+    }
+}
+
+impl Elem for half::f16 {
+    const SIZE: usize = 2;
+    const FLOAT: bool = true;
+    #[inline]
+    fn read(b: &[u8]) -> Option<Self> {
+        Some(half::f16::from_le_bytes(b.try_into().ok()?))
+    }
+    #[inline]
+    fn f64(self) -> f64 {
+        self.to_f64()
+    }
+    fn int(self) -> i128 {
+        0
+    }
+}
