@@ -659,8 +659,14 @@ fn interpolate(v: &mut [f64], q: f64) -> Option<f64> {
     let lo_i = lo as usize;
     let a = *v.get(lo_i)?;
     let b = *v.get(lo_i.saturating_add(1)).unwrap_or(&a);
-    // NumPy's form: a + (b - a) * frac, exact at the ends.
-    Some(if frac == 0.0 { a } else { a + (b - a) * frac })
+    // NumPy's `_lerp`, to the operation: a + (b - a) t below t = 0.5, b - (b - a)(1 - t)
+    // from there (so infinities give NaN exactly where NumPy's do).
+    let diff = b - a;
+    Some(if frac < 0.5 {
+        a + diff * frac
+    } else {
+        b - diff * (1.0 - frac)
+    })
 }
 
 fn floor(x: f64) -> f64 {

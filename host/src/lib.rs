@@ -10,6 +10,8 @@ pub mod codec;
 pub mod fuzzing;
 pub use tet_alloc::history;
 pub mod input;
+pub mod npy;
+pub mod query_cmd;
 pub mod report;
 pub mod tet_cmd;
 pub mod tet_repair;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tet_host::{cetrafs_cmd, detect, input, tet_cmd, tet_repair, Exit, Format, Output};
+use tet_host::{cetrafs_cmd, detect, input, query_cmd, tet_cmd, tet_repair, Exit, Format, Output};
 
 #[derive(Parser)]
 #[command(
@@ -123,6 +123,36 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Answer a query document (JSON or TOML: a path, inline text, or - for standard
+    /// input) over a .tet file, e.g. '{"dataset": "a", "selection": [{"start": 0,
+    /// "stop": 10}], "mean": []}'. Prints JSON unless -q or --format table.
+    Query {
+        /// The query document, inline text, or - for standard input.
+        query: String,
+        /// The .tet file.
+        #[arg(short = 't', long = "tet")]
+        file: PathBuf,
+        /// Print one line.
+        #[arg(short, long, conflicts_with = "format")]
+        quiet: bool,
+        /// Output format.
+        #[arg(long, value_parser = ["json", "table"], default_value = "json")]
+        format: String,
+        /// Write a partial result, or the selected values, to this .npy file.
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Print only the first N selected values (queries without an operation).
+        #[arg(long)]
+        preview: Option<usize>,
+        /// Print the read plan (chunks, bytes to read and decode) and stop.
+        #[arg(long)]
+        plan: bool,
+        /// Execute the query (the default; accepted for compatibility).
+        #[arg(short = 'x', long = "execute")]
+        execute: bool,
+        #[command(flatten)]
+        read: ReadArgs,
+    },
     /// Repair a .tet file: -n reports, -p applies fixes that lose nothing, -y applies
     /// every fix; without one of them it asks per fix on a terminal. Exit 0 nothing to
     /// fix, 1 all corrected, 4 problems left, 8 operational error, 16 usage error.
@@ -232,6 +262,40 @@ fn main() -> ExitCode {
                 if json { Output::Json } else { Output::Human },
             )
         }),
+        Command::Query {
+            query,
+            file,
+            quiet,
+            format,
+            output,
+            preview,
+            plan,
+            execute: _,
+            read,
+        } => {
+            let doc = match query_cmd::read_query_arg(&query).and_then(|t| query_cmd::parse_doc(&t)) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("tet-host: {e}");
+                    return ExitCode::from(Exit::Usage as u8);
+                }
+            };
+            let o = query_cmd::QueryOptions {
+                style: if quiet {
+                    query_cmd::Style::Quiet
+                } else if format == "table" {
+                    query_cmd::Style::Table
+                } else {
+                    query_cmd::Style::Json
+                },
+                plan_only: plan,
+                threads: read.jobs.map(usize::from),
+                budget: read.memory_budget,
+                output,
+                preview,
+            };
+            with_input_mode(&file, read.no_mmap, |b| query_cmd::query(&file, b, &doc, &o))
+        }
         Command::Repair {
             file,
             no,

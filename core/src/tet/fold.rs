@@ -131,6 +131,12 @@ impl FSum {
     #[inline]
     pub fn add(&mut self, x: f64) {
         let t = self.sum + x;
+        if !t.is_finite() {
+            // Once the sum is infinite or NaN the compensation means nothing (and would
+            // turn ±inf into NaN through inf - inf).
+            self.sum = t;
+            return;
+        }
         if self.sum.abs() >= x.abs() {
             self.comp += (self.sum - t) + x;
         } else {

@@ -1,0 +1,707 @@
+//! `tet-host query`: parse a query document (JSON or TOML, the flat shape the other
+//! implementation accepts), run it with `tet_alloc::query` on every core, render JSON,
+//! one line, a table or a NumPy file.
+//!
+//! Results are bit-identical whatever `-j`: chunk partials are computed in parallel and
+//! merged in grid order; partial-axis reductions fold each group of chunks (a disjoint box
+//! of output cells) on one thread, chunks in grid order.
+
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+// `QueryError` carries a located decode error by value, as the libraries do.
+#![allow(clippy::result_large_err)]
+
+use std::io::Read;
+use std::path::Path;
+
+use rayon::prelude::*;
+use serde_json::{json, Map, Value as Json};
+use tet_alloc::decode::ChunkDecoder;
+use tet_alloc::query::{
+    chunk_partial, decode_part, describe, execute, finish, groups, plan, position_coords, Axes,
+    Operation, Output, QueryError, ReadPlan,
+};
+use tet_core::tet::fold::{Acc, Reduce, Value};
+use tet_core::tet::select::{for_each_chunk, for_each_run, Slice};
+use tet_core::tet::{DType, Dataset, ExecutionSettings, TetFile};
+
+use crate::codec::CZstd;
+use crate::Exit;
+
+/// A parsed query document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueryDoc {
+    /// Dataset name.
+    pub dataset: String,
+    /// Per-axis slices.
+    pub selection: Vec<Slice>,
+    /// The operation and the axes it reduces (`None`: all, a scalar).
+    pub op: Option<(Operation, Option<Vec<usize>>)>,
+    /// `execution` overrides of the memory budget.
+    pub execution: Option<ExecutionSettings>,
+}
+
+const OPS: &[&str] = &[
+    "sum",
+    "prod",
+    "mean",
+    "min",
+    "max",
+    "count",
+    "var",
+    "std",
+    "argmin",
+    "argmax",
+    "nan_sum",
+    "nan_mean",
+    "nan_min",
+    "nan_max",
+    "nan_var",
+    "nan_std",
+    "nan_count",
+    "inf_count",
+    "all_finite",
+    "quantile",
+    "median",
+];
+
+/// Reads the QUERY argument: `-` is standard input, an existing path is a file, anything
+/// else is the document itself.
+pub fn read_query_arg(arg: &str) -> Result<String, String> {
+    if arg == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("cannot read the query from standard input: {e}"))?;
+        return Ok(s);
+    }
+    let p = Path::new(arg);
+    if p.is_file() {
+        return std::fs::read_to_string(p).map_err(|e| format!("cannot read {arg}: {e}"));
+    }
+    Ok(arg.to_string())
+}
+
+/// Parses a JSON or TOML query document.
+pub fn parse_doc(text: &str) -> Result<QueryDoc, String> {
+    let v: Json = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).map_err(|e| format!("query JSON: {e}"))?
+    } else {
+        toml::from_str(text).map_err(|e| format!("query TOML: {e}"))?
+    };
+    let obj = v
+        .as_object()
+        .ok_or("the query must be an object (JSON) or a table (TOML)")?;
+    let mut doc = QueryDoc {
+        dataset: String::new(),
+        selection: Vec::new(),
+        op: None,
+        execution: None,
+    };
+    let mut dataset = None;
+    let mut op_key: Option<&str> = None;
+    for (k, val) in obj {
+        match k.as_str() {
+            "layout_version" => {
+                if val.as_u64() != Some(1) {
+                    return Err(format!("layout_version {val} is not supported (only 1)"));
+                }
+            }
+            "dataset" => dataset = Some(val.as_str().ok_or("\"dataset\" must be a string")?),
+            "selection" => doc.selection = parse_selection(val)?,
+            "execution" => doc.execution = Some(parse_execution(val)?),
+            name if OPS.contains(&name) => {
+                if let Some(prev) = op_key {
+                    return Err(format!(
+                        "two operations in one query: \"{prev}\" and \"{name}\""
+                    ));
+                }
+                op_key = Some(name);
+                doc.op = Some(parse_op(name, val)?);
+            }
+            other => {
+                return Err(format!(
+                    "unknown key \"{other}\" (accepted: layout_version, dataset, selection, \
+                     execution, and one of {})",
+                    OPS.join(", ")
+                ))
+            }
+        }
+    }
+    doc.dataset = dataset.ok_or("the query names no \"dataset\"")?.to_string();
+    Ok(doc)
+}
+
+fn int(v: &Json, what: &str) -> Result<Option<i64>, String> {
+    match v {
+        Json::Null => Ok(None),
+        Json::Number(n) => n
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| format!("{what} must be an integer, got {n}")),
+        other => Err(format!("{what} must be an integer or null, got {other}")),
+    }
+}
+
+fn parse_selection(v: &Json) -> Result<Vec<Slice>, String> {
+    let list = v
+        .as_array()
+        .ok_or("\"selection\" must be a list of {start, stop, step} objects")?;
+    let mut out = Vec::with_capacity(list.len());
+    for (axis, item) in list.iter().enumerate() {
+        let mut s = Slice::default();
+        match item {
+            Json::Null => {}
+            Json::Object(m) => {
+                for (k, x) in m {
+                    let what = format!("selection[{axis}].{k}");
+                    match k.as_str() {
+                        "start" => s.start = int(x, &what)?,
+                        "stop" => s.stop = int(x, &what)?,
+                        "step" => s.step = int(x, &what)?,
+                        other => {
+                            return Err(format!(
+                                "unknown key \"{other}\" in selection[{axis}] (accepted: start, stop, step)"
+                            ))
+                        }
+                    }
+                }
+            }
+            other => {
+                return Err(format!(
+                    "selection[{axis}] must be an object with start, stop, step, got {other}"
+                ))
+            }
+        }
+        out.push(s);
+    }
+    Ok(out)
+}
+
+fn parse_execution(v: &Json) -> Result<ExecutionSettings, String> {
+    let m = v.as_object().ok_or("\"execution\" must be an object")?;
+    let mut e = ExecutionSettings {
+        memory_budget_percent_bps: 0,
+        memory_budget_bytes: 0,
+    };
+    for (k, x) in m {
+        match k.as_str() {
+            "memory_budget_bytes" => {
+                e.memory_budget_bytes = x
+                    .as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or("execution.memory_budget_bytes must be an integer below 2^32")?;
+            }
+            "memory_budget_percent_bps" => {
+                e.memory_budget_percent_bps = x
+                    .as_u64()
+                    .and_then(|n| u16::try_from(n).ok())
+                    .filter(|n| *n <= 10_000)
+                    .ok_or("execution.memory_budget_percent_bps must be 0 ..= 10000")?;
+            }
+            other => {
+                return Err(format!(
+                    "unknown key \"{other}\" in execution (accepted: memory_budget_bytes, \
+                     memory_budget_percent_bps)"
+                ))
+            }
+        }
+    }
+    Ok(e)
+}
+
+fn axes_of(v: &Json, what: &str) -> Result<Option<Vec<usize>>, String> {
+    let one = |x: &Json| -> Result<usize, String> {
+        x.as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| format!("{what}: axis must be a non-negative integer, got {x}"))
+    };
+    match v {
+        Json::Null => Ok(None),
+        Json::Array(a) if a.is_empty() => Ok(None),
+        Json::Array(a) => a.iter().map(one).collect::<Result<Vec<_>, _>>().map(Some),
+        n @ Json::Number(_) => Ok(Some(vec![one(n)?])),
+        other => Err(format!("{what}: axes must be a list or a number, got {other}")),
+    }
+}
+
+fn parse_op(name: &str, v: &Json) -> Result<(Operation, Option<Vec<usize>>), String> {
+    let mut axes = None;
+    let mut ddof: u32 = 0;
+    let mut q: Option<f64> = None;
+    match v {
+        Json::Object(m) => {
+            for (k, x) in m {
+                match k.as_str() {
+                    "axes" | "axis" => axes = axes_of(x, name)?,
+                    "ddof" if matches!(name, "var" | "std" | "nan_var" | "nan_std") => {
+                        ddof = x
+                            .as_u64()
+                            .and_then(|n| u32::try_from(n).ok())
+                            .ok_or_else(|| format!("{name}.ddof must be a non-negative integer"))?;
+                    }
+                    "q" if name == "quantile" => {
+                        q = Some(x.as_f64().ok_or("quantile.q must be a number")?);
+                    }
+                    other => return Err(format!("unknown parameter \"{other}\" for {name}")),
+                }
+            }
+        }
+        other => axes = axes_of(other, name)?,
+    }
+    let r = match name {
+        "sum" => Reduce::Sum,
+        "prod" => Reduce::Prod,
+        "mean" => Reduce::Mean,
+        "min" => Reduce::Min,
+        "max" => Reduce::Max,
+        "count" => Reduce::Count,
+        "var" => Reduce::Var(ddof),
+        "std" => Reduce::Std(ddof),
+        "argmin" => Reduce::ArgMin,
+        "argmax" => Reduce::ArgMax,
+        "nan_sum" => Reduce::NanSum,
+        "nan_mean" => Reduce::NanMean,
+        "nan_min" => Reduce::NanMin,
+        "nan_max" => Reduce::NanMax,
+        "nan_var" => Reduce::NanVar(ddof),
+        "nan_std" => Reduce::NanStd(ddof),
+        "nan_count" => Reduce::NanCount,
+        "inf_count" => Reduce::InfCount,
+        "all_finite" => Reduce::AllFinite,
+        "median" => return Ok((Operation::Quantile(0.5), axes)),
+        "quantile" => {
+            let q = q.ok_or("quantile needs {\"q\": 0..1}")?;
+            return Ok((Operation::Quantile(q), axes));
+        }
+        other => return Err(format!("unknown operation {other}")),
+    };
+    Ok((Operation::Reduce(r), axes))
+}
+
+/// Bytes per task on the linear-scan path.
+const LINEAR_WINDOW: u64 = 64 << 20;
+
+/// Runs a query on every core. `threads` limits the pool; the budget bounds the decode
+/// buffers (threads are reduced to fit) and the output.
+pub fn run<'f>(
+    file: &TetFile<'f>,
+    plan_: &ReadPlan<'f>,
+    op: Operation,
+    axes: &Axes,
+    threads: usize,
+    budget: u64,
+) -> Result<Output, QueryError> {
+    let dtype = plan_.dataset.dtype();
+    let largest = plan_
+        .rows
+        .iter()
+        .filter_map(|r| file.rows().get(usize::try_from(*r).ok()?))
+        .map(|r| r.raw_byte_len.get())
+        .max()
+        .unwrap_or(0);
+    let probe = ChunkDecoder::new(CZstd::new(), budget);
+    let fit = budget
+        .checked_div(probe.memory_needed(largest).max(1))
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(1);
+    let threads = threads.min(fit).max(1);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|_| QueryError::Budget {
+            needed: 0,
+            budget,
+            what: "a thread pool",
+        })?;
+    pool.install(|| match op {
+        Operation::Reduce(r) if axes.scalar() => {
+            // Linear scan: raw payloads that follow each other are read as windows of
+            // about 64 MiB, one task per window walking its chunks in order, instead of
+            // one task per chunk. Either way each chunk yields one partial, merged below
+            // in grid order, so both paths give the same bits.
+            let window = if plan_.contiguous_raw {
+                let per = plan_
+                    .read_bytes
+                    .checked_div(u64::try_from(plan_.parts.len()).unwrap_or(1).max(1))
+                    .unwrap_or(1)
+                    .max(1);
+                usize::try_from(LINEAR_WINDOW / per).unwrap_or(1).max(1)
+            } else {
+                1
+            };
+            let indices: Vec<usize> = (0..plan_.parts.len()).collect();
+            let partials: Vec<Vec<Acc>> = indices
+                .par_chunks(window)
+                .map_init(
+                    || ChunkDecoder::new(CZstd::new(), budget),
+                    |dec, win| -> Result<Vec<Acc>, QueryError> {
+                        let mut out = Vec::with_capacity(win.len());
+                        for &i in win {
+                            let tile = decode_part(file, plan_, i, dec)?;
+                            let part = plan_.parts.get(i).copied().unwrap_or_default();
+                            out.push(chunk_partial(plan_, &part, tile, r));
+                        }
+                        Ok(out)
+                    },
+                )
+                .collect::<Result<Vec<Vec<Acc>>, QueryError>>()?;
+            let partials: Vec<Acc> = partials.into_iter().flatten().collect();
+            let mut total = Acc::new();
+            for p in &partials {
+                total.merge(r, p);
+            }
+            finish(r, dtype, Vec::new(), std::slice::from_ref(&total))
+        }
+        Operation::Reduce(r) => {
+            let mut gs = groups(plan_, axes, budget)?;
+            gs.par_iter_mut().try_for_each_init(
+                || ChunkDecoder::new(CZstd::new(), budget),
+                |dec, g| -> Result<(), QueryError> {
+                    for i in g.parts.clone() {
+                        let tile = decode_part(file, plan_, i, dec)?;
+                        if let Some(part) = plan_.parts.get(i) {
+                            g.fold_chunk(plan_, axes, part, tile, r);
+                        }
+                    }
+                    Ok(())
+                },
+            )?;
+            let shape = axes.out_shape(plan_.selection.shape().as_slice());
+            let cells = shape.iter().fold(1u64, |a, n| a.saturating_mul(*n));
+            let mut out = vec![Acc::new(); usize::try_from(cells).unwrap_or(0)];
+            for g in &gs {
+                g.scatter(&shape, &mut out);
+            }
+            finish(r, dtype, shape, &out)
+        }
+        Operation::Quantile(_) => {
+            let mut dec = ChunkDecoder::new(CZstd::new(), budget);
+            execute(file, plan_, op, axes, &mut dec)
+        }
+    })
+}
+
+/// The selected elements themselves, row-major, as raw little-endian bytes (at most
+/// `budget` bytes).
+pub fn select_values<'f>(
+    file: &TetFile<'f>,
+    plan_: &ReadPlan<'f>,
+    budget: u64,
+) -> Result<Vec<u8>, QueryError> {
+    let ds = &plan_.dataset;
+    let size = ds.dtype().size();
+    let total = plan_.selection.len().saturating_mul(size);
+    if total > budget {
+        return Err(QueryError::Budget {
+            needed: total,
+            budget,
+            what: "the selected values",
+        });
+    }
+    let mut out = vec![0u8; usize::try_from(total).unwrap_or(0)];
+    let shape = plan_.selection.shape();
+    let sel_shape = shape.as_slice();
+    let es = usize::try_from(size).unwrap_or(1);
+    let mut dec = ChunkDecoder::new(CZstd::new(), budget);
+    for (i, part) in plan_.parts.iter().enumerate() {
+        let tile = decode_part(file, plan_, i, &mut dec)?;
+        for_each_run(ds, &plan_.selection, part, |r| {
+            // Output index of the run's first element (row-major over the selection).
+            let mut idx = 0u64;
+            for (d, n) in sel_shape.iter().enumerate() {
+                idx = idx
+                    .saturating_mul(*n)
+                    .saturating_add(r.ordinals.get(d).copied().unwrap_or(0));
+            }
+            for k in 0..r.count {
+                let src = usize::try_from(r.tile_index.saturating_add(k.saturating_mul(r.tile_stride)))
+                    .unwrap_or(usize::MAX)
+                    .saturating_mul(es);
+                let dst = usize::try_from(idx.saturating_add(k))
+                    .unwrap_or(usize::MAX)
+                    .saturating_mul(es);
+                if let (Some(s), Some(d)) = (
+                    tile.get(src..src.saturating_add(es)),
+                    out.get_mut(dst..dst.saturating_add(es)),
+                ) {
+                    d.copy_from_slice(s);
+                }
+            }
+        });
+    }
+    Ok(out)
+}
+
+/// A value as JSON: integers exact, NaN and ±inf as strings, positions as coordinates.
+pub fn value_json(v: &Value, ds_shape: &[u64]) -> Json {
+    match v {
+        Value::U64(n) => json!(n),
+        Value::I64(n) => json!(n),
+        Value::Bool(b) => json!(b),
+        Value::Position(p) => json!(position_coords(ds_shape, *p)),
+        Value::F64(f) => float_json(*f),
+    }
+}
+
+fn float_json(f: f64) -> Json {
+    if f.is_nan() {
+        json!("NaN")
+    } else if f.is_infinite() {
+        json!(if f > 0.0 { "inf" } else { "-inf" })
+    } else {
+        json!(f)
+    }
+}
+
+/// One element of `dtype` from little-endian bytes, as JSON.
+pub fn element_json(dtype: DType, b: &[u8]) -> Json {
+    let arr = |n: usize| -> [u8; 8] {
+        let mut a = [0u8; 8];
+        if let (Some(dst), Some(src)) = (a.get_mut(..n), b.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        a
+    };
+    let a = arr(usize::try_from(dtype.size()).unwrap_or(0));
+    let u = u64::from_le_bytes(a);
+    match dtype {
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => json!(u),
+        DType::I16 => json!(i16::from_le_bytes([a[0], a[1]])),
+        DType::I32 => json!(i32::from_le_bytes([a[0], a[1], a[2], a[3]])),
+        DType::I64 => json!(i64::from_le_bytes(a)),
+        DType::F16 => float_json(half::f16::from_le_bytes([a[0], a[1]]).to_f64()),
+        DType::F32 => float_json(f64::from(f32::from_le_bytes([a[0], a[1], a[2], a[3]]))),
+        DType::F64 => float_json(f64::from_le_bytes(a)),
+    }
+}
+
+/// Output style.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// JSON on standard output.
+    Json,
+    /// One human line.
+    Quiet,
+    /// A table.
+    Table,
+}
+
+/// Options of `tet-host query`.
+#[derive(Clone, Debug)]
+pub struct QueryOptions {
+    /// Output style.
+    pub style: Style,
+    /// Print only the plan.
+    pub plan_only: bool,
+    /// Threads.
+    pub threads: Option<usize>,
+    /// Budget override from the command line.
+    pub budget: Option<u64>,
+    /// Write a partial result or the selected values to this `.npy` file.
+    pub output: Option<std::path::PathBuf>,
+    /// Print only the first N selected values (no operation).
+    pub preview: Option<usize>,
+}
+
+/// Most values a selection without an operation prints as JSON; beyond, use `--output`.
+pub const MAX_PRINTED: u64 = 1 << 20;
+
+/// `tet-host query`.
+pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exit {
+    let file = match TetFile::open(bytes) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("tet-host: {}: not a readable .tet file: {e}", path.display());
+            return Exit::Problems;
+        }
+    };
+    let ds = match file.dataset(&doc.dataset) {
+        Ok(d) => d,
+        Err(_) => {
+            let names: Vec<String> = file
+                .datasets()
+                .map_while(|d| d.ok().map(|d| d.name().to_string()))
+                .collect();
+            eprintln!(
+                "tet-host: {}: no dataset \"{}\" (datasets: {})",
+                path.display(),
+                doc.dataset,
+                names.join(", ")
+            );
+            return Exit::Usage;
+        }
+    };
+    let settings = doc
+        .execution
+        .or_else(|| file.index().map(|i| i.execution()))
+        .unwrap_or(ExecutionSettings {
+            memory_budget_percent_bps: 0,
+            memory_budget_bytes: 0,
+        });
+    let budget = o.budget.unwrap_or_else(|| {
+        tet_alloc::decode::budget_from_settings(settings, crate::tet_cmd::host_ram())
+    });
+    let p = match plan(&file, ds, &doc.selection) {
+        Ok(p) => p,
+        Err(e) => return fail(path, &e),
+    };
+    if o.plan_only {
+        println!("{}: {}", path.display(), describe(&p));
+        return Exit::Clean;
+    }
+    let ds_shape: Vec<u64> = ds.shape().collect();
+    let threads = o.threads.unwrap_or_else(rayon::current_num_threads);
+    let Some((op, axes)) = doc.op.clone() else {
+        return print_values(path, &file, &p, &ds, o, budget);
+    };
+    let axes = match Axes::new(ds.ndim(), axes.as_deref()) {
+        Ok(a) => a,
+        Err(e) => return fail(path, &e),
+    };
+    let out = match run(&file, &p, op, &axes, threads, budget) {
+        Ok(out) => out,
+        Err(e) => return fail(path, &e),
+    };
+    if let Some(target) = &o.output {
+        if out.shape.is_empty() {
+            eprintln!("tet-host: --output writes partial results and values; this result is a scalar");
+            return Exit::Usage;
+        }
+        return match crate::npy::write_values(target, &out, &ds_shape) {
+            Ok(()) => Exit::Clean,
+            Err(e) => {
+                eprintln!("tet-host: cannot write {}: {e}", target.display());
+                Exit::Operational
+            }
+        };
+    }
+    let result = if out.shape.is_empty() {
+        out.values
+            .first()
+            .map(|v| value_json(v, &ds_shape))
+            .unwrap_or(Json::Null)
+    } else {
+        json!({
+            "shape": out.shape,
+            "data": out.values.iter().map(|v| value_json(v, &ds_shape)).collect::<Vec<_>>(),
+        })
+    };
+    match o.style {
+        Style::Json => {
+            let mut m = Map::new();
+            m.insert("dataset".into(), json!(doc.dataset));
+            m.insert("op".into(), json!(op.name()));
+            m.insert("dtype".into(), json!(ds.dtype().name()));
+            m.insert("result".into(), result);
+            println!("{}", Json::Object(m));
+        }
+        Style::Quiet => println!("{} {} = {}", doc.dataset, op.name(), compact(&result)),
+        Style::Table => print_table(&out, &ds_shape),
+    }
+    Exit::Clean
+}
+
+fn compact(v: &Json) -> String {
+    match v {
+        Json::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn print_table(out: &Output, ds_shape: &[u64]) {
+    if out.shape.is_empty() {
+        if let Some(v) = out.values.first() {
+            println!("{}", compact(&value_json(v, ds_shape)));
+        }
+        return;
+    }
+    for (i, v) in out.values.iter().enumerate() {
+        let idx = position_coords(&out.shape, u64::try_from(i).unwrap_or(0));
+        let idx: Vec<String> = idx.iter().map(|x| x.to_string()).collect();
+        println!("[{}]\t{}", idx.join(", "), compact(&value_json(v, ds_shape)));
+    }
+}
+
+fn print_values(
+    path: &Path,
+    file: &TetFile<'_>,
+    p: &ReadPlan<'_>,
+    ds: &Dataset<'_>,
+    o: &QueryOptions,
+    budget: u64,
+) -> Exit {
+    let n = p.selection.len();
+    if o.output.is_none() && o.preview.is_none() && n > MAX_PRINTED {
+        eprintln!(
+            "tet-host: {}: the selection has {n} values, more than the {MAX_PRINTED} printed as \
+             JSON; write them with --output FILE.npy or look at a few with --preview N",
+            path.display()
+        );
+        return Exit::Usage;
+    }
+    let bytes = match select_values(file, p, budget) {
+        Ok(b) => b,
+        Err(e) => return fail(path, &e),
+    };
+    let shape: Vec<u64> = p.selection.shape().as_slice().to_vec();
+    if let Some(target) = &o.output {
+        return match crate::npy::write_raw(target, ds.dtype(), &shape, &bytes) {
+            Ok(()) => Exit::Clean,
+            Err(e) => {
+                eprintln!("tet-host: cannot write {}: {e}", target.display());
+                Exit::Operational
+            }
+        };
+    }
+    let es = usize::try_from(ds.dtype().size()).unwrap_or(1);
+    let data: Vec<Json> = bytes
+        .chunks_exact(es)
+        .take(o.preview.unwrap_or(usize::MAX))
+        .map(|b| element_json(ds.dtype(), b))
+        .collect();
+    if o.preview.is_some() || o.style == Style::Table {
+        for (i, v) in data.iter().enumerate() {
+            let idx = position_coords(&shape, u64::try_from(i).unwrap_or(0));
+            let idx: Vec<String> = idx.iter().map(|x| x.to_string()).collect();
+            println!("[{}]\t{}", idx.join(", "), compact(v));
+        }
+        return Exit::Clean;
+    }
+    println!(
+        "{}",
+        json!({
+            "dataset": ds.name(),
+            "op": Json::Null,
+            "dtype": ds.dtype().name(),
+            "result": {"shape": shape, "data": data},
+        })
+    );
+    Exit::Clean
+}
+
+fn fail(path: &Path, e: &QueryError) -> Exit {
+    eprintln!("tet-host: {}: {e}", path.display());
+    match e {
+        QueryError::Budget { .. } => Exit::Operational,
+        QueryError::Decode(d) if d.is_operational() => Exit::Operational,
+        QueryError::Decode(_) | QueryError::Chunk(_) => Exit::Problems,
+        _ => Exit::Usage,
+    }
+}
+
+/// Enumerates the touched chunks (for tests of planning cost): how many a selection
+/// touches without building the plan.
+pub fn touched_chunks(ds: &Dataset<'_>, slices: &[Slice]) -> Option<u64> {
+    let shape: Vec<u64> = ds.shape().collect();
+    let sel = tet_core::tet::select::Selection::new(&shape, slices).ok()?;
+    let mut n = 0u64;
+    for_each_chunk(ds, &sel, |_| n = n.saturating_add(1));
+    Some(n)
+}

@@ -1,0 +1,475 @@
+//! The fold engine against a naive in-test reference: random shapes (1–5 dims), chunk
+//! shapes with clipped edges, all dtypes, raw and zstd chunks, random selections and axes,
+//! every operation. Integers must match exactly, floats within a stated tolerance; `-j 1`
+//! and `-j 4` must agree bit for bit, and so must files whose index rows are shuffled.
+
+use proptest::prelude::*;
+use tet_alloc::query::{plan, Axes, Operation, Output};
+use tet_alloc::testing::TetWriter;
+use tet_alloc::writer::{DatasetSpec, Writer};
+use tet_core::tet::fold::{Reduce, Value};
+use tet_core::tet::select::Slice;
+use tet_core::tet::{Codec, DType, DatasetId, TetFile};
+use tet_host::query_cmd::run;
+
+/// Relative tolerance for float results (sums of up to a few thousand elements).
+const TOL: f64 = 1e-9;
+
+#[derive(Debug, Clone)]
+struct Spec {
+    dtype: DType,
+    shape: Vec<u64>,
+    chunk: Vec<u64>,
+    data: Vec<u8>,
+}
+
+fn elem_bytes(dtype: DType, v: i64, special: u8) -> Vec<u8> {
+    match dtype {
+        DType::U8 => vec![v as u8],
+        DType::U16 => (v as u16).to_le_bytes().to_vec(),
+        DType::U32 => (v as u32).to_le_bytes().to_vec(),
+        DType::U64 => (v as u64).to_le_bytes().to_vec(),
+        DType::I16 => (v as i16).to_le_bytes().to_vec(),
+        DType::I32 => (v as i32).to_le_bytes().to_vec(),
+        DType::I64 => v.to_le_bytes().to_vec(),
+        DType::F16 | DType::F32 | DType::F64 => {
+            let f = match special {
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => f64::NEG_INFINITY,
+                _ => v as f64 / 4.0,
+            };
+            match dtype {
+                DType::F16 => half::f16::from_f64(f).to_le_bytes().to_vec(),
+                DType::F32 => (f as f32).to_le_bytes().to_vec(),
+                _ => f.to_le_bytes().to_vec(),
+            }
+        }
+    }
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    (0usize..10, 1usize..=5)
+        .prop_flat_map(|(t, ndim)| {
+            (
+                Just(DType::ALL[t]),
+                proptest::collection::vec(1u64..=5, ndim),
+                proptest::collection::vec(1u64..=3, ndim),
+            )
+        })
+        .prop_flat_map(|(dtype, shape, chunk)| {
+            let n = shape.iter().product::<u64>() as usize;
+            (
+                Just(dtype),
+                Just(shape),
+                Just(chunk),
+                proptest::collection::vec((-300i64..300, 0u8..40), n),
+            )
+        })
+        .prop_map(|(dtype, shape, chunk, vals)| {
+            let data = vals
+                .iter()
+                .flat_map(|(v, s)| {
+                    let v = if matches!(dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64) {
+                        v.abs()
+                    } else {
+                        *v
+                    };
+                    elem_bytes(dtype, v, *s)
+                })
+                .collect();
+            Spec {
+                dtype,
+                shape,
+                chunk,
+                data,
+            }
+        })
+}
+
+fn slices(ndim: usize) -> impl Strategy<Value = Vec<Slice>> {
+    proptest::collection::vec(
+        (
+            proptest::option::of(-6i64..6),
+            proptest::option::of(-6i64..8),
+            proptest::option::of(1i64..4),
+        )
+            .prop_map(|(start, stop, step)| Slice { start, stop, step }),
+        0..=ndim,
+    )
+}
+
+fn ops() -> impl Strategy<Value = Operation> {
+    prop_oneof![
+        Just(Operation::Reduce(Reduce::Sum)),
+        Just(Operation::Reduce(Reduce::NanSum)),
+        Just(Operation::Reduce(Reduce::Prod)),
+        Just(Operation::Reduce(Reduce::Mean)),
+        Just(Operation::Reduce(Reduce::NanMean)),
+        Just(Operation::Reduce(Reduce::Min)),
+        Just(Operation::Reduce(Reduce::Max)),
+        Just(Operation::Reduce(Reduce::NanMin)),
+        Just(Operation::Reduce(Reduce::NanMax)),
+        Just(Operation::Reduce(Reduce::ArgMin)),
+        Just(Operation::Reduce(Reduce::ArgMax)),
+        Just(Operation::Reduce(Reduce::Count)),
+        Just(Operation::Reduce(Reduce::NanCount)),
+        Just(Operation::Reduce(Reduce::InfCount)),
+        Just(Operation::Reduce(Reduce::AllFinite)),
+        (0u32..2).prop_map(|d| Operation::Reduce(Reduce::Var(d))),
+        (0u32..2).prop_map(|d| Operation::Reduce(Reduce::Std(d))),
+        (0u32..2).prop_map(|d| Operation::Reduce(Reduce::NanVar(d))),
+        (0u32..2).prop_map(|d| Operation::Reduce(Reduce::NanStd(d))),
+        (0u32..=4).prop_map(|q| Operation::Quantile(f64::from(q) / 4.0)),
+    ]
+}
+
+/// (f64 value, exact integer, NaN?) of every element, row-major.
+fn elements(s: &Spec) -> Vec<(f64, i128)> {
+    let es = s.dtype.size() as usize;
+    s.data
+        .chunks(es)
+        .map(|b| {
+            let f = tet_tests::element(s.dtype, b);
+            let i = match s.dtype {
+                DType::U8 => i128::from(b[0]),
+                DType::U16 => i128::from(u16::from_le_bytes(b.try_into().unwrap())),
+                DType::U32 => i128::from(u32::from_le_bytes(b.try_into().unwrap())),
+                DType::U64 => i128::from(u64::from_le_bytes(b.try_into().unwrap())),
+                DType::I16 => i128::from(i16::from_le_bytes(b.try_into().unwrap())),
+                DType::I32 => i128::from(i32::from_le_bytes(b.try_into().unwrap())),
+                DType::I64 => i128::from(i64::from_le_bytes(b.try_into().unwrap())),
+                _ => 0,
+            };
+            (f, i)
+        })
+        .collect()
+}
+
+/// Python's slice on one axis, written independently of the engine.
+fn indices(len: u64, s: &Slice) -> Vec<u64> {
+    let len = len as i64;
+    let fix = |v: i64| if v < 0 { (v + len).max(0) } else { v.min(len) };
+    let start = s.start.map_or(0, fix);
+    let stop = s.stop.map_or(len, fix);
+    let step = s.step.unwrap_or(1);
+    (start..stop).step_by(step as usize).map(|i| i as u64).collect()
+}
+
+#[derive(Debug)]
+enum Expect {
+    Ok(Vec<Value>),
+    Err,
+}
+
+fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (Vec<u64>, Expect) {
+    let n = s.shape.len();
+    let idx: Vec<Vec<u64>> = (0..n)
+        .map(|d| indices(s.shape[d], sl.get(d).unwrap_or(&Slice::default())))
+        .collect();
+    let reduced = |d: usize| axes.is_none_or(|a| a.contains(&d));
+    let out_shape: Vec<u64> = (0..n).filter(|d| !reduced(*d)).map(|d| idx[d].len() as u64).collect();
+    let cells: u64 = out_shape.iter().product();
+    let mut groups: Vec<Vec<(u64, f64, i128)>> = vec![Vec::new(); cells as usize];
+    let el = elements(s);
+    let total: u64 = idx.iter().map(|v| v.len() as u64).product();
+    for k in 0..total {
+        let mut rem = k;
+        let mut ord = vec![0u64; n];
+        for d in (0..n).rev() {
+            let c = idx[d].len() as u64;
+            ord[d] = rem % c;
+            rem /= c;
+        }
+        let mut pos = 0u64;
+        let mut out = 0u64;
+        for d in 0..n {
+            pos = pos * s.shape[d] + idx[d][ord[d] as usize];
+            if !reduced(d) {
+                out = out * idx[d].len() as u64 + ord[d];
+            }
+        }
+        let (f, i) = el[pos as usize];
+        groups[out as usize].push((pos, f, i));
+    }
+    let float = matches!(s.dtype, DType::F16 | DType::F32 | DType::F64);
+    let signed = matches!(s.dtype, DType::I16 | DType::I32 | DType::I64);
+    let int_val = |v: i128| -> Option<Value> {
+        if signed {
+            i64::try_from(v).ok().map(Value::I64)
+        } else {
+            u64::try_from(v).ok().map(Value::U64)
+        }
+    };
+    let mut vals = Vec::new();
+    for g in &groups {
+        let non_nan: Vec<_> = g.iter().filter(|e| !e.1.is_nan()).copied().collect();
+        let v = match op {
+            Operation::Reduce(r) => {
+                let set = if r.skips_nan() { &non_nan } else { g };
+                match r {
+                    Reduce::Count => Some(Value::U64(g.len() as u64)),
+                    Reduce::NanCount => Some(Value::U64(g.iter().filter(|e| e.1.is_nan()).count() as u64)),
+                    Reduce::InfCount => Some(Value::U64(g.iter().filter(|e| e.1.is_infinite()).count() as u64)),
+                    Reduce::AllFinite => Some(Value::Bool(g.iter().all(|e| e.1.is_finite()))),
+                    Reduce::Sum | Reduce::NanSum => {
+                        if float {
+                            Some(Value::F64(set.iter().map(|e| e.1).sum()))
+                        } else {
+                            int_val(set.iter().map(|e| e.2).sum())
+                        }
+                    }
+                    Reduce::Prod => {
+                        if float {
+                            Some(Value::F64(set.iter().map(|e| e.1).product()))
+                        } else {
+                            set.iter()
+                                .try_fold(1i128, |a, e| a.checked_mul(e.2))
+                                .and_then(int_val)
+                        }
+                    }
+                    Reduce::Mean | Reduce::NanMean => (!set.is_empty()).then(|| {
+                        let t: f64 = if float {
+                            set.iter().map(|e| e.1).sum()
+                        } else {
+                            set.iter().map(|e| e.2).sum::<i128>() as f64
+                        };
+                        Value::F64(t / set.len() as f64)
+                    }),
+                    Reduce::Min | Reduce::Max | Reduce::NanMin | Reduce::NanMax | Reduce::ArgMin | Reduce::ArgMax => {
+                        let want_min = matches!(r, Reduce::Min | Reduce::NanMin | Reduce::ArgMin);
+                        let mut best: Option<(u64, f64, i128)> = None;
+                        for e in set {
+                            best = Some(match best {
+                                None => *e,
+                                Some(b) if b.1.is_nan() => b,
+                                Some(_) if e.1.is_nan() => *e,
+                                Some(b) => {
+                                    let better = if float {
+                                        if want_min { e.1 < b.1 } else { e.1 > b.1 }
+                                    } else if want_min {
+                                        e.2 < b.2
+                                    } else {
+                                        e.2 > b.2
+                                    };
+                                    if better { *e } else { b }
+                                }
+                            });
+                        }
+                        best.and_then(|b| {
+                            if matches!(r, Reduce::ArgMin | Reduce::ArgMax) {
+                                Some(Value::Position(b.0))
+                            } else if float {
+                                Some(Value::F64(b.1))
+                            } else {
+                                int_val(b.2)
+                            }
+                        })
+                    }
+                    Reduce::Var(dd) | Reduce::Std(dd) | Reduce::NanVar(dd) | Reduce::NanStd(dd) => {
+                        if set.is_empty() || set.len() as u64 <= u64::from(dd) {
+                            None
+                        } else if set.iter().any(|e| e.1.is_nan()) {
+                            Some(Value::F64(f64::NAN))
+                        } else {
+                            let m = set.iter().map(|e| e.1).sum::<f64>() / set.len() as f64;
+                            let v = set.iter().map(|e| (e.1 - m) * (e.1 - m)).sum::<f64>()
+                                / (set.len() as f64 - f64::from(dd));
+                            Some(Value::F64(if matches!(r, Reduce::Std(_) | Reduce::NanStd(_)) { v.sqrt() } else { v }))
+                        }
+                    }
+                }
+            }
+            Operation::Quantile(q) => {
+                if g.is_empty() {
+                    None
+                } else if g.iter().any(|e| e.1.is_nan()) {
+                    Some(Value::F64(f64::NAN))
+                } else {
+                    let mut v: Vec<f64> = g.iter().map(|e| e.1).collect();
+                    v.sort_by(f64::total_cmp);
+                    let p = q * (v.len() - 1) as f64;
+                    let lo = p.floor() as usize;
+                    let hi = (lo + 1).min(v.len() - 1);
+                    let (a, b, t) = (v[lo], v[hi], p - lo as f64);
+                    Some(Value::F64(if t < 0.5 { a + (b - a) * t } else { b - (b - a) * (1.0 - t) }))
+                }
+            }
+        };
+        match v {
+            Some(v) => vals.push(v),
+            None => return (out_shape, Expect::Err),
+        }
+    }
+    (out_shape, Expect::Ok(vals))
+}
+
+fn close(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::F64(x), Value::F64(y)) => {
+            (x.is_nan() && y.is_nan())
+                || x == y
+                || (x - y).abs() <= TOL * x.abs().max(y.abs()).max(1.0)
+        }
+        _ => a == b,
+    }
+}
+
+fn write(s: &Spec, zstd: bool) -> Vec<u8> {
+    let d = [DatasetSpec {
+        name: "a",
+        dtype: s.dtype,
+        shape: &s.shape,
+        chunk_shape: &s.chunk,
+    }];
+    let mut w = Writer::new(Vec::new(), &d).unwrap();
+    w.write_array(DatasetId(0), &s.data, if zstd { Codec::Zstd } else { Codec::Raw })
+        .unwrap();
+    w.finish(None).unwrap()
+}
+
+/// The same data with the index rows in reverse order.
+fn reversed(s: &Spec) -> Vec<u8> {
+    let canon = write(s, false);
+    let f = TetFile::open(&canon).unwrap();
+    let ds = f.dataset("a").unwrap();
+    let mut w = TetWriter::new();
+    let a = w.add_dataset("a", s.dtype, &s.shape, &s.chunk).unwrap();
+    for cell in (0..ds.grid_cells()).rev() {
+        let c = ds.delinearize(cell);
+        let ch = f.chunk(&ds, c.as_slice()).unwrap();
+        w.add_chunk_raw(a, c.as_slice(), ch.payload);
+    }
+    w.to_bytes().unwrap()
+}
+
+fn run_on(bytes: &[u8], sl: &[Slice], op: Operation, axes: Option<&[usize]>, threads: usize) -> Result<Output, String> {
+    let f = TetFile::open(bytes).unwrap();
+    let ds = f.dataset("a").unwrap();
+    let p = plan(&f, ds, sl).map_err(|e| e.to_string())?;
+    let ax = Axes::new(ds.ndim(), axes).map_err(|e| e.to_string())?;
+    run(&f, &p, op, &ax, threads, 1 << 30).map_err(|e| e.to_string())
+}
+
+fn bits(o: &Result<Output, String>) -> Result<Vec<u64>, String> {
+    o.as_ref().map_err(Clone::clone).map(|o| {
+        o.values
+            .iter()
+            .map(|v| match v {
+                Value::F64(f) => f.to_bits(),
+                Value::U64(u) | Value::Position(u) => *u,
+                Value::I64(i) => *i as u64,
+                Value::Bool(b) => u64::from(*b),
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_matches_the_naive_reference(
+        s in spec(),
+        sl in slices(5),
+        op in ops(),
+        axes_mask in any::<u8>(),
+        scalar in any::<bool>(),
+        zstd in any::<bool>(),
+    ) {
+        let n = s.shape.len();
+        let sl: Vec<Slice> = sl.into_iter().take(n).collect();
+        let axes: Option<Vec<usize>> = (!scalar).then(|| (0..n).filter(|d| axes_mask >> d & 1 == 1).collect());
+        let bytes = write(&s, zstd);
+        let got = run_on(&bytes, &sl, op, axes.as_deref(), 1);
+        let (shape, want) = reference(&s, &sl, op, axes.as_deref());
+        match (&got, &want) {
+            (Ok(o), Expect::Ok(v)) => {
+                let expect_shape = if axes.as_ref().is_none_or(|a| a.len() == n) && scalar { vec![] } else { shape.clone() };
+                prop_assert_eq!(&o.shape, &expect_shape);
+                prop_assert_eq!(o.values.len(), v.len());
+                for (a, b) in o.values.iter().zip(v) {
+                    prop_assert!(close(a, b), "{:?}: engine {:?}, reference {:?}", op, a, b);
+                }
+            }
+            (Err(_), Expect::Err) => {}
+            _ => prop_assert!(false, "{:?} axes {:?}: engine {:?}, reference {:?}", op, axes, got, want),
+        }
+        // Bit-identical across thread counts and index row order.
+        let four = run_on(&bytes, &sl, op, axes.as_deref(), 4);
+        prop_assert_eq!(bits(&got), bits(&four));
+        let rev = run_on(&reversed(&s), &sl, op, axes.as_deref(), 3);
+        let raw = run_on(&write(&s, false), &sl, op, axes.as_deref(), 1);
+        prop_assert_eq!(bits(&raw), bits(&rev));
+    }
+}
+
+#[test]
+fn conformance_files_through_the_engine() {
+    let Some(dir) = tet_tests::conformance_dir() else {
+        return;
+    };
+    let q = |name: &str, ds: &str, op: Reduce| -> Value {
+        let b = std::fs::read(dir.join(name)).unwrap();
+        let f = TetFile::open(&b).unwrap();
+        let d = f.dataset(ds).unwrap();
+        let p = plan(&f, d, &[]).unwrap();
+        let ax = Axes::new(d.ndim(), None).unwrap();
+        run(&f, &p, Operation::Reduce(op), &ax, 2, 1 << 30).unwrap().values[0]
+    };
+    assert_eq!(q("sample.tet", "temperature", Reduce::Sum), Value::F64(21.0));
+    assert_eq!(q("sample.tet", "temperature", Reduce::Mean), Value::F64(3.5));
+    assert_eq!(q("sample.tet", "temperature", Reduce::Min), Value::F64(1.0));
+    assert_eq!(q("sample.tet", "temperature", Reduce::Max), Value::F64(6.0));
+    let Value::F64(v) = q("sample.tet", "temperature", Reduce::Var(0)) else { panic!() };
+    assert!((v - 2.916_666_7).abs() < 1e-6);
+    for (f, sum) in [("multichunk_u8.tet", Value::U64(21)), ("multichunk_u32.tet", Value::U64(21)), ("multichunk_f16.tet", Value::F64(21.0))] {
+        assert_eq!(q(f, "a", Reduce::Sum), sum, "{f}");
+        assert_eq!(q(f, "a", Reduce::Mean), Value::F64(3.5), "{f}");
+    }
+    assert_eq!(q("large.tet", "a", Reduce::Sum), Value::F64(2_366_400.0));
+    assert_eq!(q("large.tet", "a", Reduce::Mean), Value::F64(1087.5));
+    assert_eq!(q("large.tet", "a", Reduce::Min), Value::F64(0.0));
+    assert_eq!(q("large.tet", "a", Reduce::Max), Value::F64(2175.0));
+    let Value::F64(v) = q("large.tet", "a", Reduce::Var(0)) else { panic!() };
+    assert!((v - 394_581.25).abs() < 1e-6, "{v}");
+}
+
+#[test]
+fn integer_overflow_is_an_error_not_a_wrap() {
+    let s = Spec {
+        dtype: DType::U64,
+        shape: vec![2],
+        chunk: vec![1],
+        data: [u64::MAX, 1].iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    let b = write(&s, false);
+    let e = run_on(&b, &[], Operation::Reduce(Reduce::Sum), None, 1).unwrap_err();
+    assert!(e.contains("overflows"), "{e}");
+    // The mean is still exact in 128 bits.
+    let m = run_on(&b, &[], Operation::Reduce(Reduce::Mean), None, 1).unwrap();
+    assert_eq!(m.values, vec![Value::F64(9_223_372_036_854_775_808.0)]);
+}
+
+#[test]
+fn strided_selections_touch_only_their_chunks() {
+    let s = Spec {
+        dtype: DType::U8,
+        shape: vec![1000, 1000],
+        chunk: vec![10, 10],
+        data: vec![1; 1_000_000],
+    };
+    let b = write(&s, false);
+    let f = TetFile::open(&b).unwrap();
+    let ds = f.dataset("a").unwrap();
+    let sl = [
+        Slice { start: None, stop: None, step: Some(100) },
+        Slice { start: None, stop: None, step: Some(100) },
+    ];
+    let p = plan(&f, ds, &sl).unwrap();
+    // 10 × 10 of the 100 × 100 chunks.
+    assert_eq!(p.parts.len(), 100);
+    assert_eq!(p.read_bytes, 100 * 100);
+    let out = run_on(&b, &sl, Operation::Reduce(Reduce::Count), None, 2).unwrap();
+    assert_eq!(out.values, vec![Value::U64(100)]);
+}
