@@ -21,7 +21,9 @@ use core::fmt;
 
 use tet_core::arith::u64_of;
 use tet_core::tet::fold::{Acc, FoldError, Reduce, Value};
-use tet_core::tet::select::{for_each_chunk, for_each_run, ChunkPart, SelectError, Selection, Slice};
+use tet_core::tet::select::{
+    for_each_chunk, for_each_run, ChunkPart, SelectError, Selection, Slice,
+};
 use tet_core::tet::{Chunk, Codec, Coords, DType, Dataset, TetFile, MAX_NDIM};
 
 use crate::decode::{ChunkDecoder, DecodeError, FrameBackend};
@@ -86,7 +88,10 @@ impl fmt::Display for QueryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             QueryError::Select(SelectError::Step { axis, step }) => {
-                write!(f, "selection axis {axis}: step must be at least 1, got {step}")
+                write!(
+                    f,
+                    "selection axis {axis}: step must be at least 1, got {step}"
+                )
             }
             QueryError::Select(SelectError::Rank { given, ndim }) => write!(
                 f,
@@ -158,8 +163,7 @@ pub fn plan<'a>(
         let r = ds.first_canonical_row().checked_add(linear)?;
         let row = all_rows.get(usize::try_from(r).ok()?)?;
         (row.dataset_id.get() == id
-            && ds.delinearize(linear).as_slice()
-                == row.coords().get(..ds.ndim()).unwrap_or(&[]))
+            && ds.delinearize(linear).as_slice() == row.coords().get(..ds.ndim()).unwrap_or(&[]))
         .then_some(r)
     };
     let mut map: Option<BTreeMap<u64, u64>> = None;
@@ -179,7 +183,8 @@ pub fn plan<'a>(
                     let mut m = BTreeMap::new();
                     for (i, row) in all_rows.iter().enumerate() {
                         if row.dataset_id.get() == id {
-                            if let Some(l) = ds.linear(row.coords().get(..ds.ndim()).unwrap_or(&[])) {
+                            if let Some(l) = ds.linear(row.coords().get(..ds.ndim()).unwrap_or(&[]))
+                            {
                                 m.entry(l).or_insert(u64_of(i));
                             }
                         }
@@ -458,7 +463,12 @@ pub struct Output {
 }
 
 /// Turns accumulators into values (the first failing cell is an error).
-pub fn finish(op: Reduce, dtype: DType, shape: Vec<u64>, accs: &[Acc]) -> Result<Output, QueryError> {
+pub fn finish(
+    op: Reduce,
+    dtype: DType,
+    shape: Vec<u64>,
+    accs: &[Acc],
+) -> Result<Output, QueryError> {
     let mut values = Vec::with_capacity(accs.len());
     for (i, a) in accs.iter().enumerate() {
         values.push(a.result(op, dtype).map_err(|error| QueryError::Fold {
@@ -476,7 +486,10 @@ pub fn decode_part<'d, 'f: 'd, B: FrameBackend>(
     i: usize,
     dec: &'d mut ChunkDecoder<B>,
 ) -> Result<&'d [u8], QueryError> {
-    let part = plan.parts.get(i).ok_or(QueryError::Chunk(Coords::default()))?;
+    let part = plan
+        .parts
+        .get(i)
+        .ok_or(QueryError::Chunk(Coords::default()))?;
     let row = plan.rows.get(i).copied().unwrap_or(u64::MAX);
     let raw = file
         .rows()
@@ -567,7 +580,9 @@ fn quantile<'f, B: FrameBackend>(
         let ndim = plan.dataset.ndim();
         for &i in &g.parts {
             let tile = decode_part(file, plan, i, dec)?;
-            let Some(part) = plan.parts.get(i) else { continue };
+            let Some(part) = plan.parts.get(i) else {
+                continue;
+            };
             for_each_run(&plan.dataset, &plan.selection, part, |r| {
                 for k in 0..r.count {
                     let mut local = 0u64;
@@ -579,7 +594,9 @@ fn quantile<'f, B: FrameBackend>(
                             if d == ndim.saturating_sub(1) {
                                 o = o.saturating_add(k);
                             }
-                            local = local.saturating_mul(count).saturating_add(o.saturating_sub(first));
+                            local = local
+                                .saturating_mul(count)
+                                .saturating_add(o.saturating_sub(first));
                             kk = kk.saturating_add(1);
                         }
                     }
@@ -599,7 +616,10 @@ fn quantile<'f, B: FrameBackend>(
                 error: FoldError::Empty,
                 cell: out_idx,
             })?;
-            if let Some(slot) = usize::try_from(out_idx).ok().and_then(|i| values.get_mut(i)) {
+            if let Some(slot) = usize::try_from(out_idx)
+                .ok()
+                .and_then(|i| values.get_mut(i))
+            {
                 *slot = Value::F64(v);
             }
         }
@@ -655,7 +675,11 @@ fn interpolate(v: &mut [f64], q: f64) -> Option<f64> {
     let pos = q * u64_f64(last);
     let lo = floor(pos);
     let frac = pos - lo;
-    #[allow(clippy::as_conversions, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    #[allow(
+        clippy::as_conversions,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )]
     let lo_i = lo as usize;
     let a = *v.get(lo_i)?;
     let b = *v.get(lo_i.saturating_add(1)).unwrap_or(&a);

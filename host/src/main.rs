@@ -273,7 +273,8 @@ fn main() -> ExitCode {
             execute: _,
             read,
         } => {
-            let doc = match query_cmd::read_query_arg(&query).and_then(|t| query_cmd::parse_doc(&t)) {
+            let doc = match query_cmd::read_query_arg(&query).and_then(|t| query_cmd::parse_doc(&t))
+            {
                 Ok(d) => d,
                 Err(e) => {
                     eprintln!("tet-host: {e}");
@@ -294,7 +295,9 @@ fn main() -> ExitCode {
                 output,
                 preview,
             };
-            with_input_mode(&file, read.no_mmap, |b| query_cmd::query(&file, b, &doc, &o))
+            with_input_mode(&file, read.no_mmap, |b| {
+                query_cmd::query(&file, b, &doc, &o)
+            })
         }
         Command::Repair {
             file,

@@ -44,7 +44,8 @@ pub fn header(descr: &str, shape: &[u64]) -> Vec<u8> {
         1 => format!("({},)", dims.join("")),
         _ => format!("({})", dims.join(", ")),
     };
-    let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_txt}, }}");
+    let mut dict =
+        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_txt}, }}");
     // magic (6) + version (2) + length (2) + dict + '\n', a multiple of 64.
     let unpadded = dict.len().saturating_add(11);
     let pad = unpadded.next_multiple_of(64).saturating_sub(unpadded);

@@ -227,7 +227,9 @@ fn axes_of(v: &Json, what: &str) -> Result<Option<Vec<usize>>, String> {
         Json::Array(a) if a.is_empty() => Ok(None),
         Json::Array(a) => a.iter().map(one).collect::<Result<Vec<_>, _>>().map(Some),
         n @ Json::Number(_) => Ok(Some(vec![one(n)?])),
-        other => Err(format!("{what}: axes must be a list or a number, got {other}")),
+        other => Err(format!(
+            "{what}: axes must be a list or a number, got {other}"
+        )),
     }
 }
 
@@ -332,7 +334,9 @@ pub fn run<'f>(
                     .checked_div(u64::try_from(plan_.parts.len()).unwrap_or(1).max(1))
                     .unwrap_or(1)
                     .max(1);
-                usize::try_from(LINEAR_WINDOW / per).unwrap_or(1).max(1)
+                usize::try_from(LINEAR_WINDOW.checked_div(per).unwrap_or(1))
+                    .unwrap_or(1)
+                    .max(1)
             } else {
                 1
             };
@@ -421,9 +425,10 @@ pub fn select_values<'f>(
                     .saturating_add(r.ordinals.get(d).copied().unwrap_or(0));
             }
             for k in 0..r.count {
-                let src = usize::try_from(r.tile_index.saturating_add(k.saturating_mul(r.tile_stride)))
-                    .unwrap_or(usize::MAX)
-                    .saturating_mul(es);
+                let src =
+                    usize::try_from(r.tile_index.saturating_add(k.saturating_mul(r.tile_stride)))
+                        .unwrap_or(usize::MAX)
+                        .saturating_mul(es);
                 let dst = usize::try_from(idx.saturating_add(k))
                     .unwrap_or(usize::MAX)
                     .saturating_mul(es);
@@ -518,7 +523,10 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     let file = match TetFile::open(bytes) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("tet-host: {}: not a readable .tet file: {e}", path.display());
+            eprintln!(
+                "tet-host: {}: not a readable .tet file: {e}",
+                path.display()
+            );
             return Exit::Problems;
         }
     };
@@ -571,7 +579,9 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     };
     if let Some(target) = &o.output {
         if out.shape.is_empty() {
-            eprintln!("tet-host: --output writes partial results and values; this result is a scalar");
+            eprintln!(
+                "tet-host: --output writes partial results and values; this result is a scalar"
+            );
             return Exit::Usage;
         }
         return match crate::npy::write_values(target, &out, &ds_shape) {
@@ -625,7 +635,11 @@ fn print_table(out: &Output, ds_shape: &[u64]) {
     for (i, v) in out.values.iter().enumerate() {
         let idx = position_coords(&out.shape, u64::try_from(i).unwrap_or(0));
         let idx: Vec<String> = idx.iter().map(|x| x.to_string()).collect();
-        println!("[{}]\t{}", idx.join(", "), compact(&value_json(v, ds_shape)));
+        println!(
+            "[{}]\t{}",
+            idx.join(", "),
+            compact(&value_json(v, ds_shape))
+        );
     }
 }
 

@@ -153,7 +153,10 @@ fn indices(len: u64, s: &Slice) -> Vec<u64> {
     let start = s.start.map_or(0, fix);
     let stop = s.stop.map_or(len, fix);
     let step = s.step.unwrap_or(1);
-    (start..stop).step_by(step as usize).map(|i| i as u64).collect()
+    (start..stop)
+        .step_by(step as usize)
+        .map(|i| i as u64)
+        .collect()
 }
 
 #[derive(Debug)]
@@ -168,7 +171,10 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
         .map(|d| indices(s.shape[d], sl.get(d).unwrap_or(&Slice::default())))
         .collect();
     let reduced = |d: usize| axes.is_none_or(|a| a.contains(&d));
-    let out_shape: Vec<u64> = (0..n).filter(|d| !reduced(*d)).map(|d| idx[d].len() as u64).collect();
+    let out_shape: Vec<u64> = (0..n)
+        .filter(|d| !reduced(*d))
+        .map(|d| idx[d].len() as u64)
+        .collect();
     let cells: u64 = out_shape.iter().product();
     let mut groups: Vec<Vec<(u64, f64, i128)>> = vec![Vec::new(); cells as usize];
     let el = elements(s);
@@ -209,8 +215,12 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
                 let set = if r.skips_nan() { &non_nan } else { g };
                 match r {
                     Reduce::Count => Some(Value::U64(g.len() as u64)),
-                    Reduce::NanCount => Some(Value::U64(g.iter().filter(|e| e.1.is_nan()).count() as u64)),
-                    Reduce::InfCount => Some(Value::U64(g.iter().filter(|e| e.1.is_infinite()).count() as u64)),
+                    Reduce::NanCount => {
+                        Some(Value::U64(g.iter().filter(|e| e.1.is_nan()).count() as u64))
+                    }
+                    Reduce::InfCount => Some(Value::U64(
+                        g.iter().filter(|e| e.1.is_infinite()).count() as u64,
+                    )),
                     Reduce::AllFinite => Some(Value::Bool(g.iter().all(|e| e.1.is_finite()))),
                     Reduce::Sum | Reduce::NanSum => {
                         if float {
@@ -236,7 +246,12 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
                         };
                         Value::F64(t / set.len() as f64)
                     }),
-                    Reduce::Min | Reduce::Max | Reduce::NanMin | Reduce::NanMax | Reduce::ArgMin | Reduce::ArgMax => {
+                    Reduce::Min
+                    | Reduce::Max
+                    | Reduce::NanMin
+                    | Reduce::NanMax
+                    | Reduce::ArgMin
+                    | Reduce::ArgMax => {
                         let want_min = matches!(r, Reduce::Min | Reduce::NanMin | Reduce::ArgMin);
                         let mut best: Option<(u64, f64, i128)> = None;
                         for e in set {
@@ -246,13 +261,21 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
                                 Some(_) if e.1.is_nan() => *e,
                                 Some(b) => {
                                     let better = if float {
-                                        if want_min { e.1 < b.1 } else { e.1 > b.1 }
+                                        if want_min {
+                                            e.1 < b.1
+                                        } else {
+                                            e.1 > b.1
+                                        }
                                     } else if want_min {
                                         e.2 < b.2
                                     } else {
                                         e.2 > b.2
                                     };
-                                    if better { *e } else { b }
+                                    if better {
+                                        *e
+                                    } else {
+                                        b
+                                    }
                                 }
                             });
                         }
@@ -275,7 +298,13 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
                             let m = set.iter().map(|e| e.1).sum::<f64>() / set.len() as f64;
                             let v = set.iter().map(|e| (e.1 - m) * (e.1 - m)).sum::<f64>()
                                 / (set.len() as f64 - f64::from(dd));
-                            Some(Value::F64(if matches!(r, Reduce::Std(_) | Reduce::NanStd(_)) { v.sqrt() } else { v }))
+                            Some(Value::F64(
+                                if matches!(r, Reduce::Std(_) | Reduce::NanStd(_)) {
+                                    v.sqrt()
+                                } else {
+                                    v
+                                },
+                            ))
                         }
                     }
                 }
@@ -292,7 +321,11 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
                     let lo = p.floor() as usize;
                     let hi = (lo + 1).min(v.len() - 1);
                     let (a, b, t) = (v[lo], v[hi], p - lo as f64);
-                    Some(Value::F64(if t < 0.5 { a + (b - a) * t } else { b - (b - a) * (1.0 - t) }))
+                    Some(Value::F64(if t < 0.5 {
+                        a + (b - a) * t
+                    } else {
+                        b - (b - a) * (1.0 - t)
+                    }))
                 }
             }
         };
@@ -323,8 +356,12 @@ fn write(s: &Spec, zstd: bool) -> Vec<u8> {
         chunk_shape: &s.chunk,
     }];
     let mut w = Writer::new(Vec::new(), &d).unwrap();
-    w.write_array(DatasetId(0), &s.data, if zstd { Codec::Zstd } else { Codec::Raw })
-        .unwrap();
+    w.write_array(
+        DatasetId(0),
+        &s.data,
+        if zstd { Codec::Zstd } else { Codec::Raw },
+    )
+    .unwrap();
     w.finish(None).unwrap()
 }
 
@@ -343,7 +380,13 @@ fn reversed(s: &Spec) -> Vec<u8> {
     w.to_bytes().unwrap()
 }
 
-fn run_on(bytes: &[u8], sl: &[Slice], op: Operation, axes: Option<&[usize]>, threads: usize) -> Result<Output, String> {
+fn run_on(
+    bytes: &[u8],
+    sl: &[Slice],
+    op: Operation,
+    axes: Option<&[usize]>,
+    threads: usize,
+) -> Result<Output, String> {
     let f = TetFile::open(bytes).unwrap();
     let ds = f.dataset("a").unwrap();
     let p = plan(&f, ds, sl).map_err(|e| e.to_string())?;
@@ -415,15 +458,29 @@ fn conformance_files_through_the_engine() {
         let d = f.dataset(ds).unwrap();
         let p = plan(&f, d, &[]).unwrap();
         let ax = Axes::new(d.ndim(), None).unwrap();
-        run(&f, &p, Operation::Reduce(op), &ax, 2, 1 << 30).unwrap().values[0]
+        run(&f, &p, Operation::Reduce(op), &ax, 2, 1 << 30)
+            .unwrap()
+            .values[0]
     };
-    assert_eq!(q("sample.tet", "temperature", Reduce::Sum), Value::F64(21.0));
-    assert_eq!(q("sample.tet", "temperature", Reduce::Mean), Value::F64(3.5));
+    assert_eq!(
+        q("sample.tet", "temperature", Reduce::Sum),
+        Value::F64(21.0)
+    );
+    assert_eq!(
+        q("sample.tet", "temperature", Reduce::Mean),
+        Value::F64(3.5)
+    );
     assert_eq!(q("sample.tet", "temperature", Reduce::Min), Value::F64(1.0));
     assert_eq!(q("sample.tet", "temperature", Reduce::Max), Value::F64(6.0));
-    let Value::F64(v) = q("sample.tet", "temperature", Reduce::Var(0)) else { panic!() };
+    let Value::F64(v) = q("sample.tet", "temperature", Reduce::Var(0)) else {
+        panic!()
+    };
     assert!((v - 2.916_666_7).abs() < 1e-6);
-    for (f, sum) in [("multichunk_u8.tet", Value::U64(21)), ("multichunk_u32.tet", Value::U64(21)), ("multichunk_f16.tet", Value::F64(21.0))] {
+    for (f, sum) in [
+        ("multichunk_u8.tet", Value::U64(21)),
+        ("multichunk_u32.tet", Value::U64(21)),
+        ("multichunk_f16.tet", Value::F64(21.0)),
+    ] {
         assert_eq!(q(f, "a", Reduce::Sum), sum, "{f}");
         assert_eq!(q(f, "a", Reduce::Mean), Value::F64(3.5), "{f}");
     }
@@ -431,7 +488,9 @@ fn conformance_files_through_the_engine() {
     assert_eq!(q("large.tet", "a", Reduce::Mean), Value::F64(1087.5));
     assert_eq!(q("large.tet", "a", Reduce::Min), Value::F64(0.0));
     assert_eq!(q("large.tet", "a", Reduce::Max), Value::F64(2175.0));
-    let Value::F64(v) = q("large.tet", "a", Reduce::Var(0)) else { panic!() };
+    let Value::F64(v) = q("large.tet", "a", Reduce::Var(0)) else {
+        panic!()
+    };
     assert!((v - 394_581.25).abs() < 1e-6, "{v}");
 }
 
@@ -463,8 +522,16 @@ fn strided_selections_touch_only_their_chunks() {
     let f = TetFile::open(&b).unwrap();
     let ds = f.dataset("a").unwrap();
     let sl = [
-        Slice { start: None, stop: None, step: Some(100) },
-        Slice { start: None, stop: None, step: Some(100) },
+        Slice {
+            start: None,
+            stop: None,
+            step: Some(100),
+        },
+        Slice {
+            start: None,
+            stop: None,
+            step: Some(100),
+        },
     ];
     let p = plan(&f, ds, &sl).unwrap();
     // 10 × 10 of the 100 × 100 chunks.

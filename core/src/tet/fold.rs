@@ -74,9 +74,7 @@ impl Reduce {
             Reduce::Prod => Class::Prod,
             Reduce::Min | Reduce::NanMin | Reduce::ArgMin => Class::Min,
             Reduce::Max | Reduce::NanMax | Reduce::ArgMax => Class::Max,
-            Reduce::Count | Reduce::NanCount | Reduce::InfCount | Reduce::AllFinite => {
-                Class::Count
-            }
+            Reduce::Count | Reduce::NanCount | Reduce::InfCount | Reduce::AllFinite => Class::Count,
             Reduce::Var(_) | Reduce::Std(_) | Reduce::NanVar(_) | Reduce::NanStd(_) => {
                 Class::Moments
             }
@@ -242,7 +240,10 @@ impl Acc {
             inf: 0,
             int_sum: 0,
             int_overflow: false,
-            fsum: FSum { sum: 0.0, comp: 0.0 },
+            fsum: FSum {
+                sum: 0.0,
+                comp: 0.0,
+            },
             fprod: 1.0,
             ext: None,
             mn: 0,
@@ -268,7 +269,9 @@ impl Acc {
         position_stride: u64,
     ) {
         let size = usize::try_from(dtype.size()).unwrap_or(1);
-        let start = usize::try_from(index).unwrap_or(usize::MAX).saturating_mul(size);
+        let start = usize::try_from(index)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(size);
         let Some(bytes) = tile.get(start..) else {
             return;
         };
@@ -309,7 +312,9 @@ impl Acc {
         position_stride: u64,
     ) {
         let size = usize::try_from(dtype.size()).unwrap_or(1);
-        let start = usize::try_from(index).unwrap_or(usize::MAX).saturating_mul(size);
+        let start = usize::try_from(index)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(size);
         let Some(bytes) = tile.get(start..) else {
             return;
         };
@@ -344,7 +349,9 @@ impl Acc {
         let skip = op.skips_nan() && is_nan;
         match op.class() {
             Class::Count => {
-                self.inf = self.inf.saturating_add(u64::from(T::FLOAT && v.is_infinite()));
+                self.inf = self
+                    .inf
+                    .saturating_add(u64::from(T::FLOAT && v.is_infinite()));
             }
             Class::Sum => {
                 if T::FLOAT {
@@ -450,9 +457,11 @@ impl Acc {
                     }
                     self.n = self.n.saturating_add(counted);
                     self.nan = self.nan.saturating_add(nan);
-                    self.mn = self
-                        .mn
-                        .saturating_add(if skip { counted.saturating_sub(nan) } else { counted });
+                    self.mn = self.mn.saturating_add(if skip {
+                        counted.saturating_sub(nan)
+                    } else {
+                        counted
+                    });
                 } else {
                     let mut total: i128 = 0;
                     let mut counted = 0u64;
@@ -525,7 +534,9 @@ impl Acc {
                     s.add(v);
                     k = k.wrapping_add(1);
                 }
-                self.n = self.n.saturating_add(k.saturating_add(if skip { nan } else { 0 }));
+                self.n = self
+                    .n
+                    .saturating_add(k.saturating_add(if skip { nan } else { 0 }));
                 self.nan = self.nan.saturating_add(nan);
                 if k == 0 {
                     return;

@@ -255,7 +255,8 @@ pub fn for_each_run(ds: &Dataset<'_>, sel: &Selection, part: &ChunkPart, mut f: 
         let mut position = 0u64;
         let mut ordinals = [0u64; MAX_NDIM];
         for d in 0..n {
-            let o = at(&part.first_ordinal, d).saturating_add(if d == last { 0 } else { at(&k, d) });
+            let o =
+                at(&part.first_ordinal, d).saturating_add(if d == last { 0 } else { at(&k, d) });
             if let Some(slot) = ordinals.get_mut(d) {
                 *slot = o;
             }
@@ -349,7 +350,10 @@ pub fn for_each_chunk(ds: &Dataset<'_>, sel: &Selection, mut f: impl FnMut(&Chun
                 return;
             }
             d = d.saturating_sub(1);
-            let next = iters.get_mut(d).and_then(|i| i.as_mut()).and_then(|i| i.next());
+            let next = iters
+                .get_mut(d)
+                .and_then(|i| i.as_mut())
+                .and_then(|i| i.next());
             match next {
                 Some(c) => {
                     if let Some(s) = cur.get_mut(d) {
@@ -384,12 +388,47 @@ mod tests {
     #[test]
     fn python_slice_semantics() {
         let n = |sl: Slice, len| sl.normalize(len, 0).unwrap();
-        assert_eq!(n(s(None, None, None), 5), AxisSel { start: 0, step: 1, count: 5 });
-        assert_eq!(n(s(Some(-2), None, None), 5), AxisSel { start: 3, step: 1, count: 2 });
-        assert_eq!(n(s(Some(0), Some(100), None), 2), AxisSel { start: 0, step: 1, count: 2 });
-        assert_eq!(n(s(Some(1), Some(-1), Some(2)), 6), AxisSel { start: 1, step: 2, count: 2 });
+        assert_eq!(
+            n(s(None, None, None), 5),
+            AxisSel {
+                start: 0,
+                step: 1,
+                count: 5
+            }
+        );
+        assert_eq!(
+            n(s(Some(-2), None, None), 5),
+            AxisSel {
+                start: 3,
+                step: 1,
+                count: 2
+            }
+        );
+        assert_eq!(
+            n(s(Some(0), Some(100), None), 2),
+            AxisSel {
+                start: 0,
+                step: 1,
+                count: 2
+            }
+        );
+        assert_eq!(
+            n(s(Some(1), Some(-1), Some(2)), 6),
+            AxisSel {
+                start: 1,
+                step: 2,
+                count: 2
+            }
+        );
         assert_eq!(n(s(Some(4), Some(2), None), 6).count, 0);
-        assert_eq!(n(s(Some(-100), Some(3), None), 6), AxisSel { start: 0, step: 1, count: 3 });
+        assert_eq!(
+            n(s(Some(-100), Some(3), None), 6),
+            AxisSel {
+                start: 0,
+                step: 1,
+                count: 3
+            }
+        );
         assert_eq!(n(s(Some(0), Some(10), Some(3)), 10).count, 4);
         assert_eq!(
             s(None, None, Some(0)).normalize(3, 2),
@@ -402,11 +441,19 @@ mod tests {
     #[test]
     fn touched_chunks_skip_gaps_of_a_strided_selection() {
         // Indices 0, 10, 20 with chunks of 4: chunks 0, 2, 5.
-        let sel = AxisSel { start: 0, step: 10, count: 3 };
+        let sel = AxisSel {
+            start: 0,
+            step: 10,
+            count: 3,
+        };
         let t: Vec<_> = TouchedAxis::new(sel, 4).collect();
         assert_eq!(t, vec![(0, 0, 1), (2, 1, 1), (5, 2, 1)]);
         // Indices 1..7 with chunks of 3: chunks 0 (1,2), 1 (3,4,5), 2 (6).
-        let sel = AxisSel { start: 1, step: 1, count: 6 };
+        let sel = AxisSel {
+            start: 1,
+            step: 1,
+            count: 6,
+        };
         let t: Vec<_> = TouchedAxis::new(sel, 3).collect();
         assert_eq!(t, vec![(0, 0, 2), (1, 2, 3), (2, 5, 1)]);
     }
