@@ -22,7 +22,7 @@ use core::fmt;
 use tet_core::arith::u64_of;
 use tet_core::tet::fold::{Acc, FoldError, Reduce, Value};
 use tet_core::tet::select::{
-    for_each_chunk, for_each_run, ChunkPart, SelectError, Selection, Slice,
+    for_each_chunk, for_each_run, ChunkPart, SelectError, Selection, Slice, TouchedAxis,
 };
 use tet_core::tet::{Chunk, Codec, Coords, DType, Dataset, TetFile, MAX_NDIM};
 
@@ -63,6 +63,12 @@ pub enum QueryError {
     Quantile(f64),
     /// A grid cell the selection needs has no readable index row.
     Chunk(Coords),
+    /// The selection touches more chunks than the index has rows, so some are missing
+    /// (checked before anything is enumerated).
+    TooManyChunks {
+        /// Rows in the index.
+        rows: u64,
+    },
     /// A chunk could not be decoded (corruption or budget).
     Decode(DecodeError),
     /// The operation needs an element, or the result does not fit its type, in an output
@@ -103,6 +109,11 @@ impl fmt::Display for QueryError {
             ),
             QueryError::Quantile(q) => write!(f, "quantile q = {q} is outside 0 ..= 1"),
             QueryError::Chunk(c) => write!(f, "chunk {c} has no readable index row"),
+            QueryError::TooManyChunks { rows } => write!(
+                f,
+                "the selection touches more chunks than the index has rows ({rows}): the file \
+                 is missing chunks (run `tet-host verify`)"
+            ),
             QueryError::Decode(e) => write!(f, "{e}"),
             QueryError::Fold { error, cell } => {
                 let what = match error {
@@ -155,6 +166,23 @@ pub fn plan<'a>(
 ) -> Result<ReadPlan<'a>, QueryError> {
     let shape: Vec<u64> = ds.shape().collect();
     let selection = Selection::new(&shape, slices).map_err(QueryError::Select)?;
+    // A file holds one row per grid cell, so a selection touching more chunks than there
+    // are rows cannot be answered; count before enumerating (each axis stops counting at
+    // the row count), so a hostile shape cannot make planning loop or allocate.
+    let rows_total = u64_of(file.rows().len());
+    let cap = usize::try_from(rows_total.saturating_add(1)).unwrap_or(usize::MAX);
+    let mut touched = 1u64;
+    for (a, c) in selection.axes().iter().zip(ds.chunk_shape()) {
+        let n = u64_of(TouchedAxis::new(*a, c).take(cap).count());
+        touched = touched.saturating_mul(n);
+        if n == 0 {
+            touched = 0;
+            break;
+        }
+    }
+    if touched > rows_total {
+        return Err(QueryError::TooManyChunks { rows: rows_total });
+    }
     let mut parts = Vec::new();
     for_each_chunk(&ds, &selection, |p| parts.push(*p));
     let all_rows = file.rows();

@@ -156,6 +156,98 @@ pub fn repair_all(data: &[u8]) {
     }
 }
 
+/// Plans and folds arbitrary selections over the datasets of an arbitrary file. The first
+/// 12 bytes choose the operation, the reduced axes and up to 3 slices; the rest is the
+/// file. Panics when the parallel engine and the single-threaded one disagree, or when a
+/// result's shape is not the selection's shape without the reduced axes.
+#[allow(clippy::panic)]
+pub fn query_fold(data: &[u8]) {
+    use tet_alloc::decode::{ChunkDecoder, Ruzstd};
+    use tet_alloc::query::{execute, plan, Axes, Operation};
+    use tet_core::tet::fold::Reduce;
+    use tet_core::tet::select::Slice;
+    let Some((head, file_bytes)) = data.split_first_chunk::<12>() else {
+        return;
+    };
+    let Ok(file) = TetFile::open(file_bytes) else {
+        return;
+    };
+    let ops = [
+        Operation::Reduce(Reduce::Sum),
+        Operation::Reduce(Reduce::NanMean),
+        Operation::Reduce(Reduce::Prod),
+        Operation::Reduce(Reduce::Min),
+        Operation::Reduce(Reduce::ArgMax),
+        Operation::Reduce(Reduce::Count),
+        Operation::Reduce(Reduce::NanCount),
+        Operation::Reduce(Reduce::AllFinite),
+        Operation::Reduce(Reduce::Var(1)),
+        Operation::Reduce(Reduce::NanStd(0)),
+        Operation::Quantile(0.3),
+    ];
+    let op = ops
+        .get(usize::from(head[0]) % ops.len())
+        .copied()
+        .unwrap_or(Operation::Reduce(Reduce::Sum));
+    let bound = |b: u8| -> Option<i64> { (b & 0x80 == 0).then(|| i64::from(b & 0x3f) - 16) };
+    let slices: Vec<Slice> = head[3..12]
+        .chunks(3)
+        .take(usize::from(head[2]) % 4)
+        .map(|c| Slice {
+            start: bound(c[0]),
+            stop: bound(c[1]),
+            step: (c[2] & 0x80 == 0).then(|| i64::from(c[2] & 0x7) - 1),
+        })
+        .collect();
+    const BUDGET: u64 = 16 << 20;
+    for ds in file.datasets().take(4) {
+        let Ok(ds) = ds else { break };
+        let axes_list: Vec<usize> = (0..ds.ndim()).filter(|d| head[1] >> d & 1 == 1).collect();
+        let axes = if head[1] & 0x80 != 0 {
+            None
+        } else {
+            Some(&axes_list[..])
+        };
+        let Ok(ax) = Axes::new(ds.ndim(), axes) else {
+            continue;
+        };
+        let Ok(p) = plan(&file, ds, &slices) else {
+            continue;
+        };
+        if p.selection.len() > 1 << 22 {
+            continue;
+        }
+        let par = crate::query_cmd::run(&file, &p, op, &ax, 2, BUDGET);
+        let mut dec = ChunkDecoder::new(Ruzstd::new(), BUDGET);
+        let seq = execute(&file, &p, op, &ax, &mut dec);
+        match (&par, &seq) {
+            (Ok(a), Ok(b)) => {
+                let bits = |o: &tet_alloc::query::Output| -> Vec<u64> {
+                    o.values
+                        .iter()
+                        .map(|v| match v {
+                            tet_core::tet::fold::Value::F64(f) => f.to_bits(),
+                            tet_core::tet::fold::Value::U64(u)
+                            | tet_core::tet::fold::Value::Position(u) => *u,
+                            tet_core::tet::fold::Value::I64(i) => {
+                                u64::from_le_bytes(i.to_le_bytes())
+                            }
+                            tet_core::tet::fold::Value::Bool(b) => u64::from(*b),
+                        })
+                        .collect()
+                };
+                assert_eq!(bits(a), bits(b), "parallel and sequential folds differ");
+                assert_eq!(a.shape, ax.out_shape(p.selection.shape().as_slice()));
+            }
+            (Err(_), Err(_)) => {}
+            // The C and ruzstd decoders may disagree on crafted frames (see decode_chunk).
+            (Err(tet_alloc::query::QueryError::Decode(_)), Ok(_))
+            | (Ok(_), Err(tet_alloc::query::QueryError::Decode(_))) => {}
+            _ => panic!("parallel {:?} vs sequential {:?}", par.err(), seq.err()),
+        }
+    }
+}
+
 use std::ops::ControlFlow;
 use std::sync::OnceLock;
 

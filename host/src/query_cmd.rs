@@ -705,7 +705,9 @@ fn fail(path: &Path, e: &QueryError) -> Exit {
     match e {
         QueryError::Budget { .. } => Exit::Operational,
         QueryError::Decode(d) if d.is_operational() => Exit::Operational,
-        QueryError::Decode(_) | QueryError::Chunk(_) => Exit::Problems,
+        QueryError::Decode(_) | QueryError::Chunk(_) | QueryError::TooManyChunks { .. } => {
+            Exit::Problems
+        }
         _ => Exit::Usage,
     }
 }

@@ -36,6 +36,11 @@ fn replay_tet_repair() {
 }
 
 #[test]
+fn replay_tet_query() {
+    assert!(replay("tet_query", tet_host::fuzzing::query_fold) >= 5);
+}
+
+#[test]
 fn replay_cetrafs_open_walk() {
     assert!(replay("cetrafs_open_walk", tet_host::fuzzing::cetrafs_open_walk) >= 2);
 }

@@ -540,3 +540,30 @@ fn strided_selections_touch_only_their_chunks() {
     let out = run_on(&b, &sl, Operation::Reduce(Reduce::Count), None, 2).unwrap();
     assert_eq!(out.values, vec![Value::U64(100)]);
 }
+
+#[test]
+fn a_huge_grid_with_few_rows_is_refused_before_planning() {
+    let mut w = TetWriter::new();
+    let a = w
+        .add_dataset("a", DType::F32, &[1 << 50, 64], &[4, 4])
+        .unwrap();
+    w.add_chunk_raw(a, &[0, 0], &[0; 64]);
+    let b = w.to_bytes().unwrap();
+    let e = run_on(&b, &[], Operation::Reduce(Reduce::Sum), None, 2).unwrap_err();
+    assert!(e.contains("more chunks than the index has rows (1)"), "{e}");
+    // A selection inside the one present chunk still works.
+    let sl = [
+        Slice {
+            start: Some(0),
+            stop: Some(4),
+            step: None,
+        },
+        Slice {
+            start: Some(0),
+            stop: Some(4),
+            step: None,
+        },
+    ];
+    let out = run_on(&b, &sl, Operation::Reduce(Reduce::Count), None, 1).unwrap();
+    assert_eq!(out.values, vec![Value::U64(16)]);
+}
