@@ -7,6 +7,7 @@
 pub mod atomic;
 pub mod cetrafs_cmd;
 pub mod codec;
+pub mod convert;
 pub mod fuzzing;
 pub use tet_alloc::history;
 pub mod input;

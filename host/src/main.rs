@@ -153,6 +153,40 @@ enum Command {
         #[command(flatten)]
         read: ReadArgs,
     },
+    /// Convert a NumPy .npy (one dataset) or .npz (one dataset per array) file to .tet.
+    Convert {
+        /// The .npy or .npz file.
+        input: PathBuf,
+        /// The .tet file to write (replaced atomically).
+        output: PathBuf,
+        /// Chunk shape, e.g. 256,256 (default: about 1 MiB per chunk).
+        #[arg(long)]
+        chunk: Option<String>,
+        /// Payload codec.
+        #[arg(long, value_parser = ["raw", "zstd"], default_value = "zstd")]
+        codec: String,
+        /// zstd level (1 ..= 22).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
+        level: i32,
+        /// Dataset name for a .npy input (default: the file name without extension).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Write a dataset, or a selection of it, to a NumPy .npy file.
+    Export {
+        /// The .tet file.
+        file: PathBuf,
+        /// The dataset.
+        #[arg(long)]
+        dataset: String,
+        /// The .npy file to write.
+        output: PathBuf,
+        /// A selection as JSON, e.g. '[{"start": 0, "stop": 10}]'.
+        #[arg(long)]
+        selection: Option<String>,
+        #[command(flatten)]
+        read: ReadArgs,
+    },
     /// Repair a .tet file: -n reports, -p applies fixes that lose nothing, -y applies
     /// every fix; without one of them it asks per fix on a terminal. Exit 0 nothing to
     /// fix, 1 all corrected, 4 problems left, 8 operational error, 16 usage error.
@@ -297,6 +331,61 @@ fn main() -> ExitCode {
             };
             with_input_mode(&file, read.no_mmap, |b| {
                 query_cmd::query(&file, b, &doc, &o)
+            })
+        }
+        Command::Convert {
+            input,
+            output,
+            chunk,
+            codec,
+            level,
+            name,
+        } => {
+            let chunk = match chunk
+                .as_deref()
+                .map(tet_host::convert::parse_chunk)
+                .transpose()
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("tet-host: {e}");
+                    return ExitCode::from(Exit::Usage as u8);
+                }
+            };
+            tet_host::convert::convert(
+                &input,
+                &output,
+                &tet_host::convert::ConvertOptions {
+                    chunk,
+                    codec: if codec == "raw" {
+                        tet_core::tet::Codec::Raw
+                    } else {
+                        tet_core::tet::Codec::Zstd
+                    },
+                    level,
+                    name,
+                },
+            )
+        }
+        Command::Export {
+            file,
+            dataset,
+            output,
+            selection,
+            read,
+        } => {
+            let sel = match selection
+                .map(|s| query_cmd::parse_doc(&format!(r#"{{"dataset": "", "selection": {s}}}"#)))
+                .transpose()
+            {
+                Ok(d) => d.map(|d| d.selection).unwrap_or_default(),
+                Err(e) => {
+                    eprintln!("tet-host: --selection: {e}");
+                    return ExitCode::from(Exit::Usage as u8);
+                }
+            };
+            with_input_mode(&file, read.no_mmap, |b| {
+                tet_host::convert::export(&file, b, &dataset, &sel, &output, read.memory_budget)
             })
         }
         Command::Repair {

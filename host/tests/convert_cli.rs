@@ -1,0 +1,206 @@
+//! `tet-host convert` and `export`: NumPy files written by hand (C and Fortran order,
+//! little- and big-endian, bool, int8, 0-d), `.npz` archives with stored and deflated
+//! members, refusals, and a round trip through `export`.
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+
+mod common;
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tet-convert-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn npy(descr: &str, fortran: bool, shape: &[u64], data: &[u8]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape = if dims.len() == 1 {
+        format!("({},)", dims[0])
+    } else {
+        format!("({})", dims.join(", "))
+    };
+    let mut h = format!(
+        "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape}, }}",
+        if fortran { "True" } else { "False" }
+    );
+    while (h.len() + 11) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    out.extend_from_slice(h.as_bytes());
+    out.extend_from_slice(data);
+    out
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let (c, o, e) = common::run(args, &dir());
+    (c, String::from_utf8(o).unwrap(), e)
+}
+
+fn values(tet: &Path, ds: &str) -> serde_json::Value {
+    let (code, o, e) = run(&[
+        "query",
+        &format!(r#"{{"dataset": "{ds}"}}"#),
+        "-t",
+        tet.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{e}");
+    let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+    v["result"].clone()
+}
+
+#[test]
+fn npy_layouts_and_types() {
+    let d = dir();
+    // C order f32 [5, 7] in 2 x 3 chunks, zstd.
+    let data: Vec<u8> = (0..35).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    std::fs::write(d.join("c.npy"), npy("<f4", false, &[5, 7], &data)).unwrap();
+    let (code, _, e) = run(&["convert", "c.npy", "c.tet", "--chunk", "2,3"]);
+    assert_eq!(code, 0, "{e}");
+    let r = values(&d.join("c.tet"), "c");
+    assert_eq!(r["shape"], serde_json::json!([5, 7]));
+    assert_eq!(r["data"][34], serde_json::json!(34.0));
+    let (code, _, _) = run(&["verify", "--deep", "c.tet"]);
+    assert_eq!(code, 0);
+    // Fortran order i4 [3, 4]: element (i, j) stored at j * 3 + i.
+    let mut f = Vec::new();
+    for j in 0..4i32 {
+        for i in 0..3i32 {
+            f.extend_from_slice(&(i * 10 + j).to_le_bytes());
+        }
+    }
+    std::fs::write(d.join("f.npy"), npy("<i4", true, &[3, 4], &f)).unwrap();
+    let (code, _, e) = run(&["convert", "f.npy", "f.tet", "--codec", "raw", "--name", "m"]);
+    assert_eq!(code, 0, "{e}");
+    let r = values(&d.join("f.tet"), "m");
+    assert_eq!(
+        r["data"],
+        serde_json::json!([0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23])
+    );
+    // Big-endian f8, bool, int8 widened, a 0-d array.
+    let be: Vec<u8> = [1.5f64, -2.0, 1e300]
+        .iter()
+        .flat_map(|v| v.to_be_bytes())
+        .collect();
+    std::fs::write(d.join("be.npy"), npy(">f8", false, &[3], &be)).unwrap();
+    std::fs::write(d.join("b.npy"), npy("|b1", false, &[4], &[0, 1, 7, 0])).unwrap();
+    std::fs::write(
+        d.join("i.npy"),
+        npy("|i1", false, &[3], &[0xff, 0x7f, 0x80]),
+    )
+    .unwrap();
+    std::fs::write(d.join("z.npy"), npy("<u2", false, &[], &9u16.to_le_bytes())).unwrap();
+    for (f, want) in [
+        ("be", serde_json::json!([1.5, -2.0, 1e300])),
+        ("b", serde_json::json!([0, 1, 1, 0])),
+        ("i", serde_json::json!([-1, 127, -128])),
+        ("z", serde_json::json!([9])),
+    ] {
+        let (code, _, e) = run(&["convert", &format!("{f}.npy"), &format!("{f}.tet")]);
+        assert_eq!(code, 0, "{f}: {e}");
+        assert_eq!(values(&d.join(format!("{f}.tet")), f)["data"], want, "{f}");
+    }
+    let (_, o, _) = run(&["info", "--json", "i.tet"]);
+    assert!(o.contains("\"dtype\": \"i16\""), "{o}");
+    // The history records the conversion.
+    let (_, o, _) = run(&["info", "--json", "c.tet"]);
+    assert!(o.contains("\"history_rows\": 1"), "{o}");
+}
+
+#[test]
+fn refusals() {
+    let d = dir();
+    std::fs::write(d.join("o.npy"), npy("|O", false, &[2], &[0; 16])).unwrap();
+    let (code, _, e) = run(&["convert", "o.npy", "o.tet"]);
+    assert_eq!(code, 16);
+    assert!(e.contains("object array"), "{e}");
+    std::fs::write(d.join("c16.npy"), npy("<c16", false, &[1], &[0; 16])).unwrap();
+    let (code, _, e) = run(&["convert", "c16.npy", "c16.tet"]);
+    assert_eq!(code, 16);
+    assert!(e.contains("no .tet equivalent"), "{e}");
+    let mut short = npy("<f4", false, &[10], &[0; 40]);
+    short.truncate(short.len() - 3);
+    std::fs::write(d.join("short.npy"), short).unwrap();
+    let (code, _, e) = run(&["convert", "short.npy", "short.tet"]);
+    assert_eq!(code, 16);
+    assert!(e.contains("truncated"), "{e}");
+    assert!(!d.join("short.tet").exists(), "no partial output");
+    let (code, _, e) = run(&["convert", "o.npy", "x.tet", "--chunk", "0,2"]);
+    assert_eq!(code, 16, "{e}");
+}
+
+#[test]
+fn npz_members_stored_and_deflated() {
+    use std::io::Write;
+    let d = dir();
+    let a: Vec<u8> = (0..12).flat_map(|i| (i as u16).to_le_bytes()).collect();
+    let b: Vec<u8> = (0..5)
+        .flat_map(|i| (i as f64 * 0.5).to_le_bytes())
+        .collect();
+    let f = std::fs::File::create(d.join("arch.npz")).unwrap();
+    let mut z = zip::ZipWriter::new(f);
+    let stored =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    let deflated = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    z.start_file("alpha.npy", stored).unwrap();
+    z.write_all(&npy("<u2", false, &[3, 4], &a)).unwrap();
+    z.start_file("beta.npy", deflated).unwrap();
+    z.write_all(&npy("<f8", false, &[5], &b)).unwrap();
+    z.finish().unwrap();
+    let (code, _, e) = run(&["convert", "arch.npz", "arch.tet"]);
+    assert_eq!(code, 0, "{e}");
+    assert_eq!(
+        values(&d.join("arch.tet"), "alpha")["data"][11],
+        serde_json::json!(11)
+    );
+    assert_eq!(
+        values(&d.join("arch.tet"), "beta")["data"],
+        serde_json::json!([0.0, 0.5, 1.0, 1.5, 2.0])
+    );
+}
+
+#[test]
+fn export_round_trip() {
+    let d = dir();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let example = root.join("docs/examples/temperature.tet");
+    let (code, _, e) = run(&[
+        "export",
+        example.to_str().unwrap(),
+        "--dataset",
+        "pressure",
+        "p.npy",
+        "--selection",
+        r#"[{"start": 2, "stop": 6}, {"step": 4}]"#,
+    ]);
+    assert_eq!(code, 0, "{e}");
+    let (code, _, e) = run(&["convert", "p.npy", "p.tet", "--chunk", "3,3"]);
+    assert_eq!(code, 0, "{e}");
+    let got = values(&d.join("p.tet"), "p");
+    let (_, o, _) = common::run(
+        &[
+            "query",
+            r#"{"dataset": "pressure", "selection": [{"start": 2, "stop": 6}, {"step": 4}]}"#,
+            "-t",
+            example.to_str().unwrap(),
+        ],
+        &d,
+    );
+    let want: serde_json::Value = serde_json::from_str(&String::from_utf8(o).unwrap()).unwrap();
+    assert_eq!(got, want["result"]);
+    assert_eq!(got["shape"], serde_json::json!([4, 4]));
+}
+
+#[test]
+fn default_chunks_are_about_a_mebibyte() {
+    use tet_host::convert::default_chunk;
+    assert_eq!(default_chunk(&[16384, 32768], 4), vec![8, 32768]);
+    assert_eq!(default_chunk(&[10, 10], 8), vec![10, 10]);
+    assert_eq!(default_chunk(&[4, 1 << 20], 4), vec![1, 262144]);
+    let _ = Path::new("");
+}
