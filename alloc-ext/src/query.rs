@@ -318,6 +318,8 @@ pub struct Group {
     origin: Vec<(u64, u64)>,
     /// The box's accumulators, row-major over the kept axes.
     pub cells: Vec<Acc>,
+    /// Per-chunk plain sums and NaN counts for the float sum kernel (reused).
+    scratch: Vec<(f64, u64, u64)>,
 }
 
 /// Splits a plan into groups for a partial-axis reduction, in the order of their kept
@@ -366,6 +368,7 @@ pub fn groups(plan: &ReadPlan<'_>, axes: &Axes, budget: u64) -> Result<Vec<Group
                     parts: Vec::new(),
                     origin,
                     cells: vec![Acc::new(); n],
+                    scratch: Vec::new(),
                 });
                 let g = out.len().saturating_sub(1);
                 by_key.insert(key, g);
@@ -402,6 +405,17 @@ impl Group {
         let dtype = plan.dataset.dtype();
         let last = ndim.saturating_sub(1);
         let last_kept = axes.kept(last);
+        let float = matches!(dtype, DType::F16 | DType::F32 | DType::F64);
+        let sum_kernel = float
+            && last_kept
+            && matches!(
+                op,
+                Reduce::Sum | Reduce::NanSum | Reduce::Mean | Reduce::NanMean
+            );
+        if sum_kernel {
+            self.fold_chunk_sum(plan, axes, part, tile, op);
+            return;
+        }
         let origin = &self.origin;
         let cells = &mut self.cells;
         for_each_run(&plan.dataset, &plan.selection, part, |r| {
@@ -448,6 +462,53 @@ impl Group {
         });
     }
 
+    /// The float sum kernel: the chunk's elements are summed per output cell in plain
+    /// `f64` (a chunk holds at most a few thousand per cell), then each cell's chunk sum
+    /// joins its compensated total once.
+    fn fold_chunk_sum(
+        &mut self,
+        plan: &ReadPlan<'_>,
+        axes: &Axes,
+        part: &ChunkPart,
+        tile: &[u8],
+        op: Reduce,
+    ) {
+        let ndim = plan.dataset.ndim();
+        let dtype = plan.dataset.dtype();
+        let n = self.cells.len();
+        self.scratch.clear();
+        self.scratch.resize(n, (0.0, 0, 0));
+        let mut sums = vec![0f64; 0];
+        let mut nans = vec![0u64; 0];
+        let origin = &self.origin;
+        let scratch = &mut self.scratch;
+        let skip = op.skips_nan();
+        for_each_run(&plan.dataset, &plan.selection, part, |r| {
+            let local = box_index(origin, axes, ndim, &r.ordinals);
+            let at = usize::try_from(local).unwrap_or(usize::MAX);
+            let len = usize::try_from(r.count).unwrap_or(0);
+            let end = at.saturating_add(len);
+            let Some(cells) = scratch.get_mut(at..end) else {
+                return;
+            };
+            sums.clear();
+            sums.resize(len, 0.0);
+            nans.clear();
+            nans.resize(len, 0);
+            Acc::spread_sum(&mut sums, &mut nans, dtype, tile, r.tile_index, r.tile_stride, skip);
+            for ((c, s), k) in cells.iter_mut().zip(&sums).zip(&nans) {
+                c.0 += *s;
+                c.1 = c.1.saturating_add(1);
+                c.2 = c.2.saturating_add(*k);
+            }
+        });
+        for (acc, (s, counted, nan)) in self.cells.iter_mut().zip(&self.scratch) {
+            if *counted > 0 {
+                acc.add_sum_block(op, *s, *counted, *nan);
+            }
+        }
+    }
+
     /// Copies the box's results into `out` (row-major over the output shape).
     pub fn scatter(&self, out_shape: &[u64], out: &mut [Acc]) {
         for (i, acc) in self.cells.iter().enumerate() {
@@ -457,6 +518,24 @@ impl Group {
             }
         }
     }
+}
+
+/// The row-major index inside a box (at `origin`) of the element with selection
+/// `ordinals`.
+fn box_index(origin: &[(u64, u64)], axes: &Axes, ndim: usize, ordinals: &[u64]) -> u64 {
+    let mut local = 0u64;
+    let mut k = 0usize;
+    for d in 0..ndim {
+        if axes.kept(d) {
+            let (first, count) = origin.get(k).copied().unwrap_or((0, 0));
+            let o = ordinals.get(d).copied().unwrap_or(0);
+            local = local
+                .saturating_mul(count)
+                .saturating_add(o.saturating_sub(first));
+            k = k.saturating_add(1);
+        }
+    }
+    local
 }
 
 /// The output index of cell `cell` (row-major in its box) of a box at `origin`.

@@ -339,6 +339,54 @@ impl Acc {
         }
     }
 
+    /// Adds a block of `counted` float elements (of which `nan` are NaN) whose plain
+    /// `f64` sum (NaN elements left out when `op` skips them) is `sum`: the partial-axis
+    /// sum kernel sums a chunk's column in plain `f64`, then joins the compensated total.
+    pub fn add_sum_block(&mut self, op: Reduce, sum: f64, counted: u64, nan: u64) {
+        self.n = self.n.saturating_add(counted);
+        self.nan = self.nan.saturating_add(nan);
+        let kept = if op.skips_nan() {
+            counted.saturating_sub(nan)
+        } else {
+            counted
+        };
+        self.mn = self.mn.saturating_add(kept);
+        self.fsum.add(sum);
+    }
+
+    /// Adds element `k` of a run of float elements to `sums[k]` (counting NaN in
+    /// `nans[k]`, and leaving it out of the sum when `skip`): the inner loop of a
+    /// partial-axis float sum. Returns `false` (doing nothing) for integer dtypes.
+    pub fn spread_sum(
+        sums: &mut [f64],
+        nans: &mut [u64],
+        dtype: DType,
+        tile: &[u8],
+        index: u64,
+        stride: u64,
+        skip: bool,
+    ) -> bool {
+        let size = usize::try_from(dtype.size()).unwrap_or(1);
+        let start = usize::try_from(index).unwrap_or(usize::MAX).saturating_mul(size);
+        let Some(bytes) = tile.get(start..) else {
+            return true;
+        };
+        let r = Run {
+            bytes,
+            count: sums.len(),
+            stride: usize::try_from(stride).unwrap_or(usize::MAX).max(1),
+            position: 0,
+            position_stride: 0,
+        };
+        match dtype {
+            DType::F16 => spread_sum_typed::<half::f16>(sums, nans, &r, skip),
+            DType::F32 => spread_sum_typed::<f32>(sums, nans, &r, skip),
+            DType::F64 => spread_sum_typed::<f64>(sums, nans, &r, skip),
+            _ => return false,
+        }
+        true
+    }
+
     /// Adds one element (the spread kernel's step).
     #[inline]
     fn push<T: Elem>(&mut self, op: Reduce, x: T, pos: u64) {
@@ -429,7 +477,26 @@ impl Acc {
                 self.inf = self.inf.saturating_add(inf);
             }
             Class::Sum => {
-                if T::FLOAT {
+                if T::FLOAT && r.stride == 1 {
+                    // Contiguous run: the same blocks and lanes as below (element i of a
+                    // block goes to lane i % 8), in a shape the compiler vectorises.
+                    let len = r.count.min(r.bytes.len().checked_div(T::SIZE).unwrap_or(0));
+                    let data = r.bytes.get(..len.saturating_mul(T::SIZE)).unwrap_or(&[]);
+                    let mut nan = 0u64;
+                    for block in data.chunks(BLOCK.saturating_mul(T::SIZE)) {
+                        let mut lanes = [0f64; 8];
+                        nan = nan.wrapping_add(sum_block::<T>(block, skip, &mut lanes));
+                        let b = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+                            + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+                        self.fsum.add(b);
+                    }
+                    let counted = u64::try_from(len).unwrap_or(u64::MAX);
+                    self.n = self.n.saturating_add(counted);
+                    self.nan = self.nan.saturating_add(nan);
+                    self.mn = self
+                        .mn
+                        .saturating_add(if skip { counted.saturating_sub(nan) } else { counted });
+                } else if T::FLOAT {
                     let mut lanes = [0f64; 8];
                     let mut counted = 0u64;
                     let mut nan = 0u64;
@@ -706,6 +773,49 @@ impl Acc {
                 };
                 Ok(Value::F64(v))
             }
+        }
+    }
+}
+
+/// Sums one block of whole elements into eight lanes; returns the NaN count.
+#[inline]
+fn sum_block<T: Elem>(block: &[u8], skip: bool, lanes: &mut [f64; 8]) -> u64 {
+    let mut nan = 0u64;
+    let mut groups = block.chunks_exact(T::SIZE.saturating_mul(8));
+    for g in &mut groups {
+        for (l, e) in lanes.iter_mut().zip(g.chunks_exact(T::SIZE)) {
+            let v = T::read(e).map_or(0.0, T::f64);
+            let is_nan = v.is_nan();
+            nan = nan.wrapping_add(u64::from(is_nan));
+            *l += if skip && is_nan { 0.0 } else { v };
+        }
+    }
+    for (l, e) in lanes.iter_mut().zip(groups.remainder().chunks_exact(T::SIZE)) {
+        let v = T::read(e).map_or(0.0, T::f64);
+        let is_nan = v.is_nan();
+        nan = nan.wrapping_add(u64::from(is_nan));
+        *l += if skip && is_nan { 0.0 } else { v };
+    }
+    nan
+}
+
+fn spread_sum_typed<T: Elem>(sums: &mut [f64], nans: &mut [u64], r: &Run<'_>, skip: bool) {
+    let add = |s: &mut f64, n: &mut u64, v: f64| {
+        let is_nan = v.is_nan();
+        *n = n.wrapping_add(u64::from(is_nan));
+        *s += if skip && is_nan { 0.0 } else { v };
+    };
+    if r.stride == 1 {
+        for ((s, n), e) in sums
+            .iter_mut()
+            .zip(nans.iter_mut())
+            .zip(r.bytes.chunks_exact(T::SIZE))
+        {
+            add(s, n, T::read(e).map_or(0.0, T::f64));
+        }
+    } else {
+        for ((s, n), x) in sums.iter_mut().zip(nans.iter_mut()).zip(r.elements::<T>()) {
+            add(s, n, x.f64());
         }
     }
 }
