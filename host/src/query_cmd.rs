@@ -300,6 +300,29 @@ pub fn run<'f>(
     threads: usize,
     budget: u64,
 ) -> Result<Output, QueryError> {
+    run_with(file, plan_, op, axes, threads, budget, None)
+}
+
+/// [`run`], advancing `progress` by each chunk's stored bytes.
+pub fn run_with<'f>(
+    file: &TetFile<'f>,
+    plan_: &ReadPlan<'f>,
+    op: Operation,
+    axes: &Axes,
+    threads: usize,
+    budget: u64,
+    progress: Option<&indicatif::ProgressBar>,
+) -> Result<Output, QueryError> {
+    let tick = |i: usize| {
+        if let Some(b) = progress {
+            let n = plan_
+                .rows
+                .get(i)
+                .and_then(|r| file.rows().get(usize::try_from(*r).ok()?))
+                .map_or(0, |r| r.stored_byte_len.get());
+            b.inc(n);
+        }
+    };
     let dtype = plan_.dataset.dtype();
     let largest = plan_
         .rows
@@ -351,6 +374,7 @@ pub fn run<'f>(
                             let tile = decode_part(file, plan_, i, dec)?;
                             let part = plan_.parts.get(i).copied().unwrap_or_default();
                             out.push(chunk_partial(plan_, &part, tile, r));
+                            tick(i);
                         }
                         Ok(out)
                     },
@@ -373,6 +397,7 @@ pub fn run<'f>(
                         if let Some(part) = plan_.parts.get(i) {
                             g.fold_chunk(plan_, axes, part, tile, r);
                         }
+                        tick(i);
                     }
                     Ok(())
                 },
@@ -573,7 +598,12 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
         Ok(a) => a,
         Err(e) => return fail(path, &e),
     };
-    let out = match run(&file, &p, op, &axes, threads, budget) {
+    let bar = crate::tet_cmd::progress_bar(true, p.read_bytes);
+    let res = run_with(&file, &p, op, &axes, threads, budget, bar.as_ref());
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let out = match res {
         Ok(out) => out,
         Err(e) => return fail(path, &e),
     };

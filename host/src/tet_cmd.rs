@@ -242,7 +242,9 @@ pub fn decode_pass(table: &ChunkTable<'_>, opts: &DecodeOptions, budget: u64) ->
     pass
 }
 
-fn progress_bar(wanted: bool, total: u64) -> Option<indicatif::ProgressBar> {
+/// A progress bar on standard error (elapsed, bytes, throughput, ETA) when `wanted` and
+/// standard error is a terminal; `None` otherwise.
+pub fn progress_bar(wanted: bool, total: u64) -> Option<indicatif::ProgressBar> {
     use std::io::IsTerminal;
     if !wanted || !std::io::stderr().is_terminal() {
         return None;
