@@ -495,7 +495,15 @@ impl Group {
             sums.resize(len, 0.0);
             nans.clear();
             nans.resize(len, 0);
-            Acc::spread_sum(&mut sums, &mut nans, dtype, tile, r.tile_index, r.tile_stride, skip);
+            Acc::spread_sum(
+                &mut sums,
+                &mut nans,
+                dtype,
+                tile,
+                r.tile_index,
+                r.tile_stride,
+                skip,
+            );
             for ((c, s), k) in cells.iter_mut().zip(&sums).zip(&nans) {
                 c.0 += *s;
                 c.1 = c.1.saturating_add(1);

@@ -94,15 +94,25 @@ fn main() {
         let ds = file.dataset("field").unwrap();
         let p = plan(file, ds, sl).unwrap();
         let ax = Axes::new(2, axes).unwrap();
-        timing::best_of(3, || run(file, &p, Operation::Reduce(op), &ax, cores, 8 << 30).unwrap())
+        timing::best_of(3, || {
+            run(file, &p, Operation::Reduce(op), &ax, cores, 8 << 30).unwrap()
+        })
     };
     let sum = q(&file, &[], Reduce::Sum, None);
     let mean = q(&file, &[], Reduce::Mean, None);
     let axis0 = q(&file, &[], Reduce::Sum, Some(&[0]));
     let axis1 = q(&file, &[], Reduce::Sum, Some(&[1]));
     let strided = [
-        Slice { start: None, stop: None, step: Some(8192) },
-        Slice { start: None, stop: None, step: Some(12288) },
+        Slice {
+            start: None,
+            stop: None,
+            step: Some(8192),
+        },
+        Slice {
+            start: None,
+            stop: None,
+            step: Some(12288),
+        },
     ];
     let p = plan(&file, ds, &strided).unwrap();
     let touched = p.parts.len();
@@ -140,14 +150,24 @@ fn main() {
     };
     let r1 = gbps(logical, roof1);
     let rn = gbps(logical, roof_n);
-    println!("| plain f32 sum, 1 thread (roofline) | {:.3} s | {r1:.2} | |", roof1.as_secs_f64());
-    println!("| plain f32 sum, {cores} threads | {:.3} s | {rn:.2} | |", roof_n.as_secs_f64());
+    println!(
+        "| plain f32 sum, 1 thread (roofline) | {:.3} s | {r1:.2} | |",
+        roof1.as_secs_f64()
+    );
+    println!(
+        "| plain f32 sum, {cores} threads | {:.3} s | {rn:.2} | |",
+        roof_n.as_secs_f64()
+    );
     line("raw `sum`", sum, r1, "1-thread roofline");
     line("raw `mean`", mean, r1, "1-thread roofline");
     line("raw `sum` along axis 0", axis0, r1, "1-thread roofline");
     line("raw `sum` along axis 1", axis1, r1, "1-thread roofline");
     let cz = gbps(logical, c1) * cores as f64;
-    println!("| C decoder, 1 thread, every chunk | {:.3} s | {:.2} | |", c1.as_secs_f64(), gbps(logical, c1));
+    println!(
+        "| C decoder, 1 thread, every chunk | {:.3} s | {:.2} | |",
+        c1.as_secs_f64(),
+        gbps(logical, c1)
+    );
     line("zstd `sum`", zsum, cz, "C 1 thread × cores");
     line("zstd `mean`", zmean, cz, "C 1 thread × cores");
     println!(

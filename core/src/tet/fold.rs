@@ -367,7 +367,9 @@ impl Acc {
         skip: bool,
     ) -> bool {
         let size = usize::try_from(dtype.size()).unwrap_or(1);
-        let start = usize::try_from(index).unwrap_or(usize::MAX).saturating_mul(size);
+        let start = usize::try_from(index)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(size);
         let Some(bytes) = tile.get(start..) else {
             return true;
         };
@@ -493,9 +495,11 @@ impl Acc {
                     let counted = u64::try_from(len).unwrap_or(u64::MAX);
                     self.n = self.n.saturating_add(counted);
                     self.nan = self.nan.saturating_add(nan);
-                    self.mn = self
-                        .mn
-                        .saturating_add(if skip { counted.saturating_sub(nan) } else { counted });
+                    self.mn = self.mn.saturating_add(if skip {
+                        counted.saturating_sub(nan)
+                    } else {
+                        counted
+                    });
                 } else if T::FLOAT {
                     let mut lanes = [0f64; 8];
                     let mut counted = 0u64;
@@ -790,7 +794,10 @@ fn sum_block<T: Elem>(block: &[u8], skip: bool, lanes: &mut [f64; 8]) -> u64 {
             *l += if skip && is_nan { 0.0 } else { v };
         }
     }
-    for (l, e) in lanes.iter_mut().zip(groups.remainder().chunks_exact(T::SIZE)) {
+    for (l, e) in lanes
+        .iter_mut()
+        .zip(groups.remainder().chunks_exact(T::SIZE))
+    {
         let v = T::read(e).map_or(0.0, T::f64);
         let is_nan = v.is_nan();
         nan = nan.wrapping_add(u64::from(is_nan));
