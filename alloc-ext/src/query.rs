@@ -419,19 +419,7 @@ impl Group {
         let origin = &self.origin;
         let cells = &mut self.cells;
         for_each_run(&plan.dataset, &plan.selection, part, |r| {
-            // Local row-major index of the run's first element in the box.
-            let mut local = 0u64;
-            let mut k = 0usize;
-            for d in 0..ndim {
-                if axes.kept(d) {
-                    let (first, count) = origin.get(k).copied().unwrap_or((0, 0));
-                    let o = r.ordinals.get(d).copied().unwrap_or(0);
-                    local = local
-                        .saturating_mul(count)
-                        .saturating_add(o.saturating_sub(first));
-                    k = k.saturating_add(1);
-                }
-            }
+            let local = box_index(origin, axes, ndim, &r.ordinals);
             let at = usize::try_from(local).unwrap_or(usize::MAX);
             if last_kept {
                 let end = at.saturating_add(usize::try_from(r.count).unwrap_or(0));
@@ -699,22 +687,13 @@ fn quantile<'f, B: FrameBackend>(
                 continue;
             };
             for_each_run(&plan.dataset, &plan.selection, part, |r| {
+                let last = ndim.saturating_sub(1);
                 for k in 0..r.count {
-                    let mut local = 0u64;
-                    let mut kk = 0usize;
-                    for d in 0..ndim {
-                        if axes.kept(d) {
-                            let (first, count) = g.origin.get(kk).copied().unwrap_or((0, 0));
-                            let mut o = r.ordinals.get(d).copied().unwrap_or(0);
-                            if d == ndim.saturating_sub(1) {
-                                o = o.saturating_add(k);
-                            }
-                            local = local
-                                .saturating_mul(count)
-                                .saturating_add(o.saturating_sub(first));
-                            kk = kk.saturating_add(1);
-                        }
+                    let mut ordinals = r.ordinals;
+                    if let Some(o) = ordinals.get_mut(last) {
+                        *o = o.saturating_add(k);
                     }
+                    let local = box_index(&g.origin, axes, ndim, &ordinals);
                     let idx = r.tile_index.saturating_add(k.saturating_mul(r.tile_stride));
                     if let (Some(b), Some(v)) = (
                         usize::try_from(local).ok().and_then(|l| buckets.get_mut(l)),

@@ -3,16 +3,6 @@
 //! either the old file or the complete new one. The file-system calls go through
 //! [`FsOps`], so tests can stop the sequence after any step.
 
-// New host code is held to the library lint wall already (the rest of the crate follows
-// with the cetrafs fsck work).
-#![deny(
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::indexing_slicing,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
 
 use std::fs::{File, OpenOptions};
 use std::io;

@@ -7,14 +7,6 @@
 //! arrays are converted; `bool` becomes `u8` and `int8` widens to `i16` (`.tet` has no
 //! 8-bit signed type); object, string, complex, datetime and structured arrays are refused.
 
-#![deny(
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::indexing_slicing,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
 
 use std::path::Path;
 

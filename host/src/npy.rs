@@ -2,14 +2,6 @@
 //! and reading arrays for `convert`. Files are written crash-safely through
 //! [`crate::atomic::AtomicFile`].
 
-#![deny(
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::indexing_slicing,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
 
 use std::io;
 use std::path::Path;

@@ -6,14 +6,6 @@
 //! merged in grid order; partial-axis reductions fold each group of chunks (a disjoint box
 //! of output cells) on one thread, chunks in grid order.
 
-#![deny(
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::indexing_slicing,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
 // `QueryError` carries a located decode error by value, as the libraries do.
 #![allow(clippy::result_large_err)]
 
@@ -47,7 +39,8 @@ pub struct QueryDoc {
     pub execution: Option<ExecutionSettings>,
 }
 
-const OPS: &[&str] = &[
+/// Every operation key a query document accepts.
+pub const OPS: &[&str] = &[
     "sum",
     "prod",
     "mean",

@@ -14,16 +14,6 @@
 //! Exit codes: 0 nothing to fix, 1 problems found and all corrected, 4 problems left,
 //! 8 operational error (nothing written), 16 usage error.
 
-// New host code is held to the library lint wall already (the rest of the crate follows
-// with the cetrafs fsck work).
-#![deny(
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::indexing_slicing,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;

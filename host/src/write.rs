@@ -4,16 +4,6 @@
 //! same whatever the thread count. Memory is the batch (raw and compressed), never the
 //! array.
 
-// New host code is held to the library lint wall already (the rest of the crate follows
-// with the cetrafs fsck work).
-#![deny(
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::indexing_slicing,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
 
 use rayon::prelude::*;
 use tet_alloc::writer::{Compressor, Output, WriteError, Writer};

@@ -20,34 +20,14 @@ fn q(doc: &str, extra: &[&str]) -> (i32, String, String) {
     (c, String::from_utf8(o).unwrap(), e)
 }
 
-const OPS: &[&str] = &[
-    "sum",
-    "prod",
-    "mean",
-    "min",
-    "max",
-    "count",
-    "var",
-    "std",
-    "argmin",
-    "argmax",
-    "nan_sum",
-    "nan_mean",
-    "nan_min",
-    "nan_max",
-    "nan_var",
-    "nan_std",
-    "nan_count",
-    "inf_count",
-    "all_finite",
-    "median",
-];
-
 #[test]
 fn every_operation_golden() {
     let mut out = String::new();
     for ds in ["temperature", "station_id", "pressure"] {
-        for op in OPS {
+        for op in tet_host::query_cmd::OPS
+            .iter()
+            .filter(|o| **o != "quantile")
+        {
             for axes in ["[]", "0"] {
                 let doc = format!(r#"{{"dataset": "{ds}", "{op}": {axes}}}"#);
                 let (code, o, e) = q(&doc, &[]);

@@ -268,34 +268,10 @@ impl Acc {
         position: u64,
         position_stride: u64,
     ) {
-        let size = usize::try_from(dtype.size()).unwrap_or(1);
-        let start = usize::try_from(index)
-            .unwrap_or(usize::MAX)
-            .saturating_mul(size);
-        let Some(bytes) = tile.get(start..) else {
+        let Some(r) = Run::new(dtype, tile, index, count, stride, position, position_stride) else {
             return;
         };
-        let stride = usize::try_from(stride).unwrap_or(usize::MAX).max(1);
-        let count = usize::try_from(count).unwrap_or(usize::MAX);
-        let r = Run {
-            bytes,
-            count,
-            stride,
-            position,
-            position_stride,
-        };
-        match dtype {
-            DType::U8 => self.fold_typed::<u8>(op, &r),
-            DType::U16 => self.fold_typed::<u16>(op, &r),
-            DType::U32 => self.fold_typed::<u32>(op, &r),
-            DType::U64 => self.fold_typed::<u64>(op, &r),
-            DType::I16 => self.fold_typed::<i16>(op, &r),
-            DType::I32 => self.fold_typed::<i32>(op, &r),
-            DType::I64 => self.fold_typed::<i64>(op, &r),
-            DType::F16 => self.fold_typed::<half::f16>(op, &r),
-            DType::F32 => self.fold_typed::<f32>(op, &r),
-            DType::F64 => self.fold_typed::<f64>(op, &r),
-        }
+        with_elem!(dtype, T => self.fold_typed::<T>(op, &r));
     }
 
     /// Folds element `k` of a run (as in [`Acc::fold`]) into `outs[k]`: the kernel of a
@@ -311,32 +287,11 @@ impl Acc {
         position: u64,
         position_stride: u64,
     ) {
-        let size = usize::try_from(dtype.size()).unwrap_or(1);
-        let start = usize::try_from(index)
-            .unwrap_or(usize::MAX)
-            .saturating_mul(size);
-        let Some(bytes) = tile.get(start..) else {
+        let count = u64::try_from(outs.len()).unwrap_or(u64::MAX);
+        let Some(r) = Run::new(dtype, tile, index, count, stride, position, position_stride) else {
             return;
         };
-        let r = Run {
-            bytes,
-            count: outs.len(),
-            stride: usize::try_from(stride).unwrap_or(usize::MAX).max(1),
-            position,
-            position_stride,
-        };
-        match dtype {
-            DType::U8 => spread_typed::<u8>(outs, op, &r),
-            DType::U16 => spread_typed::<u16>(outs, op, &r),
-            DType::U32 => spread_typed::<u32>(outs, op, &r),
-            DType::U64 => spread_typed::<u64>(outs, op, &r),
-            DType::I16 => spread_typed::<i16>(outs, op, &r),
-            DType::I32 => spread_typed::<i32>(outs, op, &r),
-            DType::I64 => spread_typed::<i64>(outs, op, &r),
-            DType::F16 => spread_typed::<half::f16>(outs, op, &r),
-            DType::F32 => spread_typed::<f32>(outs, op, &r),
-            DType::F64 => spread_typed::<f64>(outs, op, &r),
-        }
+        with_elem!(dtype, T => spread_typed::<T>(outs, op, &r));
     }
 
     /// Adds a block of `counted` float elements (of which `nan` are NaN) whose plain
@@ -366,19 +321,9 @@ impl Acc {
         stride: u64,
         skip: bool,
     ) -> bool {
-        let size = usize::try_from(dtype.size()).unwrap_or(1);
-        let start = usize::try_from(index)
-            .unwrap_or(usize::MAX)
-            .saturating_mul(size);
-        let Some(bytes) = tile.get(start..) else {
+        let count = u64::try_from(sums.len()).unwrap_or(u64::MAX);
+        let Some(r) = Run::new(dtype, tile, index, count, stride, 0, 0) else {
             return true;
-        };
-        let r = Run {
-            bytes,
-            count: sums.len(),
-            stride: usize::try_from(stride).unwrap_or(usize::MAX).max(1),
-            position: 0,
-            position_stride: 0,
         };
         match dtype {
             DType::F16 => spread_sum_typed::<half::f16>(sums, nans, &r, skip),
@@ -897,7 +842,79 @@ struct Run<'a> {
     position_stride: u64,
 }
 
+/// Runs `$e` with `$t` bound to the element type of `$d`.
+macro_rules! with_elem {
+    ($d:expr, $t:ident => $e:expr) => {
+        match $d {
+            DType::U8 => {
+                type $t = u8;
+                $e
+            }
+            DType::U16 => {
+                type $t = u16;
+                $e
+            }
+            DType::U32 => {
+                type $t = u32;
+                $e
+            }
+            DType::U64 => {
+                type $t = u64;
+                $e
+            }
+            DType::I16 => {
+                type $t = i16;
+                $e
+            }
+            DType::I32 => {
+                type $t = i32;
+                $e
+            }
+            DType::I64 => {
+                type $t = i64;
+                $e
+            }
+            DType::F16 => {
+                type $t = half::f16;
+                $e
+            }
+            DType::F32 => {
+                type $t = f32;
+                $e
+            }
+            DType::F64 => {
+                type $t = f64;
+                $e
+            }
+        }
+    };
+}
+use with_elem;
+
 impl<'a> Run<'a> {
+    /// The run of `count` elements of `dtype` starting at element `index` of `tile`,
+    /// `stride` elements apart; `None` when `index` is past the tile.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        dtype: DType,
+        tile: &'a [u8],
+        index: u64,
+        count: u64,
+        stride: u64,
+        position: u64,
+        position_stride: u64,
+    ) -> Option<Run<'a>> {
+        let size = usize::try_from(dtype.size()).ok()?;
+        let start = usize::try_from(index).ok()?.checked_mul(size)?;
+        Some(Run {
+            bytes: tile.get(start..)?,
+            count: usize::try_from(count).unwrap_or(usize::MAX),
+            stride: usize::try_from(stride).unwrap_or(usize::MAX).max(1),
+            position,
+            position_stride,
+        })
+    }
+
     fn elements<T: Elem>(&self) -> impl Iterator<Item = T> + 'a {
         let step = T::SIZE.saturating_mul(self.stride);
         let bytes = self.bytes;
