@@ -15,6 +15,7 @@ pub enum Input {
 impl Input {
     /// Opens `path`. Errors are operational (exit 8).
     pub fn open(path: &Path) -> std::io::Result<Input> {
+        check_kind(path)?;
         let mut file = File::open(path)?;
         let len = file.metadata()?.len();
         if len > 0 {
@@ -29,6 +30,7 @@ impl Input {
 
     /// Reads `path` into memory (`--no-mmap`).
     pub fn read(path: &Path) -> std::io::Result<Input> {
+        check_kind(path)?;
         let mut buf = Vec::new();
         File::open(path)?.read_to_end(&mut buf)?;
         Ok(Input::Read(buf))
@@ -41,6 +43,30 @@ impl Input {
             Input::Read(v) => v,
         }
     }
+}
+
+/// Refuses inputs that are not regular files or block devices, before opening them:
+/// opening a FIFO with no writer would block, and reading a character device such as
+/// `/dev/zero` would never end. Both formats are random-access; neither can be read
+/// from a stream.
+fn check_kind(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::metadata(path)?.file_type();
+    let what = if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else {
+        return Ok(());
+    };
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("it is {what}; .tet files and cetrafs images are read from regular files"),
+    ))
 }
 
 /// Maps `file` read-only.

@@ -229,6 +229,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -437,6 +438,26 @@ fn main() -> ExitCode {
         }),
     };
     ExitCode::from(exit as u8)
+}
+
+/// Output into a closed pipe (`tet-host info FILE | head -1`) ends the process quietly
+/// with status 0, as ripgrep does: Rust ignores SIGPIPE, so a write to a closed standard
+/// output fails and `println!` panics; that one panic is turned into a clean exit, every
+/// other panic keeps the default report.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 fn with_input(path: &std::path::Path, f: impl FnOnce(&[u8]) -> Exit) -> Exit {

@@ -1,0 +1,86 @@
+//! Inputs that are not regular files, and output into a closed pipe: refused or ended
+//! cleanly, never a hang or a panic.
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+mod common;
+
+fn scratch() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tet-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn special_files_are_refused_before_opening() {
+    let d = scratch();
+    let fifo = d.join("fifo");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for input in [
+        fifo.to_str().unwrap(),
+        "/dev/zero",
+        "/dev/null",
+        d.to_str().unwrap(),
+    ] {
+        for cmd in [
+            &["verify", input][..],
+            &["info", input],
+            &["repair", "-n", input],
+        ] {
+            // A FIFO with no writer would block `open`; the test would hang, not fail.
+            let (code, out, err) = common::run(cmd, &d);
+            assert_eq!(code, 8, "{cmd:?}: {err}");
+            assert!(out.is_empty());
+            assert!(err.contains(input), "{cmd:?}: {err}");
+            assert!(err.contains("regular files"), "{cmd:?}: {err}");
+        }
+    }
+    let (code, _, err) = common::run(
+        &["query", r#"{"dataset": "a", "sum": []}"#, "-t", "/dev/zero"],
+        &d,
+    );
+    assert_eq!(code, 8, "{err}");
+}
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    // More output than a pipe buffer holds, read by `head -1`.
+    let d = scratch();
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    let mut h = "{'descr': '|u1', 'fortran_order': False, 'shape': (300000,), }".to_string();
+    while (h.len() + 11) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    npy.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    npy.extend_from_slice(h.as_bytes());
+    npy.extend_from_slice(&data);
+    std::fs::write(d.join("big.npy"), npy).unwrap();
+    let (code, _, err) = common::run(&["convert", "big.npy", "big.tet"], &d);
+    assert_eq!(code, 0, "{err}");
+    let bin = env!("CARGO_BIN_EXE_tet-host");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -o pipefail; '{bin}' query '{{\"dataset\": \"big\"}}' -t big.tet --format table | head -1"
+        ))
+        .current_dir(&d)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "[0]\t0\n");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
