@@ -330,7 +330,12 @@ pub fn groups(plan: &ReadPlan<'_>, axes: &Axes, budget: u64) -> Result<Vec<Group
         .out_shape(sel_shape.as_slice())
         .iter()
         .fold(1u64, |a, n| a.saturating_mul(*n));
-    let needed = out_cells.saturating_mul(u64_of(core::mem::size_of::<Acc>()));
+    // Each output cell: its accumulator in a group box, the scratch of the float sum
+    // kernel, and its slot in the scattered output.
+    let per_cell = core::mem::size_of::<Acc>()
+        .saturating_mul(2)
+        .saturating_add(core::mem::size_of::<(f64, u64, u64)>());
+    let needed = out_cells.saturating_mul(u64_of(per_cell));
     if needed > budget {
         return Err(QueryError::Budget {
             needed,
