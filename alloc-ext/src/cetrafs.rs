@@ -360,14 +360,20 @@ impl ImageBuilder {
         let mut total = device_blocks;
         for _ in 0..64 {
             let z = u64::from(p.zone_groups).min(b);
-            let fixed = 1
-                + z
-                + b
-                + inode_bitmap_blocks
-                + p.inodes
-                + registry_blocks
-                + z * pending_per_zg
-                + journals;
+            // Checked: `--inodes` near 2^64 must be a refusal, not a wrap. Everything below
+            // is a partial sum of `fixed`, which is at most `total`.
+            let fixed = [
+                z,
+                b,
+                inode_bitmap_blocks,
+                p.inodes,
+                registry_blocks,
+                z.checked_mul(pending_per_zg).ok_or(full("image size"))?,
+                journals,
+            ]
+            .iter()
+            .try_fold(1u64, |a, x| a.checked_add(*x))
+            .ok_or(full("image size"))?;
             let span = total.checked_sub(fixed).ok_or(full("image size"))?;
             let nb = span.div_ceil(p.bg_size_blocks).max(1);
             if nb == b {

@@ -70,8 +70,30 @@ fn dir_of(p: &Path) -> PathBuf {
 }
 
 impl<F: FsOps> AtomicFile<F> {
-    /// Starts a replacement of `target` (the temporary file is created beside it).
+    /// Starts a replacement of `target` (the temporary file is created beside it). A
+    /// target that exists and is not a regular file (a device such as `/dev/full`, a
+    /// FIFO, a directory) is refused: renaming over it would replace the node itself.
     pub fn create(target: &Path, mut ops: F) -> io::Result<Self> {
+        // Through a symbolic link, replace the file it names and keep the link.
+        let resolved;
+        let target = match std::fs::symlink_metadata(target) {
+            Ok(m) if m.file_type().is_symlink() => {
+                resolved = std::fs::canonicalize(target)?;
+                resolved.as_path()
+            }
+            _ => target,
+        };
+        if let Ok(m) = std::fs::symlink_metadata(target) {
+            if !m.file_type().is_file() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} exists and is not a regular file; write to a regular file",
+                        target.display()
+                    ),
+                ));
+            }
+        }
         let name = target
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -100,6 +122,12 @@ impl<F: FsOps> AtomicFile<F> {
             .saturating_add(u64::try_from(self.buf.len()).unwrap_or(0));
         self.buf.clear();
         Ok(())
+    }
+
+    /// Sets the file's length (a longer file gets a hole at the end).
+    pub fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.flush_buf()?;
+        self.file.as_ref().ok_or_else(closed)?.set_len(len)
     }
 
     /// Flushes, syncs, renames over the target and syncs the directory.

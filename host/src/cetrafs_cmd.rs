@@ -136,15 +136,16 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
             return Exit::Usage;
         }
     };
-    // Write beside the target, then rename: a crash never leaves half an image.
-    let tmp = image.with_extension("mkfs-tmp");
-    let written = std::fs::File::create(&tmp).and_then(|mut f| {
-        f.write_all(&bytes)?;
-        f.set_len(o.size / BLOCK_SIZE_U64 * BLOCK_SIZE_U64)?;
-        f.sync_all()
-    });
-    if let Err(e) = written.and_then(|_| std::fs::rename(&tmp, image)) {
-        let _ = std::fs::remove_file(&tmp);
+    // Write beside the target, then rename (crate::atomic): a crash never leaves half an
+    // image, and a target that is not a regular file is refused rather than replaced.
+    let written =
+        crate::atomic::AtomicFile::create(image, crate::atomic::RealFs).and_then(|mut f| {
+            use tet_alloc::writer::Output as _;
+            f.append(&bytes)?;
+            f.set_len(o.size / BLOCK_SIZE_U64 * BLOCK_SIZE_U64)?;
+            f.commit()
+        });
+    if let Err(e) = written {
         eprintln!("tet-host: mkfs: cannot write {}: {e}", image.display());
         return Exit::Operational;
     }

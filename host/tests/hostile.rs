@@ -84,3 +84,69 @@ fn output_into_a_closed_pipe_ends_quietly() {
     );
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn outputs_that_are_not_regular_files_are_refused_and_never_replaced() {
+    let d = scratch();
+    let example =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/temperature.tet");
+    let mut bad = std::fs::read(&example).unwrap();
+    bad[12] |= 4;
+    std::fs::write(d.join("bad.tet"), &bad).unwrap();
+    for out in ["/dev/full", "/dev/null", d.to_str().unwrap()] {
+        let (code, _, err) = common::run(&["repair", "-y", "bad.tet", "-o", out], &d);
+        assert_eq!(code, 8, "{out}: {err}");
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata("/dev/full")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    // Through a symbolic link the named file is replaced and the link kept.
+    let _ = std::fs::remove_file(d.join("link.tet"));
+    std::os::unix::fs::symlink(d.join("bad.tet"), d.join("link.tet")).unwrap();
+    let (code, _, err) = common::run(&["repair", "-p", "link.tet"], &d);
+    assert_eq!(code, 1, "{err}");
+    assert!(std::fs::symlink_metadata(d.join("link.tet"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let (code, _, _) = common::run(&["verify", "bad.tet"], &d);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn mkfs_sizes_that_overflow_are_refused() {
+    let d = scratch();
+    let (code, _, err) = common::run(
+        &[
+            "mkfs",
+            "x.img",
+            "--size",
+            "64M",
+            "--inodes",
+            "18446744073709551615",
+        ],
+        &d,
+    );
+    assert_eq!(code, 16, "{err}");
+    assert!(!d.join("x.img").exists());
+}
+
+#[test]
+fn mkfs_refuses_to_replace_a_device_node() {
+    let d = scratch();
+    let (code, _, err) = common::run(&["mkfs", "/dev/full", "--size", "64M"], &d);
+    assert_eq!(code, 8, "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata("/dev/full")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+}
