@@ -442,8 +442,9 @@ fn main() -> ExitCode {
 
 /// Output into a closed pipe (`tet-host info FILE | head -1`) ends the process quietly
 /// with status 0, as ripgrep does: Rust ignores SIGPIPE, so a write to a closed standard
-/// output fails and `println!` panics; that one panic is turned into a clean exit, every
-/// other panic keeps the default report.
+/// output fails and `println!` panics; that panic is turned into a clean exit, and any
+/// other failure to write standard output (`> /dev/full`) into a message and exit 8.
+/// Every other panic keeps the default report.
 fn quiet_on_closed_stdout() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -453,8 +454,14 @@ fn quiet_on_closed_stdout() {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
-        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
-            std::process::exit(0);
+        if msg.starts_with("failed printing to stdout") {
+            if msg.contains("Broken pipe") {
+                std::process::exit(0);
+            }
+            // Any other write error (a full disk, /dev/full): say so, exit 8.
+            let why = msg.trim_start_matches("failed printing to stdout: ");
+            eprintln!("tet-host: cannot write to standard output: {why}");
+            std::process::exit(i32::from(Exit::Operational as u8));
         }
         default(info);
     }));

@@ -178,6 +178,12 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
     report_plan(path, bytes, &plan, &chosen, opts.mode);
     let any = chosen.iter().any(|c| *c);
     if !any {
+        println!(
+            "{}: {} problem(s), {} fixable; nothing written",
+            path.display(),
+            findings.len(),
+            plan.fixes.len()
+        );
         return Exit::Problems;
     }
     let target = opts.output.unwrap_or(path);

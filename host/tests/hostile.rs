@@ -150,3 +150,131 @@ fn mkfs_refuses_to_replace_a_device_node() {
         .file_type()
         .is_char_device());
 }
+
+/// The hostile-input matrix of `docs/hostile-inputs.md`: every input against every
+/// command that reads one, each run with its data segment capped at 256 MiB (file
+/// mappings do not count), asserting the exit code and that the output names the input.
+#[test]
+fn hostile_input_matrix() {
+    let d = scratch().join("matrix");
+    std::fs::create_dir_all(&d).unwrap();
+    let example =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/temperature.tet");
+    std::fs::write(d.join("empty"), b"").unwrap();
+    std::fs::write(d.join("one"), b"x").unwrap();
+    let noise: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(d.join("random"), noise).unwrap();
+    let _ = std::fs::remove_file(d.join("fifo"));
+    assert!(Command::new("mkfifo")
+        .arg(d.join("fifo"))
+        .status()
+        .unwrap()
+        .success());
+    std::fs::copy(&example, d.join("noperm")).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d.join("noperm"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    }
+    // A valid header, then 1 TiB of hole (the footer the flag promises is zeros).
+    let huge = std::fs::File::create(d.join("huge.tet")).unwrap();
+    std::io::Write::write_all(&mut &huge, &std::fs::read(&example).unwrap()).unwrap();
+    huge.set_len(1 << 40).unwrap();
+    let bin = env!("CARGO_BIN_EXE_tet-host");
+    let dir = d.to_str().unwrap().to_string();
+    // (input, expected exit of: info, verify, repair -n, ls, cat, stat, query, convert)
+    let rows: &[(&str, [i32; 8])] = &[
+        ("empty", [4, 4, 4, 16, 16, 16, 4, 16]),
+        ("one", [4, 4, 4, 16, 16, 16, 4, 16]),
+        ("random", [4, 4, 4, 16, 16, 16, 4, 16]),
+        ("huge.tet", [4, 4, 4, 16, 16, 16, 4, 16]),
+        (&dir, [8; 8]),
+        ("/dev/zero", [8; 8]),
+        ("/dev/null", [8; 8]),
+        ("fifo", [8; 8]),
+        ("missing", [8; 8]),
+        ("noperm", [8; 8]),
+    ];
+    for (input, want) in rows {
+        let cmds: [Vec<&str>; 8] = [
+            vec!["info", input],
+            vec!["verify", input],
+            vec!["repair", "-n", input],
+            vec!["ls", input],
+            vec!["cat", input, "/x"],
+            vec!["stat", input, "/"],
+            vec!["query", r#"{"dataset": "a", "sum": []}"#, "-t", input],
+            vec!["convert", input, "out.tet"],
+        ];
+        for (cmd, want) in cmds.iter().zip(want) {
+            // As nobody, so `noperm` is unreadable even though the tests run as root.
+            let out = Command::new("setpriv")
+                .args([
+                    "--reuid=nobody",
+                    "--regid=nogroup",
+                    "--clear-groups",
+                    "bash",
+                    "-c",
+                ])
+                .arg("ulimit -d 262144; exec \"$@\"")
+                .arg("_")
+                .arg(bin)
+                .args(cmd)
+                .current_dir(&d)
+                .output()
+                .unwrap();
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(out.status.code(), Some(*want), "{cmd:?}: {text}");
+            assert!(
+                text.contains(input),
+                "{cmd:?} does not name its input: {text}"
+            );
+            assert!(!text.contains("panicked"), "{cmd:?}: {text}");
+        }
+    }
+    assert!(!d.join("out.tet").exists());
+}
+
+#[test]
+fn out_of_range_flags_are_usage_errors() {
+    let d = scratch();
+    for args in [
+        &["mkfs", "x.img", "--size", "0"][..],
+        &["mkfs", "x.img", "--size", "64M", "--inodes", "0"],
+        &[
+            "mkfs",
+            "x.img",
+            "--size",
+            "64M",
+            "--inodes",
+            "18446744073709551615",
+        ],
+        &["verify", "-j", "0", "x.tet"],
+        &["verify", "--memory-budget", "lots", "x.tet"],
+        &["convert", "x.npy", "y.tet", "--level", "99"],
+    ] {
+        let (code, _, err) = common::run(args, &d);
+        assert_eq!(code, 16, "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_full_standard_output_is_an_operational_error() {
+    let example =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/temperature.tet");
+    let out = Command::new(env!("CARGO_BIN_EXE_tet-host"))
+        .arg("info")
+        .arg(&example)
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(8));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot write to standard output"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
