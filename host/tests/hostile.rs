@@ -278,3 +278,42 @@ fn a_full_standard_output_is_an_operational_error() {
     assert!(err.contains("cannot write to standard output"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn an_unwritable_output_directory_leaves_nothing_behind() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = scratch().join("ro");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let example =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/temperature.tet");
+    let out = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_tet-host"))
+        .args(["repair", "-y"])
+        .arg(&example)
+        .arg("-o")
+        .arg(d.join("fixed.tet"))
+        .output()
+        .unwrap();
+    // The example is clean: nothing to write, exit 0. Damage it first.
+    assert_eq!(out.status.code(), Some(0));
+    let mut bad = std::fs::read(&example).unwrap();
+    bad[12] |= 4;
+    let src = scratch().join("bad-for-ro.tet");
+    std::fs::write(&src, &bad).unwrap();
+    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_tet-host"))
+        .args(["repair", "-y"])
+        .arg(&src)
+        .arg("-o")
+        .arg(d.join("fixed.tet"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0);
+}
