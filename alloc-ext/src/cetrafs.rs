@@ -338,6 +338,33 @@ impl ImageBuilder {
         Ok(())
     }
 
+    /// The smallest image size (bytes, whole blocks) these parameters allow, or `None`
+    /// when no size up to 2^50 bytes works (the parameters themselves are invalid).
+    pub fn min_size_bytes(params: &Params) -> Option<u64> {
+        let probe = |blocks: u64| {
+            let mut p = params.clone();
+            p.size_bytes = blocks.checked_mul(BLOCK_SIZE_U64)?;
+            ImageBuilder::new(p).geometry().ok()
+        };
+        // The metadata of one block group plus three data blocks is the floor; a few
+        // blocks more may be needed where the last group would be too small.
+        let mut lo = 1u64;
+        let mut hi = 1u64 << 38;
+        probe(hi)?;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if probe(mid).is_some() {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        // Sizes just above the found one must work too (the search assumed so).
+        (0..64)
+            .all(|k| probe(lo + k).is_some())
+            .then(|| lo * BLOCK_SIZE_U64)
+    }
+
     fn geometry(&self) -> Result<Geometry, Error> {
         let p = &self.params;
         let device_blocks = p.size_bytes / BLOCK_SIZE_U64;

@@ -110,10 +110,21 @@ fn copy_tree(b: &mut ImageBuilder, dir: u64, host: &Path) -> Result<(), String> 
     Ok(())
 }
 
-/// `tet-host mkfs`.
-pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
+/// A byte count as a person writes it (`256K`, `64M`), rounded up to the unit.
+fn human(bytes: u64) -> String {
+    for (unit, shift) in [("T", 40u32), ("G", 30), ("M", 20), ("K", 10)] {
+        let u = 1u64 << shift;
+        if bytes >= u {
+            return format!("{}{unit}", bytes.div_ceil(u));
+        }
+    }
+    format!("{bytes} bytes")
+}
+
+/// The parameters `mkfs` builds with.
+fn mkfs_params(o: &MkfsOptions<'_>) -> Params {
     let d = Params::default();
-    let params = Params {
+    Params {
         size_bytes: o.size,
         bg_size_blocks: o.bg_size.map_or(d.bg_size_blocks, |s| s / BLOCK_SIZE_U64),
         zone_groups: o.zone_groups.unwrap_or(d.zone_groups),
@@ -121,7 +132,12 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
         inodes: o.inodes.unwrap_or(d.inodes),
         label: o.label.clone().unwrap_or_default(),
         ..d
-    };
+    }
+}
+
+/// `tet-host mkfs`.
+pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
+    let params = mkfs_params(o);
     let mut b = ImageBuilder::new(params);
     if let Some(from) = o.from {
         if let Err(e) = copy_tree(&mut b, ImageBuilder::ROOT, from) {
@@ -131,6 +147,23 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
     }
     let bytes = match b.build() {
         Ok(b) => b,
+        Err(e) if e.what == "image size" => {
+            let p = mkfs_params(o);
+            let min = ImageBuilder::min_size_bytes(&p);
+            match min {
+                Some(m) => eprintln!(
+                    "tet-host: mkfs: --size {} is too small: with {} zone group(s), {} node(s) and \
+                     {} inodes the smallest image is {}",
+                    human(o.size),
+                    p.zone_groups,
+                    p.nodes,
+                    p.inodes,
+                    human(m)
+                ),
+                None => eprintln!("tet-host: mkfs: these settings fit no image size: {e}"),
+            }
+            return Exit::Usage;
+        }
         Err(e) => {
             eprintln!("tet-host: mkfs: {e}");
             return Exit::Usage;

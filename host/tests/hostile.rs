@@ -317,3 +317,30 @@ fn an_unwritable_output_directory_leaves_nothing_behind() {
     assert!(err.contains("Permission denied"), "{err}");
     assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0);
 }
+
+#[test]
+fn mkfs_too_small_names_the_smallest_size_that_works() {
+    let d = scratch();
+    let flags = ["--zone-groups", "1", "--nodes", "1", "--inodes", "16"];
+    let mut args = vec!["mkfs", "small.img", "--size", "100K"];
+    args.extend(flags);
+    let (code, _, err) = common::run(&args, &d);
+    assert_eq!(code, 16);
+    assert!(
+        err.contains("--size 100K is too small: with 1 zone group(s), 1 node(s) and 16 inodes the smallest image is "),
+        "{err}"
+    );
+    let min = err.trim().rsplit(' ').next().unwrap().to_string();
+    let mut args = vec!["mkfs", "small.img", "--size", &min];
+    args.extend(flags);
+    let (code, _, err) = common::run(&args, &d);
+    assert_eq!(code, 0, "{min}: {err}");
+    let (code, _, _) = common::run(&["verify", "small.img"], &d);
+    assert_eq!(code, 0);
+    // One block less does not fit.
+    let kib: u64 = min.trim_end_matches('K').parse().unwrap();
+    let less = format!("{}K", kib - 4);
+    let mut args = vec!["mkfs", "small.img", "--size", &less];
+    args.extend(flags);
+    assert_eq!(common::run(&args, &d).0, 16);
+}
