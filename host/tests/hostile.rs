@@ -344,3 +344,47 @@ fn mkfs_too_small_names_the_smallest_size_that_works() {
     args.extend(flags);
     assert_eq!(common::run(&args, &d).0, 16);
 }
+
+#[test]
+fn non_utf8_paths_and_spaces() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let d = scratch();
+    let example =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/temperature.tet");
+    let name = OsStr::from_bytes(b"a b\xff.tet");
+    std::fs::copy(&example, d.join(name)).unwrap();
+    let run = |args: &[&OsStr]| {
+        Command::new(env!("CARGO_BIN_EXE_tet-host"))
+            .args(args)
+            .current_dir(&d)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[OsStr::new("verify"), OsStr::new("--deep"), name]);
+    assert_eq!(out.status.code(), Some(0));
+    // The name is shown lossily, not refused.
+    assert!(String::from_utf8_lossy(&out.stdout).contains("a b\u{fffd}.tet: clean"));
+    let out = run(&[
+        OsStr::new("query"),
+        OsStr::new(r#"{"dataset": "station_id", "sum": []}"#),
+        OsStr::new("-t"),
+        name,
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let target = OsStr::from_bytes(b"out \xfe.npy");
+    let out = run(&[
+        OsStr::new("export"),
+        name,
+        OsStr::new("--dataset"),
+        OsStr::new("pressure"),
+        target,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(d.join(target).is_file());
+}
