@@ -253,16 +253,7 @@ pub fn chunk_partial(plan: &ReadPlan<'_>, part: &ChunkPart, tile: &[u8], op: Red
     let mut acc = Acc::new();
     let dtype = plan.dataset.dtype();
     for_each_run(&plan.dataset, &plan.selection, part, |r| {
-        acc.fold(
-            op,
-            dtype,
-            tile,
-            r.tile_index,
-            r.count,
-            r.tile_stride,
-            r.position,
-            r.position_stride,
-        );
+        acc.fold_run(op, dtype, tile, r);
     });
     acc
 }
@@ -441,16 +432,7 @@ impl Group {
                     );
                 }
             } else if let Some(acc) = cells.get_mut(at) {
-                acc.fold(
-                    op,
-                    dtype,
-                    tile,
-                    r.tile_index,
-                    r.count,
-                    r.tile_stride,
-                    r.position,
-                    r.position_stride,
-                );
+                acc.fold_run(op, dtype, tile, r);
             }
         });
     }

@@ -520,30 +520,15 @@ pub fn export(
     out: &Path,
     budget: Option<u64>,
 ) -> Exit {
-    let file = match tet_core::tet::TetFile::open(bytes) {
+    let file = match crate::query_cmd::open_tet(path, bytes) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!(
-                "tet-host: {}: not a readable .tet file: {e}",
-                path.display()
-            );
-            return Exit::Problems;
-        }
+        Err(e) => return e,
     };
     let Ok(ds) = file.dataset(dataset) else {
         eprintln!("tet-host: {}: no dataset \"{dataset}\"", path.display());
         return Exit::Usage;
     };
-    let budget = budget.unwrap_or_else(|| {
-        let settings =
-            file.index()
-                .map(|i| i.execution())
-                .unwrap_or(tet_core::tet::ExecutionSettings {
-                    memory_budget_percent_bps: 0,
-                    memory_budget_bytes: 0,
-                });
-        tet_alloc::decode::budget_from_settings(settings, crate::tet_cmd::host_ram())
-    });
+    let budget = crate::query_cmd::budget_for(&file, None, budget);
     let p = match tet_alloc::query::plan(&file, ds, selection) {
         Ok(p) => p,
         Err(e) => {

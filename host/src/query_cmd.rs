@@ -536,17 +536,36 @@ pub struct QueryOptions {
 /// Most values a selection without an operation prints as JSON; beyond, use `--output`.
 pub const MAX_PRINTED: u64 = 1 << 20;
 
+/// Opens `bytes` as a `.tet` file for reading data, or says why not (exit 4).
+pub fn open_tet<'a>(path: &Path, bytes: &'a [u8]) -> Result<TetFile<'a>, Exit> {
+    TetFile::open(bytes).map_err(|e| {
+        eprintln!(
+            "tet-host: {}: not a readable .tet file: {e}",
+            path.display()
+        );
+        Exit::Problems
+    })
+}
+
+/// The memory budget: `cli` when given, else `doc` (a query's `execution` object), else
+/// the file's `TIDX` execution settings, over this machine's RAM.
+pub fn budget_for(file: &TetFile<'_>, doc: Option<ExecutionSettings>, cli: Option<u64>) -> u64 {
+    cli.unwrap_or_else(|| {
+        let settings = doc
+            .or_else(|| file.index().map(|i| i.execution()))
+            .unwrap_or(ExecutionSettings {
+                memory_budget_percent_bps: 0,
+                memory_budget_bytes: 0,
+            });
+        tet_alloc::decode::budget_from_settings(settings, crate::tet_cmd::host_ram())
+    })
+}
+
 /// `tet-host query`.
 pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exit {
-    let file = match TetFile::open(bytes) {
+    let file = match open_tet(path, bytes) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!(
-                "tet-host: {}: not a readable .tet file: {e}",
-                path.display()
-            );
-            return Exit::Problems;
-        }
+        Err(e) => return e,
     };
     let ds = match file.dataset(&doc.dataset) {
         Ok(d) => d,
@@ -564,16 +583,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
             return Exit::Usage;
         }
     };
-    let settings = doc
-        .execution
-        .or_else(|| file.index().map(|i| i.execution()))
-        .unwrap_or(ExecutionSettings {
-            memory_budget_percent_bps: 0,
-            memory_budget_bytes: 0,
-        });
-    let budget = o.budget.unwrap_or_else(|| {
-        tet_alloc::decode::budget_from_settings(settings, crate::tet_cmd::host_ram())
-    });
+    let budget = budget_for(&file, doc.execution, o.budget);
     let p = match plan(&file, ds, &doc.selection) {
         Ok(p) => p,
         Err(e) => return fail(path, &e),

@@ -5,9 +5,9 @@ use std::path::Path;
 
 use rayon::prelude::*;
 use serde_json::{json, Value};
-use tet_alloc::decode::{budget_from_settings, ChunkDecoder, DecodeError};
+use tet_alloc::decode::{ChunkDecoder, DecodeError};
 use tet_alloc::scan::ChunkTable;
-use tet_core::tet::{Code, Codec, ExecutionSettings, Finding, Sink, Span, TetFile};
+use tet_core::tet::{Code, Codec, Finding, Sink, Span, TetFile};
 use tet_core::{Error, ErrorKind};
 
 use crate::codec::CZstd;
@@ -111,16 +111,7 @@ pub fn host_ram() -> u64 {
 
 /// The budget `opts` asks for, or the one the file's execution settings give.
 pub fn effective_budget(file: &TetFile<'_>, opts: &DecodeOptions) -> u64 {
-    opts.budget.unwrap_or_else(|| {
-        let settings = file
-            .index()
-            .map(|i| i.execution())
-            .unwrap_or(ExecutionSettings {
-                memory_budget_percent_bps: 0,
-                memory_budget_bytes: 0,
-            });
-        budget_from_settings(settings, host_ram())
-    })
+    crate::query_cmd::budget_for(file, None, opts.budget)
 }
 
 /// Runs every structural check, then decodes the payloads `opts` asks for.

@@ -274,6 +274,20 @@ impl Acc {
         with_elem!(dtype, T => self.fold_typed::<T>(op, &r));
     }
 
+    /// Folds a run a selection produced ([`super::select::for_each_run`]).
+    pub fn fold_run(&mut self, op: Reduce, dtype: DType, tile: &[u8], r: &super::select::Run) {
+        self.fold(
+            op,
+            dtype,
+            tile,
+            r.tile_index,
+            r.count,
+            r.tile_stride,
+            r.position,
+            r.position_stride,
+        );
+    }
+
     /// Folds element `k` of a run (as in [`Acc::fold`]) into `outs[k]`: the kernel of a
     /// reduction that keeps the run's axis. Stops at the shorter of the run and `outs`.
     #[allow(clippy::too_many_arguments)]
