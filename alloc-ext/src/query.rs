@@ -420,16 +420,7 @@ impl Group {
             if last_kept {
                 let end = at.saturating_add(usize::try_from(r.count).unwrap_or(0));
                 if let Some(outs) = cells.get_mut(at..end) {
-                    Acc::fold_spread(
-                        outs,
-                        op,
-                        dtype,
-                        tile,
-                        r.tile_index,
-                        r.tile_stride,
-                        r.position,
-                        r.position_stride,
-                    );
+                    Acc::fold_spread(outs, op, dtype, tile, r);
                 }
             } else if let Some(acc) = cells.get_mut(at) {
                 acc.fold_run(op, dtype, tile, r);
@@ -684,7 +675,7 @@ fn quantile<'f, B: FrameBackend>(
                     let idx = r.tile_index.saturating_add(k.saturating_mul(r.tile_stride));
                     if let (Some(b), Some(v)) = (
                         usize::try_from(local).ok().and_then(|l| buckets.get_mut(l)),
-                        element_f64(dtype, tile, idx),
+                        tile_element(dtype, tile, idx),
                     ) {
                         b.push(v);
                     }
@@ -718,18 +709,10 @@ fn quantile<'f, B: FrameBackend>(
 }
 
 /// Element `index` of a tile as `f64`.
-pub fn element_f64(dtype: DType, tile: &[u8], index: u64) -> Option<f64> {
+fn tile_element(dtype: DType, tile: &[u8], index: u64) -> Option<f64> {
     let size = usize::try_from(dtype.size()).ok()?;
     let at = usize::try_from(index).ok()?.checked_mul(size)?;
-    let b = tile.get(at..at.checked_add(size)?)?;
-    let mut acc = Acc::new();
-    acc.fold(Reduce::Sum, dtype, b, 0, 1, 1, 0, 1);
-    match acc.result(Reduce::Sum, dtype).ok()? {
-        Value::F64(v) => Some(v),
-        Value::I64(v) => Some(i64_f64(v)),
-        Value::U64(v) => Some(u64_f64(v)),
-        _ => None,
-    }
+    tet_core::tet::fold::element_f64(dtype, tile.get(at..at.checked_add(size)?)?)
 }
 
 #[allow(clippy::as_conversions)]

@@ -12,9 +12,7 @@ use tet_core::tet::{Codec, DType, DatasetId, ExecutionSettings};
 use tet_core::{Error, ErrorKind};
 use zerocopy::IntoBytes;
 
-use crate::writer::{
-    extract_tile, footer_tail, head_bytes, index_row, plan_datasets, regions, DatasetSpec,
-};
+use crate::writer::{footer_tail, head_bytes, index_row, plan_datasets, regions, DatasetSpec};
 
 struct Declared {
     name: String,
@@ -106,21 +104,11 @@ impl TetWriter {
             .ok()
             .and_then(|i| layouts.get(i))
             .ok_or(invalid("dataset_id"))?;
-        let expected = l
-            .shape
-            .as_slice()
-            .iter()
-            .try_fold(l.dtype.size(), |a, s| a.checked_mul(*s));
-        if expected != Some(u64_of(data.len())) {
-            return Err(invalid("array length"));
-        }
-        let mut tile = Vec::new();
-        for cell in 0..l.cells {
-            let c = l.delinearize(cell);
-            extract_tile(l, data, c.as_slice(), &mut tile);
-            self.add_chunk_raw(dataset, c.as_slice(), &tile);
-        }
-        Ok(())
+        l.for_each_tile(data, |c, tile| {
+            self.add_chunk_raw(dataset, c.as_slice(), tile);
+            Ok::<(), Error>(())
+        })
+        .map_err(|_| invalid("array length"))?
     }
 
     /// Sets the `TIDX` execution settings.

@@ -255,6 +255,33 @@ impl Layout {
         Coords::from_slice(v.get(..grid.len()).unwrap_or(&[])).unwrap_or_default()
     }
 
+    /// Walks a whole row-major array (`data`, little-endian) tile by tile in canonical
+    /// order, handing each clipped tile to `f`; `Err(Some(expected))` when `data` is not
+    /// `expected` bytes long (`None`: the size overflows).
+    pub(crate) fn for_each_tile<E>(
+        &self,
+        data: &[u8],
+        mut f: impl FnMut(&Coords, &[u8]) -> Result<(), E>,
+    ) -> Result<Result<(), E>, Option<u64>> {
+        let expected = self
+            .shape
+            .as_slice()
+            .iter()
+            .try_fold(self.dtype.size(), |a, s| a.checked_mul(*s));
+        if expected != Some(u64_of(data.len())) {
+            return Err(expected);
+        }
+        let mut tile = Vec::new();
+        for cell in 0..self.cells {
+            let coords = self.delinearize(cell);
+            extract_tile(self, data, coords.as_slice(), &mut tile);
+            if let Err(e) = f(&coords, &tile) {
+                return Ok(Err(e));
+            }
+        }
+        Ok(Ok(()))
+    }
+
     /// Clipped tile byte size at `coords` (inside the grid).
     pub(crate) fn tile_bytes(&self, coords: &[u64]) -> Option<u64> {
         let mut n = self.dtype.size();
@@ -689,28 +716,17 @@ impl<O: Output> Writer<O> {
                 coords: Coords::default(),
                 problem: ChunkProblem::UnknownDataset,
             })?;
-        let expected = l
-            .shape
-            .as_slice()
-            .iter()
-            .try_fold(l.dtype.size(), |a, s| a.checked_mul(*s));
-        if expected != Some(u64_of(data.len())) {
-            return Err(WriteError::Chunk {
-                dataset,
-                coords: Coords::default(),
-                problem: ChunkProblem::Length {
-                    expected: expected.unwrap_or(u64::MAX),
-                    found: u64_of(data.len()),
-                },
-            });
-        }
-        let mut tile = Vec::new();
-        for cell in 0..l.cells {
-            let coords = l.delinearize(cell);
-            extract_tile(&l, data, coords.as_slice(), &mut tile);
-            self.write_chunk(dataset, coords.as_slice(), &tile, codec)?;
-        }
-        Ok(())
+        l.for_each_tile(data, |coords, tile| {
+            self.write_chunk(dataset, coords.as_slice(), tile, codec)
+        })
+        .map_err(|expected| WriteError::Chunk {
+            dataset,
+            coords: Coords::default(),
+            problem: ChunkProblem::Length {
+                expected: expected.unwrap_or(u64::MAX),
+                found: u64_of(data.len()),
+            },
+        })?
     }
 
     /// Checks every cell was written, writes the footer (if any), then the header and

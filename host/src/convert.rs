@@ -317,7 +317,7 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
     let is_zip = bytes.starts_with(b"PK\x03\x04");
     let mut stored: Vec<(String, std::ops::Range<usize>)> = Vec::new();
     if is_zip {
-        match npz_members(bytes, output) {
+        match npz_members(bytes) {
             Ok((s, m)) => {
                 stored = s;
                 members = m;
@@ -468,7 +468,7 @@ type Members = (
     Vec<(String, Vec<u8>)>,
 );
 
-fn npz_members(bytes: &[u8], _output: &Path) -> Result<Members, String> {
+fn npz_members(bytes: &[u8]) -> Result<Members, String> {
     use std::io::Read;
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes))
         .map_err(|e| format!("not a readable .npz archive: {e}"))?;

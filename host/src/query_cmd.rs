@@ -20,7 +20,7 @@ use tet_alloc::query::{
     Operation, Output, QueryError, ReadPlan,
 };
 use tet_core::tet::fold::{Acc, Reduce, Value};
-use tet_core::tet::select::{for_each_chunk, for_each_run, Slice};
+use tet_core::tet::select::{for_each_run, Slice};
 use tet_core::tet::{DType, Dataset, ExecutionSettings, TetFile};
 
 use crate::codec::CZstd;
@@ -743,14 +743,4 @@ fn fail(path: &Path, e: &QueryError) -> Exit {
         }
         _ => Exit::Usage,
     }
-}
-
-/// Enumerates the touched chunks (for tests of planning cost): how many a selection
-/// touches without building the plan.
-pub fn touched_chunks(ds: &Dataset<'_>, slices: &[Slice]) -> Option<u64> {
-    let shape: Vec<u64> = ds.shape().collect();
-    let sel = tet_core::tet::select::Selection::new(&shape, slices).ok()?;
-    let mut n = 0u64;
-    for_each_chunk(ds, &sel, |_| n = n.saturating_add(1));
-    Some(n)
 }

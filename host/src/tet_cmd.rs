@@ -109,11 +109,6 @@ pub fn host_ram() -> u64 {
         .unwrap_or(1 << 30)
 }
 
-/// The budget `opts` asks for, or the one the file's execution settings give.
-pub fn effective_budget(file: &TetFile<'_>, opts: &DecodeOptions) -> u64 {
-    crate::query_cmd::budget_for(file, None, opts.budget)
-}
-
 /// Runs every structural check, then decodes the payloads `opts` asks for.
 pub fn check_with(bytes: &[u8], opts: &DecodeOptions) -> Result<Checked, Error> {
     let mut out = Collector::default();
@@ -136,7 +131,7 @@ pub fn check_with(bytes: &[u8], opts: &DecodeOptions) -> Result<Checked, Error> 
     let Some(file) = file else {
         return Ok(checked);
     };
-    checked.budget = effective_budget(&file, opts);
+    checked.budget = crate::query_cmd::budget_for(&file, None, opts.budget);
     let table = ChunkTable::new(file)?;
     let pass = decode_pass(&table, opts, checked.budget);
     for e in &pass.corrupt {
@@ -253,8 +248,7 @@ pub fn progress_bar(wanted: bool, total: u64) -> Option<indicatif::ProgressBar> 
 }
 
 /// The message for a chunk the budget does not allow decoding.
-pub fn budget_message(e: &DecodeError, budget: u64) -> String {
-    let _ = budget;
+pub fn budget_message(e: &DecodeError) -> String {
     format!(
         "{e}; not checked. Raise the budget with --memory-budget BYTES (the default comes \
          from the file's TIDX execution settings: 25 % of RAM when they are 0)"
@@ -354,11 +348,7 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
         }
     }
     if let Some(e) = &checked.operational {
-        eprintln!(
-            "tet-host: {}: {}",
-            path.display(),
-            budget_message(e, checked.budget)
-        );
+        eprintln!("tet-host: {}: {}", path.display(), budget_message(e));
         return Exit::Operational;
     }
     if found.is_clean() {

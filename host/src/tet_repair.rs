@@ -139,7 +139,7 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
         eprintln!(
             "tet-host: {}: {}; nothing was written",
             path.display(),
-            budget_message(e, checked.budget)
+            budget_message(e)
         );
         return Exit::Operational;
     }
@@ -212,14 +212,16 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
         return Exit::Operational;
     }
     // Check what was written.
-    let written = match std::fs::read(target) {
+    // Mapped like the input, so checking the result costs no more memory than checking
+    // the original did.
+    let written = match crate::input::Input::open(target) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("tet-host: cannot read back {}: {e}", target.display());
             return Exit::Operational;
         }
     };
-    let after = match check_with(&written, &decode) {
+    let after = match check_with(written.bytes(), &decode) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("tet-host: {}: {e}", target.display());

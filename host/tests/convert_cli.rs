@@ -202,5 +202,4 @@ fn default_chunks_are_about_a_mebibyte() {
     assert_eq!(default_chunk(&[16384, 32768], 4), vec![8, 32768]);
     assert_eq!(default_chunk(&[10, 10], 8), vec![10, 10]);
     assert_eq!(default_chunk(&[4, 1 << 20], 4), vec![1, 262144]);
-    let _ = Path::new("");
 }

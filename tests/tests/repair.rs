@@ -363,6 +363,8 @@ fn unrepairable_damage_writes_nothing() {
     w.add_chunk_raw(a, &[0], &[1, 2]);
     let bad = w.to_bytes().unwrap();
     contract("missing cell", &bad, Exit::Problems, Exit::Problems, true);
+    let (_, after) = run(&bad, Mode::Yes, true);
+    assert_eq!(after, bad, "-y wrote something although no fix applies");
 }
 
 /// File-system steps that fail from step `fail_at` on (counting every call).

@@ -288,21 +288,25 @@ impl Acc {
         );
     }
 
-    /// Folds element `k` of a run (as in [`Acc::fold`]) into `outs[k]`: the kernel of a
-    /// reduction that keeps the run's axis. Stops at the shorter of the run and `outs`.
-    #[allow(clippy::too_many_arguments)]
+    /// Folds element `k` of a selection run into `outs[k]`: the kernel of a reduction
+    /// that keeps the run's axis. Stops at the shorter of the run and `outs`.
     pub fn fold_spread(
         outs: &mut [Acc],
         op: Reduce,
         dtype: DType,
         tile: &[u8],
-        index: u64,
-        stride: u64,
-        position: u64,
-        position_stride: u64,
+        run: &super::select::Run,
     ) {
-        let count = u64::try_from(outs.len()).unwrap_or(u64::MAX);
-        let Some(r) = Run::new(dtype, tile, index, count, stride, position, position_stride) else {
+        let count = u64::try_from(outs.len()).unwrap_or(u64::MAX).min(run.count);
+        let Some(r) = Run::new(
+            dtype,
+            tile,
+            run.tile_index,
+            count,
+            run.tile_stride,
+            run.position,
+            run.position_stride,
+        ) else {
             return;
         };
         with_elem!(dtype, T => spread_typed::<T>(outs, op, &r));
@@ -792,6 +796,12 @@ fn spread_typed<T: Elem>(outs: &mut [Acc], op: Reduce, r: &Run<'_>) {
         acc.push(op, x, pos);
         pos = pos.wrapping_add(r.position_stride);
     }
+}
+
+/// One little-endian element of `dtype` as `f64` (integers above 2^53 round), or `None`
+/// when `bytes` is not exactly one element.
+pub fn element_f64(dtype: DType, bytes: &[u8]) -> Option<f64> {
+    with_elem!(dtype, T => T::read(bytes).map(T::f64))
 }
 
 /// `u64` to `f64`, rounding to nearest (counts are exact below 2^53).
