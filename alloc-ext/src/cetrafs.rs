@@ -20,8 +20,8 @@ use tet_core::cetrafs::{
     bitmap_blocks, Superblock, BG_MAGIC, BITS_PER_BITMAP_BLOCK, DIRENTS_PER_BLOCK, EXTENT_MAGIC,
     EXTENT_UNINIT, FORMAT_VERSION, F_COMMIT, F_FRESH, INDEX_MAX, INLINE_SLOTS, INODE_MAGIC,
     JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC, LEAF_MAX, PENDING_PER_BLOCK, RH_MAGIC, ROWS_PER_BLOCK,
-    SB_CHECKSUM_AT, SB_MAGIC, TAIL_AT, TAIL_DIR, TAIL_EXTENT, TAIL_XATTR, XATTRS_PER_BLOCK,
-    ZG_COLD_AT, ZG_COLD_MAGIC, ZG_MAGIC, ZG_NO_OWNER,
+    SB_CHECKSUM_AT, SB_CLEAN, SB_MAGIC, TAIL_AT, TAIL_DIR, TAIL_EXTENT, TAIL_XATTR,
+    XATTRS_PER_BLOCK, ZG_COLD_AT, ZG_COLD_MAGIC, ZG_MAGIC, ZG_NO_OWNER,
 };
 use tet_core::checksum::{crc32c, crc32c_skipping};
 use tet_core::{Error, ErrorKind};
@@ -585,10 +585,15 @@ impl ImageBuilder {
             let (start, len) = g.bg_span(p.bg_size_blocks, bi);
             let dbm = bitmap_blocks(len);
             let data = len - 1 - dbm;
-            let used = alloc.used_in(bi);
+            let (high, gaps) = alloc.used_in(bi);
+            let used = high - u64::try_from(gaps.len()).unwrap_or(0);
             let bm_start = usize_of((start + 1) * BLOCK_SIZE_U64);
-            for bit in (0..used).chain(data..dbm * BITS_PER_BITMAP_BLOCK) {
+            for bit in (0..high).chain(data..dbm * BITS_PER_BITMAP_BLOCK) {
                 set_bit(&mut img, bm_start, bit);
+            }
+            for gap in gaps {
+                let at = bm_start + usize_of(gap / 8);
+                img[at] &= !(1u8 << (gap % 8));
             }
             let mut rh = vec![0u8; 64];
             put(&mut rh, 0, &RH_MAGIC);
@@ -841,6 +846,9 @@ fn set_bit(img: &mut [u8], base: usize, bit: u64) {
 struct Allocator {
     groups: Vec<(u64, u64)>,
     used: Vec<u64>,
+    /// Blocks fragmented placement stepped over, per group: below the high-water mark
+    /// but free.
+    skipped: Vec<Vec<u64>>,
     cur: usize,
 }
 
@@ -854,9 +862,11 @@ impl Allocator {
             })
             .collect();
         let used = vec![0; groups.len()];
+        let skipped = vec![Vec::new(); groups.len()];
         Allocator {
             groups,
             used,
+            skipped,
             cur: 0,
         }
     }
@@ -869,6 +879,11 @@ impl Allocator {
             // Fragmented placement leaves a free block before each allocation.
             let at = used.saturating_add(skip);
             if at < *count {
+                if skip == 1 {
+                    if let Some(g) = self.skipped.get_mut(self.cur) {
+                        g.push(*used);
+                    }
+                }
                 *used = at + 1;
                 return Ok(start + at);
             }
@@ -877,15 +892,21 @@ impl Allocator {
         Err(full("data blocks"))
     }
 
-    /// Blocks from the start of group `bi`'s data area up to its high-water mark.
-    fn used_in(&self, bi: u32) -> u64 {
-        self.used.get(usize_of(bi.into())).copied().unwrap_or(0)
+    /// Blocks from the start of group `bi`'s data area up to its high-water mark, and
+    /// the free blocks below it.
+    fn used_in(&self, bi: u32) -> (u64, &[u64]) {
+        let i = usize_of(bi.into());
+        (
+            self.used.get(i).copied().unwrap_or(0),
+            self.skipped.get(i).map_or(&[], Vec::as_slice),
+        )
     }
 }
 
 /// Writes one transaction into registry row `row`'s journal of `img`, starting at slot
 /// `first_slot`: each `(target, payload, fresh)` becomes a slot; `commit` sets `F_COMMIT`
-/// on the last; `dirty` sets the flag block `DIRTY`. The pre-change checksum is the crc
+/// on the last; `dirty` sets the flag block `DIRTY` (and clears the superblock's
+/// `SB_CLEAN`, as a crash after the commit leaves it). The pre-change checksum is the crc
 /// of the target block as `img` holds it now. For tests and tools.
 pub fn write_journal_txn(
     img: &mut [u8],
@@ -952,6 +973,12 @@ pub fn write_journal_txn(
     put(&mut f, 24, &row.to_le_bytes());
     seal(&mut f, 56);
     put(img, usize_of(slice * BLOCK_SIZE_U64), &f);
+    if dirty {
+        // A dirty journal means the filesystem was not cleanly unmounted.
+        let flags = le32(img, 12) & !SB_CLEAN;
+        put(img, 12, &flags.to_le_bytes());
+        seal(&mut img[..SB_CHECKSUM_AT + 8], SB_CHECKSUM_AT);
+    }
     Ok(())
 }
 

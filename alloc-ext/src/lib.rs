@@ -51,6 +51,7 @@ extern crate alloc;
 pub mod cetrafs;
 pub mod decode;
 pub mod example;
+pub mod fsck;
 pub mod history;
 pub mod query;
 pub mod repair;
@@ -60,7 +61,9 @@ pub mod testing;
 pub mod writer;
 
 use alloc::vec::Vec;
-use tet_core::tet::{scratch_words, verify, Sink, Span, TetFile, VerifyOptions, VerifySummary};
+use tet_core::tet::{
+    scratch_words, verify, Finding, Sink, Span, TetFile, VerifyOptions, VerifySummary,
+};
 use tet_core::{Error, ErrorKind};
 
 /// Verifies `bytes` with scratch sized from the file itself. The scratch is at most
@@ -69,7 +72,7 @@ use tet_core::{Error, ErrorKind};
 pub fn verify_owned(
     bytes: &[u8],
     metadata_spill: Option<Span>,
-    sink: &mut dyn Sink,
+    sink: &mut dyn Sink<Finding>,
 ) -> Result<VerifySummary, Error> {
     let mut words = 0;
     // Parse quietly just to size the scratch; `verify` reports everything itself.

@@ -47,6 +47,7 @@ pub mod block;
 pub mod cetrafs;
 pub mod checksum;
 pub mod error;
+pub mod finding;
 pub mod tet;
 
 pub use error::{Category, Error, ErrorKind, Result};

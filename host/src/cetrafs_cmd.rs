@@ -6,8 +6,9 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 use tet_alloc::cetrafs::{ImageBuilder, Params, Placement, Sparse};
-use tet_core::block::{BlockDevice, MemDevice, BLOCK_SIZE_U64};
-use tet_core::cetrafs::{bitmap_blocks, Buffers, Features, Fs, Inode, BITS_PER_BITMAP_BLOCK};
+use tet_alloc::fsck;
+use tet_core::block::{BlockDevice, BLOCK_SIZE_U64};
+use tet_core::cetrafs::{Buffers, Features, Finding, Fs, Inode};
 use tet_core::{Error, ErrorKind};
 
 use crate::{Exit, Output};
@@ -193,13 +194,19 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
     Exit::Clean
 }
 
-fn open_fs<'a>(path: &Path, bytes: &'a [u8]) -> Result<Fs<MemDevice<'a>>, Exit> {
-    if crate::detect(bytes) != crate::Format::Cetrafs {
+/// A device the commands read an image from.
+pub type Dev<'a> = &'a dyn BlockDevice;
+
+fn open_fs<'a>(path: &Path, dev: Dev<'a>) -> Result<Fs<Dev<'a>>, Exit> {
+    let mut b = Buffers::new();
+    let magic_ok = dev.block_count() > 0
+        && dev.read_block(0, &mut b.data).is_ok()
+        && b.data.starts_with(&tet_core::cetrafs::SB_MAGIC);
+    if !magic_ok {
         eprintln!("tet-host: {}: not a cetrafs image (no CTFS magic); ls, cat and stat read cetrafs images", path.display());
         return Err(Exit::Usage);
     }
-    let mut b = Buffers::new();
-    Fs::open(MemDevice::new(bytes), &mut b.data).map_err(|e| {
+    Fs::open(dev, &mut b.data).map_err(|e| {
         eprintln!(
             "tet-host: {}: cannot mount: {}",
             path.display(),
@@ -237,8 +244,8 @@ fn features_json(f: &Features) -> Value {
 }
 
 /// `tet-host info` for an image.
-pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
-    let fs = match open_fs(path, bytes) {
+pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
+    let fs = match open_fs(path, dev) {
         Ok(f) => f,
         Err(e) => return e,
     };
@@ -382,11 +389,11 @@ fn type_name(inode: &Inode) -> &'static str {
 /// Mounts the image and resolves `inner`: the start of `ls`, `cat` and `stat`.
 fn open_path<'a>(
     path: &Path,
-    bytes: &'a [u8],
+    dev: Dev<'a>,
     inner: &str,
     bufs: &mut Buffers,
-) -> Result<(Fs<MemDevice<'a>>, Inode), Exit> {
-    let fs = open_fs(path, bytes)?;
+) -> Result<(Fs<Dev<'a>>, Inode), Exit> {
+    let fs = open_fs(path, dev)?;
     let inode = fs.resolve(inner.as_bytes(), bufs).map_err(|e| {
         if e.kind == ErrorKind::NotFound {
             eprintln!(
@@ -403,9 +410,9 @@ fn open_path<'a>(
 }
 
 /// `tet-host ls`.
-pub fn ls(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
+pub fn ls(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
     let mut bufs = Buffers::new();
-    let (fs, dir) = match open_path(path, bytes, inner, &mut bufs) {
+    let (fs, dir) = match open_path(path, dev, inner, &mut bufs) {
         Ok(r) => r,
         Err(e) => return e,
     };
@@ -462,9 +469,9 @@ pub fn ls(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
 }
 
 /// `tet-host cat`.
-pub fn cat(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
+pub fn cat(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
     let mut bufs = Buffers::new();
-    let (fs, f) = match open_path(path, bytes, inner, &mut bufs) {
+    let (fs, f) = match open_path(path, dev, inner, &mut bufs) {
         Ok(r) => r,
         Err(e) => return e,
     };
@@ -507,9 +514,9 @@ pub fn cat(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
 }
 
 /// `tet-host stat`.
-pub fn stat(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
+pub fn stat(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
     let mut bufs = Buffers::new();
-    let (fs, i) = match open_path(path, bytes, inner, &mut bufs) {
+    let (fs, i) = match open_path(path, dev, inner, &mut bufs) {
         Ok(r) => r,
         Err(e) => return e,
     };
@@ -548,180 +555,63 @@ pub fn stat(path: &Path, bytes: &[u8], inner: &str, output: Output) -> Exit {
     Exit::Clean
 }
 
-/// One verify finding for an image.
-pub struct Problem {
-    /// Stable code: `checksum`, `magic`, `incompatible`, `map` or `structure`.
-    pub code: &'static str,
-    /// What, where (absolute byte offset; block = offset / 4096), and the values.
-    pub error: Error,
-}
-
-fn code_of(e: &Error) -> &'static str {
-    match e.kind {
-        ErrorKind::ChecksumMismatch { .. } => "checksum",
-        ErrorKind::BadMagic { .. } => "magic",
-        ErrorKind::Unsupported { .. } | ErrorKind::UnknownFlags { .. } => "incompatible",
-        ErrorKind::Truncated { .. } | ErrorKind::Overlap { .. } => "map",
-        _ => "structure",
-    }
-}
-
-fn bit(bytes: &[u8], lba: u64, i: u64) -> bool {
-    let at = (lba * BLOCK_SIZE_U64 + i / 8) as usize;
-    bytes.get(at).is_some_and(|b| b & (1 << (i % 8)) != 0)
-}
-
-/// Every checksum and every map and table check (the full cross-checking fsck and
-/// journal replay are separate).
-pub fn check_image(bytes: &[u8]) -> Vec<Problem> {
-    let mut out = Vec::new();
-    let mut bufs = Buffers::new();
-    let dev = MemDevice::new(bytes);
-    let fs = match Fs::open(dev, &mut bufs.data) {
-        Ok(f) => f,
-        Err(e) => {
-            out.push(Problem {
-                code: code_of(&e),
-                error: e,
-            });
-            return out;
-        }
-    };
-    let report = |r: Result<(), Error>, out: &mut Vec<Problem>| {
-        if let Err(e) = r {
-            out.push(Problem {
-                code: code_of(&e),
-                error: e,
-            });
-        }
-    };
-    let sb = *fs.superblock();
-    let data_buf = &mut bufs.data;
-    let walked = fs.for_each_block_group(&mut bufs.tree, |_, bg| {
-        let r = bg.and_then(|bg| {
-            let start = bg.raw.start_block.get();
-            dev.read_block(start, data_buf)?;
-            bg.check_region_header(data_buf)?;
-            // Free count and bitmap padding.
-            let data = bg.raw.data_block_count.get();
-            let dbm = bitmap_blocks(bg.raw.length_blocks.get());
-            let used = (0..data).filter(|i| bit(bytes, start + 1, *i)).count() as u64;
-            if data - used != bg.raw.free_data_blocks.get() {
-                return Err(Error::new(
-                    ErrorKind::Mismatch {
-                        expected: data - used,
-                        found: bg.raw.free_data_blocks.get(),
-                    },
-                    "block_group.free_data_blocks (bitmap)",
-                    bg.lba * BLOCK_SIZE_U64 + 64,
-                ));
-            }
-            if let Some(i) =
-                (data..dbm * BITS_PER_BITMAP_BLOCK).find(|i| !bit(bytes, start + 1, *i))
-            {
-                return Err(Error::new(
-                    ErrorKind::Invalid,
-                    "data bitmap padding bit clear",
-                    (start + 1) * BLOCK_SIZE_U64 + i / 8,
-                ));
-            }
-            Ok(())
-        });
-        report(r, &mut out);
-        ControlFlow::Continue(())
+/// `tet-host verify` for an image: the full check (`tet_alloc::fsck`), findings in the
+/// order found, exit 0 when clean (warnings included) and 4 otherwise.
+pub fn verify(path: &Path, dev: Dev<'_>, output: Output, memory_limit: u64) -> Exit {
+    let mut found: Vec<Finding> = Vec::new();
+    let outcome = fsck::check(dev, &fsck::Options { memory_limit }, &mut |f: &Finding| {
+        found.push(*f)
     });
-    report(walked, &mut out);
-    for row in 0..sb.node_capacity() {
-        report(fs.node_row(row, &mut bufs.data).map(|_| ()), &mut out);
-        report(
-            fs.classify_journal(row, &mut bufs, |_, _| Ok(ControlFlow::Continue(())))
-                .map(|_| ()),
-            &mut out,
-        );
-    }
-    for z in 0..sb.zone_group_count() {
-        for s in 0..sb.raw().pending_slots_per_zg.get() {
-            report(fs.pending_free(z, s, &mut bufs.data).map(|_| ()), &mut out);
-        }
-    }
-    let ib = sb.raw().inode_bitmap_start.get();
-    if !bit(bytes, ib, 0) {
-        out.push(Problem {
-            code: "structure",
-            error: Error::new(
-                ErrorKind::Invalid,
-                "inode bitmap bit 0 (inode 0) clear",
-                ib * BLOCK_SIZE_U64,
-            ),
-        });
-    }
-    if let Some(i) = (sb.inode_count()..sb.raw().inode_bitmap_blocks.get() * BITS_PER_BITMAP_BLOCK)
-        .find(|i| !bit(bytes, ib, *i))
-    {
-        out.push(Problem {
-            code: "structure",
-            error: Error::new(
-                ErrorKind::Invalid,
-                "inode bitmap padding bit clear",
-                ib * BLOCK_SIZE_U64 + i / 8,
-            ),
-        });
-    }
-    for ino in 1..sb.inode_count() {
-        if !bit(bytes, ib, ino) {
-            continue;
-        }
-        let r = fs.inode(ino, &mut bufs.data).and_then(|inode| {
-            if inode.is_dir() {
-                fs.read_dir(&inode, &mut bufs, |_| ControlFlow::Continue(()))?;
-            } else {
-                let _all =
-                    fs.for_each_extent(&inode, &mut bufs.tree, |_| Ok(ControlFlow::Continue(())))?;
-            }
-            fs.xattrs(&inode, &mut bufs, |_| ControlFlow::Continue(()))
-        });
-        report(r, &mut out);
-    }
-    out
-}
-
-/// `tet-host verify` for an image.
-pub fn verify(path: &Path, bytes: &[u8], output: Output) -> Exit {
-    let found = check_image(bytes);
-    let clean = found.is_empty();
+    let (errors, warnings) = (outcome.summary.errors, outcome.summary.warnings);
+    let status = if errors > 0 {
+        "errors"
+    } else if warnings > 0 {
+        "warnings"
+    } else {
+        "clean"
+    };
     match output {
         Output::Json => {
             let list: Vec<Value> = found
                 .iter()
-                .map(|p| json!({"code": p.code, "severity": "error", "field": p.error.what, "offset": p.error.offset, "block": p.error.offset / BLOCK_SIZE_U64, "message": describe(&p.error)}))
+                .map(|f| json!({"code": f.code.as_str(), "severity": f.severity().name(), "field": f.error.what, "offset": f.error.offset, "block": f.error.offset / BLOCK_SIZE_U64, "inode": f.ino, "message": describe(&f.error)}))
                 .collect();
-            let v = json!({"file": path.display().to_string(), "format": "cetrafs", "status": if clean { "clean" } else { "errors" }, "errors": found.len(), "warnings": 0, "findings": list});
+            let v = json!({"file": path.display().to_string(), "format": "cetrafs", "status": status, "errors": errors, "warnings": warnings, "inodes": outcome.summary.inodes, "cross_checked": outcome.cross_checked, "findings": list});
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         }
         Output::Quiet => match found.first() {
             None => println!("{}: clean", path.display()),
-            Some(p) => println!(
-                "{}: {} error(s); first: error[{}] {}",
+            Some(f) => println!(
+                "{}: {errors} error(s), {warnings} warning(s); first: {}[{}] {}",
                 path.display(),
-                found.len(),
-                p.code,
-                describe(&p.error)
+                f.severity().name(),
+                f.code.as_str(),
+                describe(&f.error)
             ),
         },
         Output::Human => {
-            for p in &found {
-                println!("error[{}] {}", p.code, describe(&p.error));
+            for f in &found {
+                let ino = f.ino.map(|i| format!(" inode {i}:")).unwrap_or_default();
+                println!(
+                    "{}[{}]{ino} {}",
+                    f.severity().name(),
+                    f.code.as_str(),
+                    describe(&f.error)
+                );
             }
-            if clean {
+            if errors == 0 && warnings == 0 {
                 println!("{}: clean", path.display());
             } else {
-                println!("{}: {} error(s)", path.display(), found.len());
+                println!(
+                    "{}: {errors} error(s), {warnings} warning(s)",
+                    path.display()
+                );
             }
         }
     }
-    if clean {
-        Exit::Clean
-    } else {
+    if errors > 0 {
         Exit::Problems
+    } else {
+        Exit::Clean
     }
 }

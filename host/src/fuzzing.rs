@@ -343,35 +343,61 @@ pub fn cetrafs_open_walk(data: &[u8]) {
         }
     };
     reseal(&mut img);
-    let _ = crate::cetrafs_cmd::check_image(&img);
+    let (found, _) = tet_alloc::fsck::findings(MemDevice::new(&img), &Default::default());
+    let clean = found.iter().all(|f| f.severity() != Severity::Error);
     let mut bufs = Buffers::new();
     let Ok(fs) = Fs::open(MemDevice::new(&img), &mut bufs.data) else {
+        assert!(!clean, "verify was clean but the image does not mount");
         return;
     };
-    if let Ok(root) = fs.inode(fs.superblock().root_inode(), &mut bufs.data) {
-        walk(&fs, &root, &mut bufs, 0);
+    let Ok(root) = fs.inode(fs.superblock().root_inode(), &mut bufs.data) else {
+        assert!(!clean, "verify was clean but the root inode does not read");
+        return;
+    };
+    let mut problems = 0u64;
+    walk(&fs, &root, &mut bufs, 0, &mut problems);
+    if clean {
+        assert_eq!(
+            problems, 0,
+            "verify was clean, yet a directory did not list or a file did not read whole: {found:?}"
+        );
     }
 }
 
-fn walk(fs: &Fs<MemDevice<'_>>, dir: &Inode, bufs: &mut Buffers, depth: u32) {
-    if depth > 8 {
+/// Walks the tree below `dir`, counting directories that fail to list and files that
+/// fail to read their whole size. A clean image has no loops; the depth cap keeps a
+/// damaged one finite.
+fn walk(fs: &Fs<MemDevice<'_>>, dir: &Inode, bufs: &mut Buffers, depth: u32, problems: &mut u64) {
+    if depth > 64 {
+        *problems += 1;
         return;
     }
     let mut children = Vec::new();
-    let _ = fs.read_dir(dir, bufs, |e| {
-        children.push(e.inode);
-        ControlFlow::Continue(())
-    });
+    if fs
+        .read_dir(dir, bufs, |e| {
+            children.push(e.inode);
+            ControlFlow::Continue(())
+        })
+        .is_err()
+    {
+        *problems += 1;
+    }
     for ino in children {
         let Ok(i) = fs.inode(ino, &mut bufs.data) else {
+            *problems += 1;
             continue;
         };
         if i.is_dir() {
-            walk(fs, &i, bufs, depth + 1);
+            walk(fs, &i, bufs, depth + 1, problems);
         } else {
-            let mut out = vec![0u8; 8192];
-            let _ = fs.read(&i, 0, &mut out, bufs);
-            let _ = fs.read(&i, i.size().saturating_sub(100), &mut out, bufs);
+            let size = usize::try_from(i.size()).unwrap_or(usize::MAX);
+            if size > 1 << 24 {
+                continue;
+            }
+            let mut out = vec![0u8; size];
+            if fs.read(&i, 0, &mut out, bufs).ok() != Some(size) {
+                *problems += 1;
+            }
         }
     }
 }

@@ -49,7 +49,7 @@ impl Input {
 /// opening a FIFO with no writer would block, and reading a character device such as
 /// `/dev/zero` would never end. Both formats are random-access; neither can be read
 /// from a stream.
-fn check_kind(path: &Path) -> std::io::Result<()> {
+pub(crate) fn check_kind(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::FileTypeExt;
     let t = std::fs::metadata(path)?.file_type();
     let what = if t.is_dir() {

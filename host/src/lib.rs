@@ -28,6 +28,7 @@ walled! {
     atomic;
     codec;
     convert;
+    device;
     npy;
     query_cmd;
     tet_repair;

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tet_host::{cetrafs_cmd, detect, input, query_cmd, tet_cmd, tet_repair, Exit, Format, Output};
+use tet_host::{
+    cetrafs_cmd, detect, device, input, query_cmd, tet_cmd, tet_repair, Exit, Format, Output,
+};
 
 #[derive(Parser)]
 #[command(
@@ -243,13 +245,14 @@ fn main() -> ExitCode {
         }
     };
     let exit = match cli.command {
-        Command::Info { file, json } => with_input(&file, |b| {
+        Command::Info { file, json } => {
             let out = if json { Output::Json } else { Output::Human };
-            match detect(b) {
-                Format::Tet => tet_cmd::info(&file, b, out),
-                Format::Cetrafs => cetrafs_cmd::info(&file, b, out),
+            match sniff(&file) {
+                Err(e) => e,
+                Ok(Some(dev)) => cetrafs_cmd::info(&file, &dev, out),
+                Ok(None) => with_input(&file, |b| tet_cmd::info(&file, b, out)),
             }
-        }),
+        }
         Command::Mkfs {
             image,
             size,
@@ -273,26 +276,26 @@ fn main() -> ExitCode {
             };
             cetrafs_cmd::mkfs(&image, &o)
         }
-        Command::Ls { image, path, json } => with_input(&image, |b| {
+        Command::Ls { image, path, json } => with_device(&image, |d| {
             cetrafs_cmd::ls(
                 &image,
-                b,
+                d,
                 &path,
                 if json { Output::Json } else { Output::Human },
             )
         }),
-        Command::Cat { image, path, json } => with_input(&image, |b| {
+        Command::Cat { image, path, json } => with_device(&image, |d| {
             cetrafs_cmd::cat(
                 &image,
-                b,
+                d,
                 &path,
                 if json { Output::Json } else { Output::Human },
             )
         }),
-        Command::Stat { image, path, json } => with_input(&image, |b| {
+        Command::Stat { image, path, json } => with_device(&image, |d| {
             cetrafs_cmd::stat(
                 &image,
-                b,
+                d,
                 &path,
                 if json { Output::Json } else { Output::Human },
             )
@@ -425,17 +428,25 @@ fn main() -> ExitCode {
             json,
             quiet,
             read,
-        } => with_input_mode(&file, read.no_mmap, |b| {
+        } => {
             let out = match (json, quiet) {
                 (true, _) => Output::Json,
                 (_, true) => Output::Quiet,
                 _ => Output::Human,
             };
-            match detect(b) {
-                Format::Tet => tet_cmd::verify(&file, b, out, &read.decode()),
-                Format::Cetrafs => cetrafs_cmd::verify(&file, b, out),
+            match sniff(&file) {
+                Err(e) => e,
+                Ok(Some(dev)) => {
+                    let limit = read
+                        .memory_budget
+                        .unwrap_or_else(|| tet_cmd::host_ram() / 4);
+                    cetrafs_cmd::verify(&file, &dev, out, limit)
+                }
+                Ok(None) => with_input_mode(&file, read.no_mmap, |b| {
+                    tet_cmd::verify(&file, b, out, &read.decode())
+                }),
             }
-        }),
+        }
     };
     ExitCode::from(exit as u8)
 }
@@ -465,6 +476,33 @@ fn quiet_on_closed_stdout() {
         }
         default(info);
     }));
+}
+
+/// Opens `path` as a cetrafs image when it starts with `CTFS` (`Ok(Some)`), or says it
+/// is something else (`Ok(None)`: a `.tet` file, or garbage its checks will name).
+fn sniff(path: &std::path::Path) -> Result<Option<device::FileDevice>, Exit> {
+    let dev = device::FileDevice::open(path).map_err(|e| {
+        eprintln!("tet-host: cannot read {}: {e}", path.display());
+        Exit::Operational
+    })?;
+    let mut head = [0u8; 4];
+    let n = dev.read_head(&mut head).map_err(|e| {
+        eprintln!("tet-host: cannot read {}: {e}", path.display());
+        Exit::Operational
+    })?;
+    let head = head.get(..n).unwrap_or(&[]);
+    Ok((detect(head) == Format::Cetrafs).then_some(dev))
+}
+
+/// Runs `f` on the cetrafs image at `path`, read with positioned reads.
+fn with_device(path: &std::path::Path, f: impl FnOnce(&device::FileDevice) -> Exit) -> Exit {
+    match device::FileDevice::open(path) {
+        Ok(d) => f(&d),
+        Err(e) => {
+            eprintln!("tet-host: cannot read {}: {e}", path.display());
+            Exit::Operational
+        }
+    }
 }
 
 fn with_input(path: &std::path::Path, f: impl FnOnce(&[u8]) -> Exit) -> Exit {

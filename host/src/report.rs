@@ -26,7 +26,7 @@ pub struct Collector {
     pub warnings: u64,
 }
 
-impl Sink for Collector {
+impl Sink<Finding> for Collector {
     fn report(&mut self, f: &Finding) {
         match f.severity() {
             Severity::Error => self.errors = self.errors.saturating_add(1),

@@ -164,7 +164,7 @@ fn mkfs_from_a_directory_round_trips() {
     assert_eq!(code, 4);
     let line = text(out);
     assert!(
-        line.starts_with("bad: 1 error(s); first: error[checksum] zone_group.hot_checksum (block 1, byte 0x1038) checksum mismatch: stored 0x"),
+        line.starts_with("bad: 1 error(s), 0 warning(s); first: error[checksum] zone_group.hot_checksum (block 1, byte 0x1038) checksum mismatch: stored 0x"),
         "{line}"
     );
 }

@@ -54,10 +54,7 @@ fn replay_cetrafs_path() {
 fn cetrafs_fuzz_base_image_is_valid_and_reseal_is_identity_on_it() {
     let img = tet_host::fuzzing::cetrafs_base();
     assert!(!img.is_empty());
-    let found: Vec<_> = tet_host::cetrafs_cmd::check_image(img)
-        .into_iter()
-        .map(|p| p.error)
-        .collect();
+    let found: Vec<_> = errors(img).into_iter().map(|p| p.error).collect();
     assert_eq!(found, vec![]);
     let mut copy = img.to_vec();
     tet_alloc::cetrafs::reseal(&mut copy);
@@ -66,7 +63,7 @@ fn cetrafs_fuzz_base_image_is_valid_and_reseal_is_identity_on_it() {
     let mut bad = img.to_vec();
     bad[68] = 77; // block_group_count
     tet_alloc::cetrafs::reseal(&mut bad);
-    let p = &tet_host::cetrafs_cmd::check_image(&bad)[0];
+    let p = &errors(&bad)[0];
     assert!(
         !matches!(p.error.kind, tet_core::ErrorKind::ChecksumMismatch { .. }),
         "{:?}",
@@ -77,4 +74,16 @@ fn cetrafs_fuzz_base_image_is_valid_and_reseal_is_identity_on_it() {
         (p.error.what, p.error.offset),
         ("superblock region start", 88)
     );
+}
+
+/// Error-severity findings of the full cetrafs check.
+fn errors(img: &[u8]) -> Vec<tet_core::cetrafs::Finding> {
+    tet_alloc::fsck::findings(
+        tet_core::block::MemDevice::new(img),
+        &tet_alloc::fsck::Options::default(),
+    )
+    .0
+    .into_iter()
+    .filter(|f| f.severity() == tet_core::finding::Severity::Error)
+    .collect()
 }

@@ -89,12 +89,13 @@ fn nonzero_at(bytes: &[u8]) -> Option<usize> {
 }
 
 impl<D: BlockDevice> Fs<D> {
-    /// Parses directory block `lba` (in `block`), calling `f` with each entry in use.
-    fn dir_block(
+    /// Parses directory block `lba` (in `block`), calling `f` with each entry in use and
+    /// its byte offset in the block.
+    pub(crate) fn dir_block(
         &self,
         block: &Block,
         lba: u64,
-        f: &mut impl FnMut(&DirEntry) -> ControlFlow<()>,
+        f: &mut impl FnMut(&DirEntry, usize) -> ControlFlow<()>,
     ) -> Result<ControlFlow<()>> {
         check_tail(
             block,
@@ -183,7 +184,7 @@ impl<D: BlockDevice> Fs<D> {
                 name: raw.name,
                 name_len,
             };
-            if f(&e).is_break() {
+            if f(&e, off).is_break() {
                 return Ok(ControlFlow::Break(()));
             }
         }
@@ -239,7 +240,7 @@ impl<D: BlockDevice> Fs<D> {
                     ));
                 }
                 self.device().read_block(lba, data)?;
-                if self.dir_block(data, lba, &mut f)?.is_break() {
+                if self.dir_block(data, lba, &mut |e, _| f(e))?.is_break() {
                     return Ok(ControlFlow::Break(()));
                 }
             }

@@ -2,6 +2,7 @@
 //! read-only filesystem over any [`BlockDevice`](crate::block::BlockDevice), and journal
 //! inspection. No allocation: every walk uses caller-owned [`Buffers`].
 
+pub mod check;
 pub mod raw;
 
 mod dir;
@@ -11,12 +12,13 @@ mod journal;
 mod superblock;
 mod tree;
 
+pub use check::{Code, Finding};
 pub use dir::{DirEntry, FileType, Xattr, MAX_PATH_COMPONENTS};
 pub use fs::{Buffers, Fs, Stat};
 pub use groups::{BlockGroup, NodeRow, PendingFree, ZoneGroup};
 pub use journal::{JournalFlag, Overlay, OverlayDevice, Slot, SlotClass};
 pub use superblock::{Features, Region, Superblock, REGION_NAMES};
-pub use tree::{Extent, Inode, Mapping};
+pub use tree::{Extent, Inode, Mapping, TreeEvent, TreeProblem};
 
 use zerocopy::{FromBytes, Immutable, KnownLayout};
 

@@ -66,7 +66,7 @@ impl<'a> Directory<'a> {
     }
 
     /// Iterates the records, reporting warnings (reserved fields, padding) to `sink`.
-    pub fn iter_with<'s>(&self, sink: &'s mut dyn Sink) -> DatasetIter<'a, 's> {
+    pub fn iter_with<'s>(&self, sink: &'s mut dyn Sink<Finding>) -> DatasetIter<'a, 's> {
         DatasetIter::new(*self, Some(sink))
     }
 
@@ -106,7 +106,7 @@ impl<'a> Directory<'a> {
         at: u64,
         id: DatasetId,
         first_row: u64,
-        sink: Option<&mut dyn Sink>,
+        sink: Option<&mut dyn Sink<Finding>>,
     ) -> Result<Dataset<'a>, Finding> {
         parse_record(self.file, at, self.end, id, first_row, sink)
     }
@@ -119,11 +119,11 @@ pub struct DatasetIter<'a, 's> {
     next_id: u32,
     first_row: u64,
     done: bool,
-    sink: Option<&'s mut dyn Sink>,
+    sink: Option<&'s mut dyn Sink<Finding>>,
 }
 
 impl<'a, 's> DatasetIter<'a, 's> {
-    fn new(dir: Directory<'a>, sink: Option<&'s mut dyn Sink>) -> Self {
+    fn new(dir: Directory<'a>, sink: Option<&'s mut dyn Sink<Finding>>) -> Self {
         DatasetIter {
             at: dir.start,
             dir,
@@ -148,7 +148,7 @@ impl<'a> Iterator for DatasetIter<'a, '_> {
         if self.done || self.next_id >= self.dir.count {
             return None;
         }
-        let sink: Option<&mut dyn Sink> = match &mut self.sink {
+        let sink: Option<&mut dyn Sink<Finding>> = match &mut self.sink {
             Some(s) => Some(&mut **s),
             None => None,
         };
@@ -182,7 +182,7 @@ fn parse_record<'a>(
     end: u64,
     id: DatasetId,
     first_row: u64,
-    mut sink: Option<&mut dyn Sink>,
+    mut sink: Option<&mut dyn Sink<Finding>>,
 ) -> Result<Dataset<'a>, Finding> {
     let avail = end.saturating_sub(at);
     let truncated = |needed: u64, what: &'static str| {

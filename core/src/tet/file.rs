@@ -63,7 +63,7 @@ impl<'a> TetFile<'a> {
     /// past the ones that do not hide later structures. Returns `None` only when the
     /// superblock itself is unusable; a part that failed is then absent
     /// ([`TetFile::directory`], [`TetFile::index`] return `None`).
-    pub fn parse(bytes: &'a [u8], sink: &mut dyn Sink) -> Option<TetFile<'a>> {
+    pub fn parse(bytes: &'a [u8], sink: &mut dyn Sink<Finding>) -> Option<TetFile<'a>> {
         let superblock = match Superblock::parse(bytes, sink) {
             Ok(sb) => sb,
             Err(f) => {

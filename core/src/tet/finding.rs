@@ -3,56 +3,11 @@
 
 use super::Coords;
 use crate::error::Error;
+use crate::finding::codes;
+pub use crate::finding::{Report, Severity, Sink};
 
-/// How bad a finding is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Severity {
-    /// The file breaks a rule but every byte of data can still be located and read.
-    Warning,
-    /// Structure or data cannot be trusted.
-    Error,
-}
-
-impl Severity {
-    /// `warning` or `error`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Severity::Warning => "warning",
-            Severity::Error => "error",
-        }
-    }
-}
-
-macro_rules! codes {
-    ($($variant:ident = $name:literal, $sev:ident, $doc:literal;)*) => {
-        /// Stable finding codes. The string form never changes once released.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        #[non_exhaustive]
-        pub enum Code {
-            $(#[doc = $doc] $variant,)*
-        }
-
-        impl Code {
-            /// Every code, in documentation order.
-            pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
-
-            /// The stable kebab-case name.
-            pub fn as_str(self) -> &'static str {
-                match self { $(Code::$variant => $name,)* }
-            }
-
-            /// The severity of every finding with this code.
-            pub fn severity(self) -> Severity {
-                match self { $(Code::$variant => Severity::$sev,)* }
-            }
-
-            /// One-line description.
-            pub fn description(self) -> &'static str {
-                match self { $(Code::$variant => $doc,)* }
-            }
-        }
-    };
-}
+/// A sink keeping the first error-severity `.tet` finding.
+pub type FirstError = crate::finding::FirstError<Finding>;
 
 codes! {
     FileTruncated = "file-truncated", Error, "The file ends inside a fixed structure.";
@@ -155,26 +110,14 @@ impl Finding {
     }
 }
 
-/// Receives findings as they are found.
-pub trait Sink {
-    /// Called once per finding.
-    fn report(&mut self, finding: &Finding);
-}
-
-impl<F: FnMut(&Finding)> Sink for F {
-    fn report(&mut self, finding: &Finding) {
-        self(finding)
+impl Report for Finding {
+    fn code_name(&self) -> &'static str {
+        self.code.as_str()
     }
-}
-
-/// A sink that keeps the first error-severity finding and ignores warnings.
-#[derive(Default, Debug)]
-pub struct FirstError(pub Option<Finding>);
-
-impl Sink for FirstError {
-    fn report(&mut self, finding: &Finding) {
-        if self.0.is_none() && finding.severity() == Severity::Error {
-            self.0 = Some(*finding);
-        }
+    fn severity(&self) -> Severity {
+        self.code.severity()
+    }
+    fn error(&self) -> &Error {
+        &self.error
     }
 }

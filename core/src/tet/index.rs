@@ -39,7 +39,7 @@ impl<'a> IndexHeader<'a> {
         file: &'a [u8],
         offset: u64,
         length: u64,
-        sink: &mut dyn Sink,
+        sink: &mut dyn Sink<Finding>,
     ) -> Result<IndexHeader<'a>, Finding> {
         let region =
             slice(file, offset, length, "tidx").map_err(|e| Finding::new(Code::IndexBounds, e))?;
@@ -212,7 +212,7 @@ pub(crate) fn check_row(
     row_no: u64,
     row_at: u64,
     area: PayloadArea,
-    sink: &mut dyn Sink,
+    sink: &mut dyn Sink<Finding>,
 ) -> RowFacts {
     let at = |field: u64| row_at.saturating_add(field);
     let mut report =

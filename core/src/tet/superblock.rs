@@ -17,7 +17,7 @@ pub struct Superblock {
 impl Superblock {
     /// Parses the superblock at the start of `bytes`. Fatal problems (short file, magic,
     /// version) are returned; undefined flag bits are reported to `sink` as warnings.
-    pub fn parse(bytes: &[u8], sink: &mut dyn Sink) -> Result<Superblock, Finding> {
+    pub fn parse(bytes: &[u8], sink: &mut dyn Sink<Finding>) -> Result<Superblock, Finding> {
         let Ok((raw, _)) = RawSuperblock::read_from_prefix(bytes) else {
             return Err(Finding::new(
                 Code::FileTruncated,

@@ -52,7 +52,11 @@ pub fn scratch_words(file: &TetFile<'_>) -> usize {
 const MISSING_REPORT_CAP: u64 = 64;
 
 /// Checks every structural rule of layout v1 and reports each problem to `sink`.
-pub fn verify(bytes: &[u8], opts: VerifyOptions<'_>, sink: &mut dyn Sink) -> VerifySummary {
+pub fn verify(
+    bytes: &[u8],
+    opts: VerifyOptions<'_>,
+    sink: &mut dyn Sink<Finding>,
+) -> VerifySummary {
     let mut summary = VerifySummary::default();
     let Some(file) = TetFile::parse(bytes, sink) else {
         return summary;
@@ -87,10 +91,15 @@ pub fn verify(bytes: &[u8], opts: VerifyOptions<'_>, sink: &mut dyn Sink) -> Ver
     summary
 }
 
-fn check_trailing(file: &TetFile<'_>, data_end: u64, spill: Option<Span>, sink: &mut dyn Sink) {
+fn check_trailing(
+    file: &TetFile<'_>,
+    data_end: u64,
+    spill: Option<Span>,
+    sink: &mut dyn Sink<Finding>,
+) {
     let limit = file.payload_limit();
     let mut cursor = data_end;
-    let trailing = |start: u64, end: u64, sink: &mut dyn Sink| {
+    let trailing = |start: u64, end: u64, sink: &mut dyn Sink<Finding>| {
         sink.report(&Finding::new(
             Code::TrailingBytes,
             Error::new(
@@ -210,7 +219,7 @@ impl<'a> Rows<'a> {
     }
 
     /// Row checks when rows are canonical: datasets advance with rows, so no scratch.
-    fn check_lockstep(&self, sink: &mut dyn Sink) {
+    fn check_lockstep(&self, sink: &mut dyn Sink<Finding>) {
         let mut datasets = Lockstep::new(self.dir);
         for (i, row) in self.ix.rows().iter().enumerate() {
             let i = u64_of(i);
@@ -221,7 +230,7 @@ impl<'a> Rows<'a> {
         }
     }
 
-    fn check_with_scratch(&self, scratch: &mut [u64], sink: &mut dyn Sink) {
+    fn check_with_scratch(&self, scratch: &mut [u64], sink: &mut dyn Sink<Finding>) {
         let rows = self.ix.rows();
         let d = usize::try_from(self.dir.count()).unwrap_or(usize::MAX);
         let needed = d.saturating_mul(2).saturating_add(rows.len());
@@ -396,7 +405,7 @@ impl<'a> Rows<'a> {
         from: u64,
         to: u64,
         already: u64,
-        sink: &mut dyn Sink,
+        sink: &mut dyn Sink<Finding>,
     ) -> u64 {
         let count = to.saturating_sub(from);
         let room = MISSING_REPORT_CAP.saturating_sub(already).min(count);

@@ -1,0 +1,982 @@
+//! Checking an image: the finding codes of `docs/cetrafs.md` section 13, and every check
+//! that needs no memory beyond the caller's [`Buffers`]: each structure on its own, the
+//! extent tree rules, directory blocks against their directory, bitmap padding, cached
+//! free counts against the bitmaps, registry liveness and pending-free placement.
+//!
+//! [`verify`] runs all of them, which is what a bootloader or firmware can afford. The
+//! cross-structure passes (block ownership, connectivity, link counts, journal chains)
+//! need per-block and per-inode maps and live in `tet-alloc`'s `fsck`, which calls the
+//! building blocks here with visitors so nothing is read twice.
+
+use core::ops::ControlFlow;
+
+use super::groups::{BlockGroup, NodeRow, PendingFree};
+use super::journal::Slot;
+use super::tree::{Extent, Inode, TreeEvent, TreeProblem};
+use super::{
+    bitmap_blocks, err, Buffers, DirEntry, Fs, BITS_PER_BITMAP_BLOCK, F_COMMIT, F_FRESH, SB_CLEAN,
+    XATTRS_PER_BLOCK, ZG_NO_OWNER,
+};
+use crate::block::{Block, BlockDevice, BLOCK_SIZE_U64};
+use crate::checksum::crc32c;
+use crate::error::{Error, ErrorKind};
+use crate::finding::codes;
+pub use crate::finding::{Report, Severity, Sink};
+
+codes! {
+    Mount = "mount", Error, "The superblock, the region map, the features or the group tables fail the mount checks (sections 2-4, 11).";
+    Checksum = "checksum", Error, "A stored CRC-32C differs from the one computed over its structure.";
+    Magic = "magic", Error, "A structure's magic is wrong (for an inode marked in use: the block is not an inode).";
+    ReadFailed = "read-failed", Error, "A block could not be read (the device is shorter than the image, or failed).";
+    RegionHeader = "region-header", Error, "A block group region header disagrees with its descriptor.";
+    RegistryRow = "registry-row", Error, "A node registry row breaks a field rule (row, node_id, state, journal_start).";
+    PendingEntry = "pending-entry", Error, "A pending-free entry breaks a field rule (count, or a range outside every data area).";
+    JournalFlag = "journal-flag", Error, "A journal flag block breaks a field rule (state, row).";
+    JournalSlot = "journal-slot", Error, "A journal slot header breaks a field rule (flags, txn_id, txn_index, target_lba).";
+    Inode = "inode", Error, "An inode marked in use breaks a field rule (ino, flags, mode, nlink, size, extent root).";
+    ExtentTree = "extent-tree", Error, "An extent tree block or an extent breaks a field rule (header, tail, length, a block outside the data areas).";
+    DirBlock = "dir-block", Error, "A directory block breaks a field rule (entry fields, names, padding).";
+    XattrBlock = "xattr-block", Error, "An xattr block breaks a field rule (key, value length, padding).";
+    BitmapPadding = "bitmap-padding", Error, "A bitmap padding bit, or the inode bitmap's bit 0, is clear.";
+    JournalTxn = "journal-txn", Error, "Slots of one transaction disagree (txn_slots, txn_index order, F_COMMIT before the last slot) or a txn_id is used twice.";
+    JournalPayload = "journal-payload", Error, "A slot of a transaction whose last slot carries F_COMMIT has a payload that fails payload_checksum.";
+    JournalReplay = "journal-replay", Warning, "A committed transaction in a dirty journal is not applied yet: the image needs journal replay.";
+    JournalConflict = "journal-conflict", Error, "A committed slot's target matches neither its pre-change nor its post-change checksum, even after the transactions before it.";
+    CleanWithReplay = "clean-with-replay", Error, "The superblock says SB_CLEAN but a journal holds transactions that need replay.";
+    NodeDuplicate = "node-duplicate", Error, "Two registry rows carry the same node_id.";
+    ZoneOwner = "zone-owner", Error, "A zone group is owned by a free registry row or by a node that has LEFT.";
+    ZoneOwnerFenced = "zone-owner-fenced", Warning, "A zone group is owned by a FENCED node: its ownership awaits recovery.";
+    JournalUnowned = "journal-unowned", Error, "The journal of a free registry row, or of a node that has LEFT, holds transactions that need replay.";
+    PendingZone = "pending-zone", Error, "A pending-free entry frees blocks outside its own zone group, or across two block groups.";
+    PendingDuplicate = "pending-duplicate", Error, "Two pending-free entries free the same block.";
+    PendingInUse = "pending-in-use", Error, "A block waiting in a pending-free queue is also owned by a file.";
+    BlockShared = "block-shared", Error, "A block is owned twice (by two files, or twice by one file's tree and data).";
+    ExtentOverlap = "extent-overlap", Error, "Two extents of one file map the same logical block.";
+    IndexLogical = "index-logical", Error, "An index entry's logical is not the lowest logical block its subtree maps.";
+    IndexRange = "index-range", Error, "A subtree maps a block below its index entry's logical, or at or above the next entry's.";
+    InodeBlocks = "inode-blocks", Error, "An inode's blocks differs from the sum of its extent lengths.";
+    DirHole = "dir-hole", Error, "A directory has a hole or an uninitialized extent below its size.";
+    DirSize = "dir-size", Error, "A directory's size is not its mapped block count times 4096.";
+    DirentFree = "dirent-free-inode", Error, "A directory entry names an inode that is not in use.";
+    DirentDuplicate = "dirent-duplicate", Error, "A name appears twice in one directory.";
+    DirentType = "dirent-type", Error, "A directory entry's file_type disagrees with its inode's mode.";
+    XattrDuplicate = "xattr-duplicate", Error, "A key appears twice in one xattr block.";
+    RootInode = "root-inode", Error, "Inode 1 is not an in-use directory whose parent is itself.";
+    Orphan = "orphan", Error, "An inode in use is not reachable from the root directory.";
+    DirLinked = "dir-linked", Error, "A directory is named by more than one entry (a directory hard link, or a loop).";
+    DirParent = "dir-parent", Error, "A directory's parent differs from the directory whose entry names it.";
+    LinkCount = "link-count", Error, "An inode's nlink differs from the references counted (files: entries naming it; directories: 2 + subdirectories).";
+    BlockLeaked = "block-leaked", Error, "Data blocks are marked used in the bitmap but no file, tree or queue owns them.";
+    BlockUnmarked = "block-unmarked", Error, "Data blocks owned by a file, tree or queue are marked free in the bitmap.";
+    GroupFreeCount = "group-free-count", Error, "A block group's free_data_blocks differs from the clear bits of its data bitmap.";
+    ZoneFreeCount = "zone-free-count", Error, "A zone group's free_data_blocks differs from the sum over its block groups.";
+    CheckIncomplete = "check-incomplete", Error, "A pass could not run (its memory would exceed the budget, or the image did not mount); findings are missing.";
+}
+
+/// One problem found in an image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// The rule broken.
+    pub code: Code,
+    /// Where, which field, and the values involved.
+    pub error: Error,
+    /// The inode concerned, if any.
+    pub ino: Option<u64>,
+}
+
+impl Finding {
+    /// A finding with no inode attached.
+    pub fn new(code: Code, error: Error) -> Self {
+        Finding {
+            code,
+            error,
+            ino: None,
+        }
+    }
+
+    /// A finding for an error raised while checking a structure: checksum, magic and
+    /// read errors get their own codes, anything else the structure's.
+    pub fn structural(structure: Code, error: Error) -> Self {
+        let code = match error.kind {
+            ErrorKind::ChecksumMismatch { .. } => Code::Checksum,
+            ErrorKind::BadMagic { .. } => Code::Magic,
+            ErrorKind::Io => Code::ReadFailed,
+            ErrorKind::Truncated { .. } if structure != Code::Mount => Code::ReadFailed,
+            _ => structure,
+        };
+        Finding::new(code, error)
+    }
+
+    /// Attaches an inode.
+    pub fn of_inode(mut self, ino: u64) -> Self {
+        self.ino = Some(ino);
+        self
+    }
+
+    /// The code's severity.
+    pub fn severity(&self) -> Severity {
+        self.code.severity()
+    }
+}
+
+impl Report for Finding {
+    fn code_name(&self) -> &'static str {
+        self.code.as_str()
+    }
+    fn severity(&self) -> Severity {
+        self.code.severity()
+    }
+    fn error(&self) -> &Error {
+        &self.error
+    }
+}
+
+/// Whether bit `i` of a bitmap block is set (LSB first).
+pub fn bit(block: &Block, i: u64) -> bool {
+    usize::try_from(i / 8)
+        .ok()
+        .and_then(|b| block.get(b))
+        .is_some_and(|b| b & (1u8 << (i % 8)) != 0)
+}
+
+/// Extents of `len` logical blocks start at `start`; the one from the inode passed to
+/// [`check_inode`] and its directory blocks are reported to the visitor.
+#[allow(unused_variables)]
+pub trait InodeVisitor {
+    /// A valid extent tree block of `ino`.
+    fn tree_block(&mut self, ino: u64, lba: u64) {}
+    /// A valid extent of `ino`, found at byte `at` of block `lba`.
+    fn extent(&mut self, ino: u64, e: &Extent, lba: u64, at: usize) {}
+    /// A valid entry of directory `dir`, at byte `off` of directory block `lba`.
+    fn dir_entry(&mut self, dir: u64, e: &DirEntry, lba: u64, off: usize) {}
+    /// The valid xattr block of `ino`.
+    fn xattr_block(&mut self, ino: u64, lba: u64) {}
+}
+
+/// A visitor that wants nothing.
+pub struct NoVisitor;
+impl InodeVisitor for NoVisitor {}
+
+/// Checks one inode marked in use and everything it owns alone: the inode, every extent
+/// tree block and extent with the index rules, `blocks` against the extents, for a
+/// directory every directory block, its size and holes, and the xattr block with
+/// unique keys. Returns the inode when it parsed. Reads at most the tree (section 12)
+/// plus, for a directory, `total_blocks` blocks.
+pub fn check_inode<D: BlockDevice>(
+    fs: &Fs<D>,
+    ino: u64,
+    bufs: &mut Buffers,
+    sink: &mut dyn Sink<Finding>,
+    v: &mut dyn InodeVisitor,
+) -> Option<Inode> {
+    let inode = match fs.inode(ino, &mut bufs.data) {
+        Ok(i) => i,
+        Err(e) => {
+            sink.report(&Finding::structural(Code::Inode, e).of_inode(ino));
+            return None;
+        }
+    };
+    let is_dir = inode.is_dir();
+    let dir_blocks = inode.size().div_ceil(BLOCK_SIZE_U64);
+    let budget = fs.superblock().total_blocks();
+    let mut reads: u64 = 0;
+    let mut mapped: u64 = 0;
+    let mut past_size = false;
+    let mut uninit_dir = None;
+    let data = &mut bufs.data;
+    fs.walk_tree(&inode, &mut bufs.tree, |ev| match ev {
+        TreeEvent::Block { lba, .. } => v.tree_block(ino, lba),
+        TreeEvent::Problem(p, e) => {
+            let code = match p {
+                TreeProblem::Structure => Finding::structural(Code::ExtentTree, e).code,
+                TreeProblem::IndexLogical => Code::IndexLogical,
+                TreeProblem::IndexRange => Code::IndexRange,
+            };
+            sink.report(&Finding::new(code, e).of_inode(ino));
+        }
+        TreeEvent::Extent { extent, lba, at } => {
+            mapped = mapped.saturating_add(extent.len.into());
+            v.extent(ino, &extent, lba, at);
+            if !is_dir {
+                return;
+            }
+            if extent.uninit && uninit_dir.is_none() {
+                uninit_dir = Some(err(
+                    ErrorKind::Invalid,
+                    "extent.len (uninitialized directory extent)",
+                    lba,
+                    at.saturating_add(4),
+                ));
+            }
+            for b in 0..u64::from(extent.len) {
+                if u64::from(extent.logical).saturating_add(b) >= dir_blocks {
+                    past_size = true;
+                    break;
+                }
+                if extent.uninit {
+                    continue;
+                }
+                reads = reads.saturating_add(1);
+                if reads > budget {
+                    return;
+                }
+                let block = extent.physical.saturating_add(b);
+                let r = fs.device().read_block(block, data).and_then(|()| {
+                    fs.dir_block(data, block, &mut |e, off| {
+                        v.dir_entry(ino, e, block, off);
+                        ControlFlow::Continue(())
+                    })
+                });
+                if let Err(e) = r {
+                    sink.report(&Finding::structural(Code::DirBlock, e).of_inode(ino));
+                }
+            }
+        }
+    });
+    if reads > budget {
+        sink.report(
+            &Finding::new(
+                Code::DirBlock,
+                err(
+                    ErrorKind::OutOfRange {
+                        value: reads,
+                        max: budget,
+                    },
+                    "directory walk block budget",
+                    inode.lba,
+                    104,
+                ),
+            )
+            .of_inode(ino),
+        );
+    }
+    if mapped != inode.raw.blocks.get() {
+        sink.report(
+            &Finding::new(
+                Code::InodeBlocks,
+                err(
+                    ErrorKind::Mismatch {
+                        expected: mapped,
+                        found: inode.raw.blocks.get(),
+                    },
+                    "inode.blocks",
+                    inode.lba,
+                    40,
+                ),
+            )
+            .of_inode(ino),
+        );
+    }
+    if is_dir {
+        if let Some(e) = uninit_dir {
+            sink.report(&Finding::new(Code::DirHole, e).of_inode(ino));
+        }
+        if mapped != dir_blocks || inode.size() % BLOCK_SIZE_U64 != 0 {
+            sink.report(
+                &Finding::new(
+                    Code::DirSize,
+                    err(
+                        ErrorKind::Mismatch {
+                            expected: mapped.saturating_mul(BLOCK_SIZE_U64),
+                            found: inode.size(),
+                        },
+                        "inode.size (directory)",
+                        inode.lba,
+                        32,
+                    ),
+                )
+                .of_inode(ino),
+            );
+        } else if past_size {
+            // As many blocks mapped as the size needs, but some beyond it: extents do
+            // not overlap (the ownership pass checks), so some block below is a hole.
+            sink.report(
+                &Finding::new(
+                    Code::DirHole,
+                    err(
+                        ErrorKind::Missing,
+                        "directory extents (a block below size is unmapped)",
+                        inode.lba,
+                        104,
+                    ),
+                )
+                .of_inode(ino),
+            );
+        }
+    }
+    check_xattrs(fs, &inode, bufs, sink, v);
+    Some(inode)
+}
+
+fn check_xattrs<D: BlockDevice>(
+    fs: &Fs<D>,
+    inode: &Inode,
+    bufs: &mut Buffers,
+    sink: &mut dyn Sink<Finding>,
+    v: &mut dyn InodeVisitor,
+) {
+    let xb = inode.raw.xattr_block.get();
+    if xb == 0 {
+        return;
+    }
+    let mut keys = [([0u8; 64], 0usize); XATTRS_PER_BLOCK];
+    let mut n = 0usize;
+    let mut dup: Option<usize> = None;
+    let r = fs.xattrs(inode, bufs, |x| {
+        let k = x.key();
+        let seen = keys.get(..n).unwrap_or(&[]);
+        if dup.is_none()
+            && seen
+                .iter()
+                .any(|(b, l)| b.get(..*l).is_some_and(|p| p == k))
+        {
+            dup = Some(n);
+        }
+        if let Some(slot) = keys.get_mut(n) {
+            let len = k.len().min(64);
+            if let (Some(dst), Some(src)) = (slot.0.get_mut(..len), k.get(..len)) {
+                dst.copy_from_slice(src);
+            }
+            slot.1 = len;
+            n = n.saturating_add(1);
+        }
+        ControlFlow::Continue(())
+    });
+    match r {
+        Err(e) => sink.report(&Finding::structural(Code::XattrBlock, e).of_inode(inode.ino)),
+        Ok(()) => {
+            v.xattr_block(inode.ino, xb);
+            if let Some(i) = dup {
+                sink.report(
+                    &Finding::new(
+                        Code::XattrDuplicate,
+                        err(
+                            ErrorKind::Duplicate {
+                                first_row: crate::arith::u64_of(i),
+                            },
+                            "xattr.key (repeated)",
+                            xb,
+                            i.saturating_mul(322),
+                        ),
+                    )
+                    .of_inode(inode.ino),
+                );
+            }
+        }
+    }
+}
+
+/// Receives each block group's data bitmap blocks as they are read.
+pub type BitmapVisitor<'a> = &'a mut dyn FnMut(&BlockGroup, u64, &Block);
+
+/// Region headers, data bitmap padding, each group's `free_data_blocks` against its
+/// bitmap, and each zone group's against the sum of its groups. `on_bitmap(bg, k,
+/// block)` sees bitmap block `k` of every group (the fsck compares it with ownership).
+pub fn check_groups<D: BlockDevice>(
+    fs: &Fs<D>,
+    bufs: &mut Buffers,
+    sink: &mut dyn Sink<Finding>,
+    on_bitmap: BitmapVisitor<'_>,
+) {
+    let sb = fs.superblock();
+    for z in 0..sb.zone_group_count() {
+        let zg = match fs.zone_group(z, &mut bufs.tree) {
+            Ok(zg) => zg,
+            Err(e) => {
+                sink.report(&Finding::structural(Code::Mount, e));
+                continue;
+            }
+        };
+        let first = zg.cold.first_bg_id.get();
+        let end = first.saturating_add(zg.cold.bg_count.get());
+        let mut free_sum: u64 = 0;
+        for bi in first..end {
+            let bg = match fs.block_group(bi, &mut bufs.tree) {
+                Ok(bg) => bg,
+                Err(e) => {
+                    sink.report(&Finding::structural(Code::Mount, e));
+                    continue;
+                }
+            };
+            free_sum = free_sum.saturating_add(bg.raw.free_data_blocks.get());
+            let start = bg.raw.start_block.get();
+            let r = fs
+                .device()
+                .read_block(start, &mut bufs.data)
+                .and_then(|()| bg.check_region_header(&bufs.data));
+            if let Err(e) = r {
+                sink.report(&Finding::structural(Code::RegionHeader, e));
+            }
+            let data = bg.raw.data_block_count.get();
+            let dbm = bitmap_blocks(bg.raw.length_blocks.get());
+            let mut used: u64 = 0;
+            let mut padding_reported = false;
+            for k in 0..dbm {
+                let lba = start.saturating_add(1).saturating_add(k);
+                if let Err(e) = fs.device().read_block(lba, &mut bufs.data) {
+                    sink.report(&Finding::structural(Code::ReadFailed, e));
+                    continue;
+                }
+                let base = k.saturating_mul(BITS_PER_BITMAP_BLOCK);
+                let live = data.saturating_sub(base).min(BITS_PER_BITMAP_BLOCK);
+                used = used.saturating_add(count_ones(&bufs.data, live));
+                if !padding_reported {
+                    if let Some(i) = (live..BITS_PER_BITMAP_BLOCK).find(|i| !bit(&bufs.data, *i)) {
+                        padding_reported = true;
+                        sink.report(&Finding::new(
+                            Code::BitmapPadding,
+                            err(
+                                ErrorKind::Invalid,
+                                "data bitmap padding bit clear",
+                                lba,
+                                usize::try_from(i / 8).unwrap_or(0),
+                            ),
+                        ));
+                    }
+                }
+                on_bitmap(&bg, k, &bufs.data);
+            }
+            let free = data.saturating_sub(used);
+            if free != bg.raw.free_data_blocks.get() {
+                sink.report(&Finding::new(
+                    Code::GroupFreeCount,
+                    err(
+                        ErrorKind::Mismatch {
+                            expected: free,
+                            found: bg.raw.free_data_blocks.get(),
+                        },
+                        "block_group.free_data_blocks",
+                        bg.lba,
+                        64,
+                    ),
+                ));
+            }
+        }
+        if free_sum != zg.hot.free_data_blocks.get() {
+            sink.report(&Finding::new(
+                Code::ZoneFreeCount,
+                err(
+                    ErrorKind::Mismatch {
+                        expected: free_sum,
+                        found: zg.hot.free_data_blocks.get(),
+                    },
+                    "zone_group.free_data_blocks",
+                    zg.lba,
+                    16,
+                ),
+            ));
+        }
+    }
+}
+
+/// Set bits among the first `n` bits of a bitmap block.
+pub fn count_ones(block: &Block, n: u64) -> u64 {
+    let whole = usize::try_from(n / 8).unwrap_or(0);
+    let mut c: u64 = block
+        .get(..whole)
+        .unwrap_or(&[])
+        .iter()
+        .map(|b| u64::from(b.count_ones()))
+        .sum();
+    for i in (n / 8).saturating_mul(8)..n {
+        if bit(block, i) {
+            c = c.saturating_add(1);
+        }
+    }
+    c
+}
+
+/// The inode bitmap's bit 0 and padding bits. `on_block(k, block)` sees every bitmap
+/// block (the checkers find the inodes in use there).
+pub fn check_inode_bitmap<D: BlockDevice>(
+    fs: &Fs<D>,
+    buf: &mut Block,
+    sink: &mut dyn Sink<Finding>,
+    on_block: &mut dyn FnMut(u64, &Block),
+) {
+    let sb = fs.superblock();
+    let start = sb.raw().inode_bitmap_start.get();
+    let count = sb.inode_count();
+    for k in 0..sb.raw().inode_bitmap_blocks.get() {
+        let lba = start.saturating_add(k);
+        if let Err(e) = fs.device().read_block(lba, buf) {
+            sink.report(&Finding::structural(Code::ReadFailed, e));
+            continue;
+        }
+        if k == 0 && !bit(buf, 0) {
+            sink.report(&Finding::new(
+                Code::BitmapPadding,
+                err(
+                    ErrorKind::Invalid,
+                    "inode bitmap bit 0 (inode 0) clear",
+                    lba,
+                    0,
+                ),
+            ));
+        }
+        let base = k.saturating_mul(BITS_PER_BITMAP_BLOCK);
+        let live = count.saturating_sub(base).min(BITS_PER_BITMAP_BLOCK);
+        if let Some(i) = (live..BITS_PER_BITMAP_BLOCK).find(|i| !bit(buf, *i)) {
+            sink.report(&Finding::new(
+                Code::BitmapPadding,
+                err(
+                    ErrorKind::Invalid,
+                    "inode bitmap padding bit clear",
+                    lba,
+                    usize::try_from(i / 8).unwrap_or(0),
+                ),
+            ));
+        }
+        on_block(k, buf);
+    }
+}
+
+/// Every registry row, and each zone group's owner against the registry (a free row or
+/// a node that has LEFT may not own a group; a FENCED owner awaits recovery).
+/// `on_row(row, node)` sees every row that parsed.
+pub fn check_registry<D: BlockDevice>(
+    fs: &Fs<D>,
+    buf: &mut Block,
+    sink: &mut dyn Sink<Finding>,
+    on_row: &mut dyn FnMut(u32, Option<NodeRow>),
+) {
+    let sb = fs.superblock();
+    for row in 0..sb.node_capacity() {
+        match fs.node_row(row, buf) {
+            Ok(n) => on_row(row, n),
+            Err(e) => sink.report(&Finding::structural(Code::RegistryRow, e)),
+        }
+    }
+    for z in 0..sb.zone_group_count() {
+        let Ok(zg) = fs.zone_group(z, buf) else {
+            continue;
+        };
+        let owner = zg.hot.owner_node_id.get();
+        if owner == ZG_NO_OWNER {
+            continue;
+        }
+        let state = match fs.node_row(owner.into(), buf) {
+            Ok(Some(n)) => n.raw.state.get(),
+            Ok(None) => 0,
+            Err(_) => continue,
+        };
+        let code = match state {
+            1 => continue,
+            2 => Code::ZoneOwnerFenced,
+            _ => Code::ZoneOwner,
+        };
+        sink.report(&Finding::new(
+            code,
+            err(
+                ErrorKind::Invalid,
+                if state == 0 {
+                    "zone_group.owner_node_id (a free registry row)"
+                } else if state == 2 {
+                    "zone_group.owner_node_id (a FENCED node)"
+                } else {
+                    "zone_group.owner_node_id (a node that has LEFT)"
+                },
+                zg.lba,
+                12,
+            ),
+        ));
+    }
+}
+
+/// Every pending-free entry: its fields, and that it frees blocks of its own zone
+/// group's block groups. `on_entry(z, slot, entry, lba, off)` sees every valid entry.
+pub fn check_pending<D: BlockDevice>(
+    fs: &Fs<D>,
+    buf: &mut Block,
+    sink: &mut dyn Sink<Finding>,
+    on_entry: &mut dyn FnMut(u32, PendingFree, u64, usize),
+) {
+    let sb = fs.superblock();
+    let per_zg = sb.pending_blocks_per_zg();
+    for z in 0..sb.zone_group_count() {
+        let (first, count) = match fs.zone_group(z, buf) {
+            Ok(zg) => (zg.cold.first_bg_id.get(), zg.cold.bg_count.get()),
+            Err(_) => continue,
+        };
+        let lo = sb.bg_span(first).0;
+        let last = first.saturating_add(count).saturating_sub(1);
+        let (ls, ll) = sb.bg_span(last);
+        let hi = ls.saturating_add(ll);
+        for slot in 0..sb.raw().pending_slots_per_zg.get() {
+            let lba = sb
+                .raw()
+                .pending_start
+                .get()
+                .saturating_add(u64::from(z).saturating_mul(per_zg))
+                .saturating_add(u64::from(slot) / super::PENDING_PER_BLOCK);
+            let off = usize::try_from(u64::from(slot) % super::PENDING_PER_BLOCK)
+                .unwrap_or(0)
+                .saturating_mul(16);
+            match fs.pending_free(z, slot, buf) {
+                Ok(None) => {}
+                Ok(Some(e)) => {
+                    let end = e.lba.saturating_add(e.count.into());
+                    if e.lba < lo || end > hi {
+                        sink.report(&Finding::new(
+                            Code::PendingZone,
+                            err(
+                                ErrorKind::OutOfRange {
+                                    value: e.lba,
+                                    max: hi,
+                                },
+                                "pending_free.lba (outside its zone group)",
+                                lba,
+                                off,
+                            ),
+                        ));
+                        continue;
+                    }
+                    on_entry(z, e, lba, off);
+                }
+                Err(e) => {
+                    let f = Finding::structural(Code::PendingEntry, e);
+                    // A range outside every data area is reported as a field error.
+                    sink.report(&f);
+                }
+            }
+        }
+    }
+}
+
+/// A committed slot, for the replay simulation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Committed {
+    /// Registry row of the journal.
+    pub row: u32,
+    /// Whether the journal's flag block is `DIRTY`.
+    pub dirty: bool,
+    /// The slot.
+    pub slot: u64,
+    /// Header block.
+    pub lba: u64,
+    /// Payload block.
+    pub payload_lba: u64,
+    /// Transaction.
+    pub txn_id: u64,
+    /// Target block.
+    pub target: u64,
+    /// `pre_checksum` (meaningless with `fresh`).
+    pub pre: u64,
+    /// `payload_checksum`.
+    pub post: u64,
+    /// `F_FRESH`.
+    pub fresh: bool,
+}
+
+impl Committed {
+    fn of(row: u32, dirty: bool, s: &Slot) -> Self {
+        Committed {
+            row,
+            dirty,
+            slot: s.index,
+            lba: s.lba,
+            payload_lba: s.payload_lba,
+            txn_id: s.header.txn_id.get(),
+            target: s.header.target_lba.get(),
+            pre: s.header.pre_checksum.get(),
+            post: s.header.payload_checksum.get(),
+            fresh: s.header.flags.get() & F_FRESH != 0,
+        }
+    }
+}
+
+/// The journal of registry row `row`: its flag block, every slot header, transaction
+/// boundaries, and payloads of committed transactions. `on_committed` sees every slot
+/// of every committed transaction, in slot order; returns whether the journal is dirty
+/// (`None` when the flag block is bad). A transaction cut short (no `F_COMMIT`, or
+/// interrupted by an empty slot or the journal's end) is a torn write and ignored.
+pub fn check_journal<D: BlockDevice>(
+    fs: &Fs<D>,
+    row: u32,
+    bufs: &mut Buffers,
+    sink: &mut dyn Sink<Finding>,
+    on_committed: &mut dyn FnMut(Committed),
+) -> Option<bool> {
+    let flag = match fs.journal_flag(row, &mut bufs.data) {
+        Ok(f) => f,
+        Err(e) => {
+            sink.report(&Finding::structural(Code::JournalFlag, e));
+            return None;
+        }
+    };
+    let dirty = flag.is_dirty();
+    let n = fs.journal_slots();
+    // The transaction being gathered: first slot, txn_id, txn_slots, length so far,
+    // whether every payload matched.
+    let mut cur: Option<(u64, u64, u32, u32, bool)> = None;
+    let mut s = 0u64;
+    while s <= n {
+        let slot = if s == n {
+            None
+        } else {
+            match fs.journal_slot(row, s, bufs) {
+                Ok(x) => x,
+                Err(e) => {
+                    sink.report(&Finding::structural(Code::JournalSlot, e));
+                    cur = None;
+                    s = s.saturating_add(1);
+                    continue;
+                }
+            }
+        };
+        let Some(sl) = slot else {
+            cur = None;
+            s = s.saturating_add(1);
+            continue;
+        };
+        let h = sl.header;
+        let (txn, idx, total) = (h.txn_id.get(), h.txn_index.get(), h.txn_slots.get());
+        let commit = h.flags.get() & F_COMMIT != 0;
+        let bad = |what: &'static str, at: usize, kind: ErrorKind| {
+            Finding::new(Code::JournalTxn, err(kind, what, sl.lba, at))
+        };
+        let continues = cur.is_some_and(|(_, t, _, len, _)| t == txn && idx == len);
+        if continues {
+            if let Some(c) = cur.as_mut() {
+                if c.2 != total {
+                    sink.report(&bad(
+                        "slot.txn_slots (differs within the transaction)",
+                        44,
+                        ErrorKind::Mismatch {
+                            expected: c.2.into(),
+                            found: total.into(),
+                        },
+                    ));
+                    cur = None;
+                    s = s.saturating_add(1);
+                    continue;
+                }
+                c.3 = c.3.saturating_add(1);
+                c.4 = c.4 && sl.payload_ok;
+            }
+        } else if idx == 0 {
+            cur = Some((s, txn, total, 1, sl.payload_ok));
+        } else {
+            sink.report(&bad(
+                "slot.txn_index (a transaction must start at index 0)",
+                40,
+                ErrorKind::Mismatch {
+                    expected: 0,
+                    found: idx.into(),
+                },
+            ));
+            cur = None;
+            s = s.saturating_add(1);
+            continue;
+        }
+        let Some((first, _, total, len, payloads_ok)) = cur else {
+            s = s.saturating_add(1);
+            continue;
+        };
+        if commit && len < total {
+            sink.report(&bad(
+                "slot.flags (F_COMMIT before the transaction's last slot)",
+                4,
+                ErrorKind::UnknownFlags {
+                    bits: F_COMMIT.into(),
+                },
+            ));
+            cur = None;
+        } else if len == total {
+            cur = None;
+            if commit {
+                // Committed as far as the headers go: every payload must match.
+                for k in first..=s {
+                    let Ok(Some(x)) = fs.journal_slot(row, k, bufs) else {
+                        continue;
+                    };
+                    if x.payload_ok {
+                        if payloads_ok {
+                            on_committed(Committed::of(row, dirty, &x));
+                        }
+                    } else {
+                        sink.report(&Finding::new(
+                            Code::JournalPayload,
+                            err(
+                                ErrorKind::ChecksumMismatch {
+                                    stored: x.header.payload_checksum.get(),
+                                    computed: {
+                                        let _ =
+                                            fs.device().read_block(x.payload_lba, &mut bufs.tree);
+                                        u64::from(crc32c(&bufs.tree[..]))
+                                    },
+                                },
+                                "slot.payload_checksum (committed transaction)",
+                                x.lba,
+                                24,
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        s = s.saturating_add(1);
+    }
+    Some(dirty)
+}
+
+/// How a committed slot stands against its target's current checksum `cur`
+/// (section 7): `Some(true)` already applied, `Some(false)` needs replay, `None`
+/// conflicting.
+pub fn replay_state(c: &Committed, cur: u64) -> Option<bool> {
+    if cur == c.post {
+        Some(true)
+    } else if c.fresh || cur == c.pre {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Reports a committed slot of a dirty journal that needs replay or conflicts.
+pub fn report_replay(c: &Committed, state: Option<bool>, sink: &mut dyn Sink<Finding>) {
+    let f = match state {
+        Some(true) => return,
+        Some(false) => Finding::new(
+            Code::JournalReplay,
+            err(
+                ErrorKind::Mismatch {
+                    expected: c.post,
+                    found: c.pre,
+                },
+                "slot (committed, not yet applied to target_lba)",
+                c.lba,
+                16,
+            ),
+        ),
+        None => Finding::new(
+            Code::JournalConflict,
+            err(
+                ErrorKind::Mismatch {
+                    expected: c.pre,
+                    found: c.post,
+                },
+                "slot.pre_checksum (target matches neither pre nor post)",
+                c.lba,
+                32,
+            ),
+        ),
+    };
+    sink.report(&f);
+}
+
+/// What [`verify`] found, counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Error-severity findings.
+    pub errors: u64,
+    /// Warning-severity findings.
+    pub warnings: u64,
+    /// Inodes marked in use and checked.
+    pub inodes: u64,
+}
+
+/// Counts findings on their way to another sink.
+pub struct Counting<'s> {
+    inner: &'s mut dyn Sink<Finding>,
+    /// The counts so far.
+    pub summary: Summary,
+}
+
+impl<'s> Counting<'s> {
+    /// Wraps `inner`.
+    pub fn new(inner: &'s mut dyn Sink<Finding>) -> Self {
+        Counting {
+            inner,
+            summary: Summary::default(),
+        }
+    }
+}
+
+impl Sink<Finding> for Counting<'_> {
+    fn report(&mut self, f: &Finding) {
+        match f.severity() {
+            Severity::Error => self.summary.errors = self.summary.errors.saturating_add(1),
+            Severity::Warning => self.summary.warnings = self.summary.warnings.saturating_add(1),
+        }
+        self.inner.report(f);
+    }
+}
+
+/// The allocation-free check of a mounted image: everything in this module, with each
+/// journal classified on its own (transactions chained across journals need the
+/// `tet-alloc` fsck). Reads every metadata block once, every inode marked in use, its
+/// tree, its directory blocks and its xattr block; two blocks of memory (`bufs`) plus
+/// one bitmap block (`bitmap`).
+pub fn verify<D: BlockDevice>(
+    fs: &Fs<D>,
+    bufs: &mut Buffers,
+    bitmap: &mut Block,
+    sink: &mut dyn Sink<Finding>,
+) -> Summary {
+    let mut sink = Counting::new(sink);
+    let sb = *fs.superblock();
+    let mut replay_needed = false;
+    for row in 0..sb.node_capacity() {
+        let mut pending: u64 = 0;
+        let mut committed = |c: Committed| {
+            if c.dirty {
+                pending = pending.saturating_add(1);
+            }
+        };
+        let _ = check_journal(fs, row, bufs, &mut sink, &mut committed);
+        if pending == 0 {
+            continue;
+        }
+        // Classify in a second walk (the first one's buffers were busy).
+        let mut list = |c: Committed| {
+            if !c.dirty {
+                return;
+            }
+            let state = match fs.device().read_block(c.target, bitmap) {
+                Ok(()) => replay_state(&c, u64::from(crc32c(&bitmap[..]))),
+                Err(_) => None,
+            };
+            replay_needed |= state == Some(false);
+            report_replay(&c, state, &mut sink);
+        };
+        let _ = check_journal(fs, row, bufs, &mut |_: &Finding| {}, &mut list);
+    }
+    if replay_needed && sb.raw().sb_flags.get() & SB_CLEAN != 0 {
+        sink.report(&Finding::new(
+            Code::CleanWithReplay,
+            err(ErrorKind::Invalid, "superblock.sb_flags (SB_CLEAN)", 0, 12),
+        ));
+    }
+    check_registry(fs, &mut bufs.data, &mut sink, &mut |_, _| {});
+    check_pending(fs, &mut bufs.data, &mut sink, &mut |_, _, _, _| {});
+    check_groups(fs, bufs, &mut sink, &mut |_, _, _| {});
+    check_inode_bitmap(fs, bitmap, &mut sink, &mut |_, _| {});
+    let ib = sb.raw().inode_bitmap_start.get();
+    let mut inodes: u64 = 0;
+    for k in 0..sb.raw().inode_bitmap_blocks.get() {
+        if fs
+            .device()
+            .read_block(ib.saturating_add(k), bitmap)
+            .is_err()
+        {
+            continue;
+        }
+        let base = k.saturating_mul(BITS_PER_BITMAP_BLOCK);
+        let live = sb
+            .inode_count()
+            .saturating_sub(base)
+            .min(BITS_PER_BITMAP_BLOCK);
+        for i in 0..live {
+            let ino = base.saturating_add(i);
+            if ino == 0 || !bit(bitmap, i) {
+                continue;
+            }
+            inodes = inodes.saturating_add(1);
+            let _ = check_inode(fs, ino, bufs, &mut sink, &mut NoVisitor);
+        }
+    }
+    let mut s = sink.summary;
+    s.inodes = inodes;
+    s
+}

@@ -1,0 +1,156 @@
+//! cetrafs images on files and block devices, read with positioned reads (`pread`), never
+//! memory-mapped: other nodes write a shared disk while we read it, and a mapping of a
+//! file that shrinks kills the process with `SIGBUS` where a read returns an error.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::io::{Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use tet_core::block::{Block, BlockDevice, BLOCK_SIZE, BLOCK_SIZE_U64};
+use tet_core::{Error, ErrorKind, Result};
+
+/// Blocks read at once when reads run forward (the inode table, directories, bitmaps):
+/// one 64 KiB `pread` instead of sixteen 4 KiB ones. A read that does not continue a
+/// window reads its one block, so random reads cost no more than without the cache.
+const READAHEAD: u64 = 16;
+/// Windows kept: the checker reads the inode table, tree blocks, directory blocks and
+/// bitmaps in interleaved forward streams.
+const WINDOWS: usize = 4;
+
+/// One cached run of blocks.
+#[derive(Default)]
+struct Window {
+    first: u64,
+    blocks: u64,
+    bytes: Vec<u8>,
+    used: u64,
+}
+
+/// An image file or block device. Blocks are cached only between reads of one command
+/// (a few read-ahead windows), never across commands.
+pub struct FileDevice {
+    file: File,
+    blocks: u64,
+    windows: RefCell<(u64, Vec<Window>)>,
+}
+
+impl FileDevice {
+    /// Opens `path` read-only. Directories, FIFOs, sockets and character devices are
+    /// refused before opening (opening a FIFO with no writer would block); the size of
+    /// a block device is read from the device, not from its metadata.
+    pub fn open(path: &Path) -> std::io::Result<FileDevice> {
+        crate::input::check_kind(path)?;
+        let mut file = File::open(path)?;
+        let bytes = file.seek(SeekFrom::End(0))?;
+        Ok(FileDevice {
+            file,
+            blocks: bytes / BLOCK_SIZE_U64,
+            windows: RefCell::new((0, (0..WINDOWS).map(|_| Window::default()).collect())),
+        })
+    }
+
+    /// Reads the first `out.len()` bytes of the device (format detection).
+    pub fn read_head(&self, out: &mut [u8]) -> std::io::Result<usize> {
+        self.file.read_at(out, 0)
+    }
+
+    fn io_error(lba: u64, e: &std::io::Error) -> Error {
+        let offset = lba.saturating_mul(BLOCK_SIZE_U64);
+        match e.kind() {
+            // The image shrank under us (another process truncated it).
+            std::io::ErrorKind::UnexpectedEof => Error::new(
+                ErrorKind::Truncated {
+                    needed: offset.saturating_add(BLOCK_SIZE_U64),
+                    available: offset,
+                },
+                "block read (the image ends here now)",
+                offset,
+            ),
+            _ => Error::new(ErrorKind::Io, "block read", offset),
+        }
+    }
+}
+
+impl BlockDevice for FileDevice {
+    fn block_count(&self) -> u64 {
+        self.blocks
+    }
+
+    fn read_block(&self, lba: u64, buf: &mut Block) -> Result<()> {
+        if lba >= self.blocks {
+            return Err(Error::new(
+                ErrorKind::OutOfRange {
+                    value: lba,
+                    max: self.blocks.saturating_sub(1),
+                },
+                "block number",
+                lba.saturating_mul(BLOCK_SIZE_U64),
+            ));
+        }
+        let mut w = self.windows.borrow_mut();
+        let (clock, windows) = &mut *w;
+        *clock = clock.saturating_add(1);
+        let now = *clock;
+        let hit = windows
+            .iter()
+            .position(|x| lba >= x.first && lba < x.first.saturating_add(x.blocks));
+        let i = match hit {
+            Some(i) => i,
+            None => {
+                // A read continuing a window refills it with read-ahead; any other read
+                // takes the least recently used window for its one block.
+                let next = windows
+                    .iter()
+                    .position(|x| x.blocks > 0 && x.first.saturating_add(x.blocks) == lba);
+                let (i, n) = match next {
+                    Some(i) => (i, READAHEAD.min(self.blocks.saturating_sub(lba))),
+                    None => {
+                        let lru = windows
+                            .iter()
+                            .enumerate()
+                            .min_by_key(|(_, x)| x.used)
+                            .map_or(0, |(i, _)| i);
+                        (lru, 1)
+                    }
+                };
+                let Some(win) = windows.get_mut(i) else {
+                    return Err(Error::new(ErrorKind::Io, "block read", 0));
+                };
+                let len = usize::try_from(n.saturating_mul(BLOCK_SIZE_U64)).unwrap_or(BLOCK_SIZE);
+                win.bytes.resize(len, 0);
+                win.blocks = 0;
+                let at = lba.saturating_mul(BLOCK_SIZE_U64);
+                let (mut n, mut r) = (n, self.file.read_exact_at(&mut win.bytes, at));
+                if r.is_err() && n > 1 {
+                    // The window may run into a part that has gone; the block decides.
+                    n = 1;
+                    win.bytes.truncate(BLOCK_SIZE);
+                    r = self.file.read_exact_at(&mut win.bytes, at);
+                }
+                r.map_err(|e| Self::io_error(lba, &e))?;
+                win.first = lba;
+                win.blocks = n;
+                i
+            }
+        };
+        let Some(win) = windows.get_mut(i) else {
+            return Err(Error::new(ErrorKind::Io, "block read", 0));
+        };
+        win.used = now;
+        let at = usize::try_from(lba.saturating_sub(win.first).saturating_mul(BLOCK_SIZE_U64))
+            .unwrap_or(usize::MAX);
+        match win.bytes.get(at..at.saturating_add(BLOCK_SIZE)) {
+            Some(src) => {
+                buf.copy_from_slice(src);
+                Ok(())
+            }
+            None => Err(Error::new(
+                ErrorKind::Io,
+                "block read",
+                lba.saturating_mul(BLOCK_SIZE_U64),
+            )),
+        }
+    }
+}
