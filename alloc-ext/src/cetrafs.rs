@@ -16,15 +16,17 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use tet_core::block::{BLOCK_SIZE, BLOCK_SIZE_U64};
+use tet_core::cetrafs::raw::RawNodeRow;
 use tet_core::cetrafs::{
     bitmap_blocks, Superblock, BG_MAGIC, BITS_PER_BITMAP_BLOCK, DIRENTS_PER_BLOCK, EXTENT_MAGIC,
     EXTENT_UNINIT, FORMAT_VERSION, F_COMMIT, F_FRESH, INDEX_MAX, INLINE_SLOTS, INODE_MAGIC,
-    JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC, LEAF_MAX, PENDING_PER_BLOCK, RH_MAGIC, ROWS_PER_BLOCK,
-    SB_CHECKSUM_AT, SB_CLEAN, SB_MAGIC, TAIL_AT, TAIL_DIR, TAIL_EXTENT, TAIL_XATTR,
+    JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC, LEAF_MAX, NODE_MAGIC, PENDING_PER_BLOCK, RH_MAGIC,
+    ROWS_PER_BLOCK, SB_CHECKSUM_AT, SB_CLEAN, SB_MAGIC, TAIL_AT, TAIL_DIR, TAIL_EXTENT, TAIL_XATTR,
     XATTRS_PER_BLOCK, ZG_COLD_AT, ZG_COLD_MAGIC, ZG_MAGIC, ZG_NO_OWNER,
 };
 use tet_core::checksum::{crc32c, crc32c_skipping};
 use tet_core::{Error, ErrorKind};
+use zerocopy::{FromZeros, IntoBytes};
 
 /// Geometry of a new image.
 #[derive(Clone, Debug)]
@@ -992,6 +994,40 @@ fn le32(img: &[u8], at: usize) -> u32 {
     img.get(at..at.saturating_add(4))
         .and_then(|b| <[u8; 4]>::try_from(b).ok())
         .map_or(0, u32::from_le_bytes)
+}
+
+/// Writes registry row `row` of `img` for node `node_id` in `state` (1 `ACTIVE`,
+/// 2 `FENCED`, 3 `LEFT`), sealed. For tests and tools.
+pub fn register_node(
+    img: &mut [u8],
+    row: u32,
+    node_id: u64,
+    state: u32,
+    hostname: &[u8],
+) -> Result<(), Error> {
+    let blk0: &[u8; BLOCK_SIZE] = img
+        .get(..BLOCK_SIZE)
+        .and_then(|b| b.try_into().ok())
+        .ok_or(invalid("image"))?;
+    let sb = Superblock::parse(blk0, u64::try_from(img.len()).unwrap_or(0) / BLOCK_SIZE_U64)?;
+    if row >= sb.node_capacity() || hostname.len() > 64 {
+        return Err(invalid("registry row"));
+    }
+    let mut r = RawNodeRow::new_zeroed();
+    r.magic = NODE_MAGIC;
+    r.row.set(row);
+    r.node_id.set(node_id);
+    r.state.set(state);
+    r.journal_start
+        .set(sb.raw().node_journal_start.get() + u64::from(row) * sb.node_journal_blocks());
+    r.hostname[..hostname.len()].copy_from_slice(hostname);
+    let mut bytes = r.as_bytes().to_vec();
+    seal(&mut bytes, 120);
+    let at = usize_of(
+        (sb.raw().registry_start.get() + u64::from(row) / ROWS_PER_BLOCK) * BLOCK_SIZE_U64,
+    ) + usize_of(u64::from(row) % ROWS_PER_BLOCK) * 128;
+    put(img, at, &bytes);
+    Ok(())
 }
 
 /// Recomputes every checksum of `img` in place, reading the geometry from the (possibly

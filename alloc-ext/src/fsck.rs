@@ -23,13 +23,12 @@ use tet_core::arith::{div_ceil, u64_of};
 use tet_core::block::{Block, BlockDevice, BLOCK_SIZE, BLOCK_SIZE_U64};
 use tet_core::cetrafs::check::{
     self, check_groups, check_inode, check_inode_bitmap, check_journal, check_pending,
-    check_registry, replay_state, report_replay, Committed, Counting, InodeVisitor, Sink, Summary,
+    check_registry, report_replay, Counting, InodeVisitor, Sink, Summary,
 };
 use tet_core::cetrafs::{
-    bitmap_blocks, Buffers, Code, DirEntry, Extent, FileType, Finding, Fs, BITS_PER_BITMAP_BLOCK,
-    SB_CLEAN,
+    bitmap_blocks, Buffers, Code, Committed, DirEntry, Extent, FileType, Finding, Fs,
+    OverlayDevice, SlotClass, BITS_PER_BITMAP_BLOCK, SB_CLEAN,
 };
-use tet_core::checksum::crc32c;
 use tet_core::{Error, ErrorKind};
 
 /// Limits of a check.
@@ -325,7 +324,7 @@ pub fn check<D: BlockDevice>(dev: D, opts: &Options, sink: &mut dyn Sink<Finding
     let mut sink = Counting::new(sink);
     let mut bufs = Buffers::new();
     let mut bitmap: Block = [0; BLOCK_SIZE];
-    let fs = match Fs::open(dev, &mut bufs.data) {
+    let raw_fs = match Fs::open(&dev, &mut bufs.data) {
         Ok(fs) => fs,
         Err(e) => {
             sink.report(&Finding::structural(Code::Mount, e));
@@ -335,7 +334,7 @@ pub fn check<D: BlockDevice>(dev: D, opts: &Options, sink: &mut dyn Sink<Finding
             };
         }
     };
-    let sb = *fs.superblock();
+    let sb = *raw_fs.superblock();
     let words_per_bg = div_ceil(sb.bg_size_blocks(), 64);
     let own_bits =
         u64::from(sb.block_group_count()).saturating_mul(words_per_bg.saturating_mul(64));
@@ -359,7 +358,8 @@ pub fn check<D: BlockDevice>(dev: D, opts: &Options, sink: &mut dyn Sink<Finding
                 0,
             ),
         ));
-        let s = check::verify(&fs, &mut bufs, &mut bitmap, &mut sink);
+        let mut table: Vec<Committed> = Vec::new();
+        let s = check::verify(&raw_fs, &mut bufs, &mut bitmap, &mut table, &mut sink);
         return Outcome {
             summary: Summary {
                 inodes: s.inodes,
@@ -377,27 +377,49 @@ pub fn check<D: BlockDevice>(dev: D, opts: &Options, sink: &mut dyn Sink<Finding
         total: sb.total_blocks(),
     };
 
-    // Pass 1: journals.
-    let mut committed: Vec<Committed> = Vec::new();
+    // Pass 1: journals, read as they are on disk.
     let mut oom = false;
     for row in 0..sb.node_capacity() {
-        check_journal(&fs, row, &mut bufs, &mut sink, &mut |c| {
-            if c.dirty {
-                if committed.try_reserve(1).is_ok() {
-                    committed.push(c);
-                } else {
-                    oom = true;
-                }
-            }
-        });
+        check_journal(&raw_fs, row, &mut bufs, &mut sink, &mut |_| {});
     }
-    let replay_rows = simulate_replay(&fs, &mut committed, &mut bitmap, &mut sink);
+    let needed = raw_fs.committed_slots(&mut [], &mut bufs);
+    let mut committed: Vec<Committed> = Vec::new();
+    if committed.try_reserve_exact(needed).is_err() {
+        oom = true;
+    }
+    committed.resize(needed.min(committed.capacity()), Committed::default());
+    let got = raw_fs.committed_slots(&mut committed, &mut bufs);
+    committed.truncate(got);
+    let replay_rows = classify(&raw_fs, &mut committed, &mut bitmap, &mut sink);
     if !replay_rows.is_empty() && sb.raw().sb_flags.get() & SB_CLEAN != 0 {
         sink.report(&Finding::new(
             Code::CleanWithReplay,
             err(ErrorKind::Invalid, "superblock.sb_flags (SB_CLEAN)", 0, 12),
         ));
     }
+    // Passes 2 to 7 check the filesystem as it will be after replay: through the
+    // overlay of every block replay would write, so nothing replay fixes is reported.
+    let overlay = match raw_fs.overlay(&mut committed, &mut bufs) {
+        Ok(o) => o,
+        Err(e) => {
+            sink.report(&Finding::structural(Code::JournalSlot, e));
+            return Outcome {
+                summary: sink.summary,
+                ..Outcome::default()
+            };
+        }
+    };
+    let odev = OverlayDevice::new(&dev, &overlay);
+    let fs = match Fs::open(odev, &mut bufs.data) {
+        Ok(fs) => fs,
+        Err(e) => {
+            sink.report(&Finding::structural(Code::Mount, e));
+            return Outcome {
+                summary: sink.summary,
+                ..Outcome::default()
+            };
+        }
+    };
 
     // Pass 2: registry, zone owners, pending-free queues.
     let mut nodes: Vec<(u64, u32, u64, usize)> = Vec::new();
@@ -643,10 +665,11 @@ pub fn check<D: BlockDevice>(dev: D, opts: &Options, sink: &mut dyn Sink<Finding
     }
 }
 
-/// Pass 1's classification: committed slots of dirty journals in `txn_id` order, each
-/// target's slots chained by their checksums. Returns the journals (row, flag block)
-/// holding a slot that needs replay.
-fn simulate_replay<D: BlockDevice>(
+/// Pass 1's classification: committed slots of dirty journals, one `txn_id` per
+/// transaction, each target's slots chained by their checksums (core's
+/// `classify_chains`). Reports what needs replay or conflicts; returns the journals
+/// (row, flag block) holding a slot that needs replay.
+fn classify<D: BlockDevice>(
     fs: &Fs<D>,
     committed: &mut [Committed],
     buf: &mut Block,
@@ -669,47 +692,18 @@ fn simulate_replay<D: BlockDevice>(
             }
         }
     }
-    // Per target, in txn order: the disk is at the last slot whose post-change checksum
-    // it matches (everything up to there is applied), or before the first slot.
-    let mut by_target: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
-    for (i, c) in committed.iter().enumerate() {
-        by_target.entry(c.target).or_default().push(i);
+    if let Err(e) = fs.classify_chains(committed, buf) {
+        sink.report(&Finding::structural(Code::JournalSlot, e));
     }
     let mut rows: Vec<(u32, u64)> = Vec::new();
-    for (target, list) in &by_target {
-        let cur = match fs.device().read_block(*target, buf) {
-            Ok(()) => u64::from(crc32c(&buf[..])),
-            Err(e) => {
-                sink.report(&Finding::structural(Code::JournalSlot, e));
-                continue;
-            }
-        };
-        let slots: Vec<&Committed> = list.iter().filter_map(|i| committed.get(*i)).collect();
-        let applied = slots.iter().rposition(|c| c.post == cur);
-        let (start, mut prev) = match applied {
-            Some(k) => (k.saturating_add(1), Some(cur)),
-            None => (0, None),
-        };
-        for c in slots.iter().skip(start) {
-            let state = match prev {
-                None => replay_state(c, cur),
-                Some(p) if c.fresh || c.pre == p => Some(false),
-                Some(_) => None,
-            };
-            report_replay(c, state, sink);
-            if state == Some(false) {
-                let flag = fs.journal_start(c.row);
-                if !rows.iter().any(|(r, _)| *r == c.row) {
-                    rows.push((c.row, flag));
-                }
-                prev = Some(c.post);
-            } else {
-                // A conflict breaks the chain: later slots cannot be placed either.
-                prev = Some(u64::MAX);
-            }
+    // Report in journal order.
+    committed.sort_unstable_by_key(|c| (c.row, c.slot));
+    for c in committed.iter() {
+        report_replay(c, sink);
+        if c.class == Some(SlotClass::NeedsReplay) && !rows.iter().any(|(r, _)| *r == c.row) {
+            rows.push((c.row, fs.journal_start(c.row)));
         }
     }
-    rows.sort_unstable();
     rows
 }
 

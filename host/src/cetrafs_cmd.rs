@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use tet_alloc::cetrafs::{ImageBuilder, Params, Placement, Sparse};
 use tet_alloc::fsck;
 use tet_core::block::{BlockDevice, BLOCK_SIZE_U64};
-use tet_core::cetrafs::{Buffers, Features, Finding, Fs, Inode};
+use tet_core::cetrafs::{Buffers, Committed, Features, Finding, Fs, Inode};
 use tet_core::{Error, ErrorKind};
 
 use crate::{Exit, Output};
@@ -216,6 +216,63 @@ fn open_fs<'a>(path: &Path, dev: Dev<'a>) -> Result<Fs<Dev<'a>>, Exit> {
     })
 }
 
+/// The image as a mount sees it: blocks that committed, not-yet-replayed journal
+/// transactions change are served at their last committed version (section 7), so
+/// `ls`, `cat` and `stat` show what the filesystem holds; `--no-journal` shows the raw
+/// on-disk state.
+pub struct Journaled<'a> {
+    dev: Dev<'a>,
+    map: Vec<(u64, u64)>,
+}
+
+impl BlockDevice for Journaled<'_> {
+    fn block_count(&self) -> u64 {
+        self.dev.block_count()
+    }
+    fn read_block(&self, lba: u64, buf: &mut tet_core::block::Block) -> tet_core::Result<()> {
+        let from = match self.map.binary_search_by_key(&lba, |e| e.0) {
+            Ok(i) => self.map.get(i).map_or(lba, |e| e.1),
+            Err(_) => lba,
+        };
+        self.dev.read_block(from, buf)
+    }
+}
+
+/// `dev` through the journal overlay (or raw, with `no_journal`). An image that does
+/// not mount, or whose journals cannot be classified, is read raw; the command then
+/// reports the mount error itself.
+pub fn journaled(dev: Dev<'_>, no_journal: bool) -> Journaled<'_> {
+    let mut map = Vec::new();
+    let mut bufs = Buffers::new();
+    if !no_journal {
+        if let Ok(fs) = Fs::open(dev, &mut bufs.data) {
+            let n = fs.committed_slots(&mut [], &mut bufs);
+            let mut table = vec![Committed::default(); n];
+            if let Ok(ov) = fs.overlay(&mut table, &mut bufs) {
+                map = ov
+                    .entries()
+                    .iter()
+                    .map(|c| (c.target, c.payload_lba))
+                    .collect();
+            }
+        }
+    }
+    Journaled { dev, map }
+}
+
+/// Every committed slot of the dirty journals, classified across journals (empty when
+/// they cannot be classified; `verify` says why).
+fn committed_slots(fs: &Fs<Dev<'_>>, bufs: &mut Buffers) -> Vec<Committed> {
+    let n = fs.committed_slots(&mut [], bufs);
+    let mut table = vec![Committed::default(); n];
+    let got = fs.committed_slots(&mut table, bufs);
+    table.truncate(got);
+    if fs.classify_chains(&mut table, &mut bufs.data).is_err() {
+        table.clear();
+    }
+    table
+}
+
 /// An error with its block number spelled out.
 pub fn describe(e: &Error) -> String {
     format!(
@@ -267,6 +324,7 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
     });
     let mut nodes = Vec::new();
     let mut journals = Vec::new();
+    let slots = committed_slots(&fs, &mut bufs);
     for row in 0..sb.node_capacity() {
         if let Ok(Some(n)) = fs.node_row(row, &mut bufs.data) {
             let host = String::from_utf8_lossy(&n.raw.hostname)
@@ -275,10 +333,12 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
             nodes.push(json!({"row": row, "node_id": n.raw.node_id.get(), "state": n.state_name(), "hostname": host}));
         }
         let mut counts = std::collections::BTreeMap::new();
-        let flag = fs.classify_journal(row, &mut bufs, |_, c| {
-            *counts.entry(c.name()).or_insert(0u64) += 1;
-            Ok(ControlFlow::Continue(()))
-        });
+        for c in slots.iter().filter(|c| c.row == row) {
+            if let Some(class) = c.class {
+                *counts.entry(class.name()).or_insert(0u64) += 1;
+            }
+        }
+        let flag = fs.journal_flag(row, &mut bufs.data);
         journals.push(match flag {
             Ok(f) => json!({"row": row, "state": if f.is_dirty() { "DIRTY" } else { "CLEAN" }, "replay_owner": f.raw.replay_owner.get(), "slots": counts}),
             Err(e) => json!({"row": row, "error": describe(&e)}),
@@ -410,7 +470,9 @@ fn open_path<'a>(
 }
 
 /// `tet-host ls`.
-pub fn ls(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
+pub fn ls(path: &Path, dev: Dev<'_>, inner: &str, output: Output, no_journal: bool) -> Exit {
+    let view = journaled(dev, no_journal);
+    let dev: Dev<'_> = &view;
     let mut bufs = Buffers::new();
     let (fs, dir) = match open_path(path, dev, inner, &mut bufs) {
         Ok(r) => r,
@@ -469,7 +531,9 @@ pub fn ls(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
 }
 
 /// `tet-host cat`.
-pub fn cat(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
+pub fn cat(path: &Path, dev: Dev<'_>, inner: &str, output: Output, no_journal: bool) -> Exit {
+    let view = journaled(dev, no_journal);
+    let dev: Dev<'_> = &view;
     let mut bufs = Buffers::new();
     let (fs, f) = match open_path(path, dev, inner, &mut bufs) {
         Ok(r) => r,
@@ -514,7 +578,9 @@ pub fn cat(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
 }
 
 /// `tet-host stat`.
-pub fn stat(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
+pub fn stat(path: &Path, dev: Dev<'_>, inner: &str, output: Output, no_journal: bool) -> Exit {
+    let view = journaled(dev, no_journal);
+    let dev: Dev<'_> = &view;
     let mut bufs = Buffers::new();
     let (fs, i) = match open_path(path, dev, inner, &mut bufs) {
         Ok(r) => r,

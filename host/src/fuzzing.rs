@@ -251,9 +251,11 @@ pub fn query_fold(data: &[u8]) {
 use std::ops::ControlFlow;
 use std::sync::OnceLock;
 
-use tet_alloc::cetrafs::{reseal, write_journal_txn, ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::{
+    register_node, reseal, write_journal_txn, ImageBuilder, Params, Placement, Sparse,
+};
 use tet_core::block::MemDevice;
-use tet_core::cetrafs::{Buffers, Fs, Inode};
+use tet_core::cetrafs::{Buffers, Committed, Fs, Inode, OverlayDevice};
 
 /// A small image with every kind of structure: directories over several blocks, a
 /// fragmented file with a depth-1 tree, a sparse file, xattrs, a symlink and a committed
@@ -309,6 +311,7 @@ pub fn cetrafs_base() -> &'static [u8] {
             )?;
             b.add_symlink(ImageBuilder::ROOT, b"link", b"dir/fa")?;
             let mut img = b.build()?;
+            register_node(&mut img, 1, 11, 1, b"fuzz")?;
             let target = img.len() as u64 / 4096 - 1;
             write_journal_txn(
                 &mut img,
@@ -345,8 +348,23 @@ pub fn cetrafs_open_walk(data: &[u8]) {
     reseal(&mut img);
     let (found, _) = tet_alloc::fsck::findings(MemDevice::new(&img), &Default::default());
     let clean = found.iter().all(|f| f.severity() != Severity::Error);
+    // Verify checks the image as it is after replay; walk that view.
     let mut bufs = Buffers::new();
-    let Ok(fs) = Fs::open(MemDevice::new(&img), &mut bufs.data) else {
+    let mut table = Vec::new();
+    if let Ok(raw) = Fs::open(MemDevice::new(&img), &mut bufs.data) {
+        table = vec![Committed::default(); raw.committed_slots(&mut [], &mut bufs)];
+    }
+    let overlay = Fs::open(MemDevice::new(&img), &mut bufs.data)
+        .ok()
+        .and_then(|raw| raw.overlay(&mut table, &mut bufs).ok());
+    let Some(overlay) = overlay else {
+        assert!(!clean, "verify was clean but the image does not mount");
+        return;
+    };
+    let Ok(fs) = Fs::open(
+        OverlayDevice::new(MemDevice::new(&img), &overlay),
+        &mut bufs.data,
+    ) else {
         assert!(!clean, "verify was clean but the image does not mount");
         return;
     };
@@ -367,7 +385,13 @@ pub fn cetrafs_open_walk(data: &[u8]) {
 /// Walks the tree below `dir`, counting directories that fail to list and files that
 /// fail to read their whole size. A clean image has no loops; the depth cap keeps a
 /// damaged one finite.
-fn walk(fs: &Fs<MemDevice<'_>>, dir: &Inode, bufs: &mut Buffers, depth: u32, problems: &mut u64) {
+fn walk<D: tet_core::block::BlockDevice>(
+    fs: &Fs<D>,
+    dir: &Inode,
+    bufs: &mut Buffers,
+    depth: u32,
+    problems: &mut u64,
+) {
     if depth > 64 {
         *problems += 1;
         return;

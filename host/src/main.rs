@@ -104,6 +104,10 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Show the raw on-disk state, ignoring committed journal transactions that
+        /// are not replayed yet (by default they are read as a mount would).
+        #[arg(long)]
+        no_journal: bool,
     },
     /// Write a file of a cetrafs image to standard output.
     Cat {
@@ -114,6 +118,10 @@ enum Command {
         /// Print a JSON object with the bytes (UTF-8 text, or hex) instead of raw bytes.
         #[arg(long)]
         json: bool,
+        /// Show the raw on-disk state, ignoring committed journal transactions that
+        /// are not replayed yet (by default they are read as a mount would).
+        #[arg(long)]
+        no_journal: bool,
     },
     /// Show an inode of a cetrafs image.
     Stat {
@@ -124,6 +132,10 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Show the raw on-disk state, ignoring committed journal transactions that
+        /// are not replayed yet (by default they are read as a mount would).
+        #[arg(long)]
+        no_journal: bool,
     },
     /// Answer a query document (JSON or TOML: a path, inline text, or - for standard
     /// input) over a .tet file, e.g. '{"dataset": "a", "selection": [{"start": 0,
@@ -276,28 +288,46 @@ fn main() -> ExitCode {
             };
             cetrafs_cmd::mkfs(&image, &o)
         }
-        Command::Ls { image, path, json } => with_device(&image, |d| {
+        Command::Ls {
+            image,
+            path,
+            json,
+            no_journal,
+        } => with_device(&image, |d| {
             cetrafs_cmd::ls(
                 &image,
                 d,
                 &path,
                 if json { Output::Json } else { Output::Human },
+                no_journal,
             )
         }),
-        Command::Cat { image, path, json } => with_device(&image, |d| {
+        Command::Cat {
+            image,
+            path,
+            json,
+            no_journal,
+        } => with_device(&image, |d| {
             cetrafs_cmd::cat(
                 &image,
                 d,
                 &path,
                 if json { Output::Json } else { Output::Human },
+                no_journal,
             )
         }),
-        Command::Stat { image, path, json } => with_device(&image, |d| {
+        Command::Stat {
+            image,
+            path,
+            json,
+            no_journal,
+        } => with_device(&image, |d| {
             cetrafs_cmd::stat(
                 &image,
                 d,
                 &path,
                 if json { Output::Json } else { Output::Human },
+                no_journal,
             )
         }),
         Command::Query {

@@ -8,7 +8,7 @@ use tet_alloc::cetrafs::{write_journal_txn, ImageBuilder, Params, Placement, Spa
 use tet_alloc::fsck;
 use tet_core::block::{MemDevice, BLOCK_SIZE};
 use tet_core::cetrafs::Finding;
-use tet_core::cetrafs::{Buffers, Extent, Fs, SlotClass};
+use tet_core::cetrafs::{Buffers, Committed, Extent, Fs, SlotClass};
 use tet_core::checksum::crc32c_skipping;
 use tet_core::finding::Severity;
 use tet_core::ErrorKind;
@@ -184,14 +184,8 @@ fn slot_header_bit_flip_and_torn_payload() {
     let p = &check_image(&torn)[0];
     assert_eq!(p.code.as_str(), "journal-payload");
     assert_eq!(p.error.offset, slot0 * B as u64 + 24);
-    let f = fs(&torn);
-    let mut classes = Vec::new();
-    f.classify_journal(0, &mut Buffers::new(), |_, c| {
-        classes.push(c);
-        Ok(ControlFlow::Continue(()))
-    })
-    .unwrap();
-    assert_eq!(classes, [SlotClass::Uncommitted]);
+    // Not replayable: the replay view leaves it out.
+    assert_eq!(classes(&torn, 0), []);
 }
 
 #[test]
@@ -260,15 +254,21 @@ fn mount_checks_the_region_map() {
     );
 }
 
+/// The replay class of each committed slot of row `row`'s journal, in slot order
+/// (classified across every journal).
 fn classes(img: &[u8], row: u32) -> Vec<SlotClass> {
-    let mut v = Vec::new();
-    fs(img)
-        .classify_journal(row, &mut Buffers::new(), |_, c| {
-            v.push(c);
-            Ok(ControlFlow::Continue(()))
-        })
-        .unwrap();
-    v
+    let f = fs(img);
+    let mut bufs = Buffers::new();
+    let mut table = vec![Committed::default(); 64];
+    let n = f.committed_slots(&mut table, &mut bufs);
+    table.truncate(n);
+    f.classify_chains(&mut table, &mut bufs.data).unwrap();
+    table.sort_by_key(|c| (c.row, c.slot));
+    table
+        .iter()
+        .filter(|c| c.row == row)
+        .map(|c| c.class.unwrap())
+        .collect()
 }
 
 #[test]
@@ -298,10 +298,10 @@ fn journal_replay_classification_and_overlay() {
     assert_eq!(classes(&img, 1), [SlotClass::NeedsReplay]);
     // The overlay serves the journal copy; reading through it shows the new bytes.
     let f = fs(&img);
-    let mut table = [(0u64, 0u64, 0u64); 4];
+    let mut table = [Committed::default(); 4];
     let ov = f.overlay(&mut table, &mut bufs).unwrap();
     assert_eq!(ov.entries().len(), 1);
-    assert_eq!(ov.entries()[0].0, target);
+    assert_eq!(ov.entries()[0].target, target);
     let dev = tet_core::cetrafs::OverlayDevice::new(MemDevice::new(&img), &ov);
     let fo = Fs::open(dev, &mut bufs.data).unwrap();
     let fi = fo.resolve(b"/dir/file", &mut bufs).unwrap();
@@ -356,13 +356,71 @@ fn journal_replay_classification_and_overlay() {
         true,
     )
     .unwrap();
-    assert_eq!(
-        classes(&unc, 1),
-        [SlotClass::Uncommitted, SlotClass::Uncommitted]
-    );
+    assert_eq!(classes(&unc, 1), []);
     let mut clean = img0.clone();
     write_journal_txn(&mut clean, 1, 0, 45, &[(target, new, false)], true, false).unwrap();
-    assert_eq!(classes(&clean, 1), [SlotClass::Clean]);
+    assert_eq!(classes(&clean, 1), []);
+}
+
+/// Transaction 1 (row 1) turns A into B and transaction 2 (row 2) turns B into C: a
+/// chain across two journals, classified by checksums, and served at its end.
+#[test]
+fn a_chain_across_journals_replays_in_txn_order() {
+    let img0 = base();
+    let f = fs(&img0);
+    let mut bufs = Buffers::new();
+    let file = f.resolve(b"/dir/file", &mut bufs).unwrap();
+    let mut target = 0;
+    let _ = f.for_each_extent(&file, &mut bufs.tree, |e| {
+        target = e.physical;
+        Ok(ControlFlow::Break(()))
+    });
+    let t = target as usize * B;
+    let a = img0[t..t + B].to_vec();
+    let (b, c) = (vec![0xBB; B], vec![0xCC; B]);
+    let mut img = img0.clone();
+    write_journal_txn(&mut img, 1, 0, 1, &[(target, b.clone(), false)], true, true).unwrap();
+    img[t..t + B].copy_from_slice(&b);
+    write_journal_txn(&mut img, 2, 0, 2, &[(target, c.clone(), false)], true, true).unwrap();
+    let at = |img: &mut Vec<u8>, v: &[u8]| img[t..t + B].copy_from_slice(v);
+    // Disk at A: both need replay (not "2 conflicts").
+    at(&mut img, &a);
+    assert_eq!(
+        (classes(&img, 1), classes(&img, 2)),
+        (vec![SlotClass::NeedsReplay], vec![SlotClass::NeedsReplay])
+    );
+    let f = fs(&img);
+    let mut table = [Committed::default(); 4];
+    let ov = f.overlay(&mut table, &mut bufs).unwrap();
+    assert_eq!(ov.entries().len(), 1);
+    assert_eq!(
+        ov.entries()[0].txn_id,
+        2,
+        "a chain is served at its last version"
+    );
+    // Disk at B: 1 applied, 2 needs replay. Disk at C: both applied.
+    at(&mut img, &b);
+    assert_eq!(
+        (classes(&img, 1), classes(&img, 2)),
+        (
+            vec![SlotClass::AlreadyApplied],
+            vec![SlotClass::NeedsReplay]
+        )
+    );
+    at(&mut img, &c);
+    assert_eq!(
+        (classes(&img, 1), classes(&img, 2)),
+        (
+            vec![SlotClass::AlreadyApplied],
+            vec![SlotClass::AlreadyApplied]
+        )
+    );
+    // Disk at something else: the chain conflicts from its start.
+    img[t] ^= 0x5A;
+    assert_eq!(
+        (classes(&img, 1), classes(&img, 2)),
+        (vec![SlotClass::Conflicting], vec![SlotClass::Conflicting])
+    );
 }
 
 /// Flash storage over a byte vector, as an MCU driver would present it.

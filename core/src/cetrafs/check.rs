@@ -11,10 +11,11 @@
 use core::ops::ControlFlow;
 
 use super::groups::{BlockGroup, NodeRow, PendingFree};
-use super::journal::Slot;
+pub use super::journal::Committed;
+use super::journal::SlotClass;
 use super::tree::{Extent, Inode, TreeEvent, TreeProblem};
 use super::{
-    bitmap_blocks, err, Buffers, DirEntry, Fs, BITS_PER_BITMAP_BLOCK, F_COMMIT, F_FRESH, SB_CLEAN,
+    bitmap_blocks, err, Buffers, DirEntry, Fs, BITS_PER_BITMAP_BLOCK, F_COMMIT, SB_CLEAN,
     XATTRS_PER_BLOCK, ZG_NO_OWNER,
 };
 use crate::block::{Block, BlockDevice, BLOCK_SIZE_U64};
@@ -643,48 +644,6 @@ pub fn check_pending<D: BlockDevice>(
     }
 }
 
-/// A committed slot, for the replay simulation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Committed {
-    /// Registry row of the journal.
-    pub row: u32,
-    /// Whether the journal's flag block is `DIRTY`.
-    pub dirty: bool,
-    /// The slot.
-    pub slot: u64,
-    /// Header block.
-    pub lba: u64,
-    /// Payload block.
-    pub payload_lba: u64,
-    /// Transaction.
-    pub txn_id: u64,
-    /// Target block.
-    pub target: u64,
-    /// `pre_checksum` (meaningless with `fresh`).
-    pub pre: u64,
-    /// `payload_checksum`.
-    pub post: u64,
-    /// `F_FRESH`.
-    pub fresh: bool,
-}
-
-impl Committed {
-    fn of(row: u32, dirty: bool, s: &Slot) -> Self {
-        Committed {
-            row,
-            dirty,
-            slot: s.index,
-            lba: s.lba,
-            payload_lba: s.payload_lba,
-            txn_id: s.header.txn_id.get(),
-            target: s.header.target_lba.get(),
-            pre: s.header.pre_checksum.get(),
-            post: s.header.payload_checksum.get(),
-            fresh: s.header.flags.get() & F_FRESH != 0,
-        }
-    }
-}
-
 /// The journal of registry row `row`: its flag block, every slot header, transaction
 /// boundaries, and payloads of committed transactions. `on_committed` sees every slot
 /// of every committed transaction, in slot order; returns whether the journal is dirty
@@ -820,24 +779,11 @@ pub fn check_journal<D: BlockDevice>(
     Some(dirty)
 }
 
-/// How a committed slot stands against its target's current checksum `cur`
-/// (section 7): `Some(true)` already applied, `Some(false)` needs replay, `None`
-/// conflicting.
-pub fn replay_state(c: &Committed, cur: u64) -> Option<bool> {
-    if cur == c.post {
-        Some(true)
-    } else if c.fresh || cur == c.pre {
-        Some(false)
-    } else {
-        None
-    }
-}
-
-/// Reports a committed slot of a dirty journal that needs replay or conflicts.
-pub fn report_replay(c: &Committed, state: Option<bool>, sink: &mut dyn Sink<Finding>) {
-    let f = match state {
-        Some(true) => return,
-        Some(false) => Finding::new(
+/// Reports a classified committed slot that needs replay (a warning: replay will fix
+/// it) or conflicts (an error).
+pub fn report_replay(c: &Committed, sink: &mut dyn Sink<Finding>) {
+    let f = match c.class {
+        Some(SlotClass::NeedsReplay) => Finding::new(
             Code::JournalReplay,
             err(
                 ErrorKind::Mismatch {
@@ -849,18 +795,19 @@ pub fn report_replay(c: &Committed, state: Option<bool>, sink: &mut dyn Sink<Fin
                 16,
             ),
         ),
-        None => Finding::new(
+        Some(SlotClass::Conflicting) => Finding::new(
             Code::JournalConflict,
             err(
                 ErrorKind::Mismatch {
                     expected: c.pre,
                     found: c.post,
                 },
-                "slot.pre_checksum (target matches neither pre nor post)",
+                "slot.pre_checksum (the target is at neither this slot's pre- nor post-change version)",
                 c.lba,
                 32,
             ),
         ),
+        _ => return,
     };
     sink.report(&f);
 }
@@ -903,44 +850,49 @@ impl Sink<Finding> for Counting<'_> {
     }
 }
 
-/// The allocation-free check of a mounted image: everything in this module, with each
-/// journal classified on its own (transactions chained across journals need the
-/// `tet-alloc` fsck). Reads every metadata block once, every inode marked in use, its
-/// tree, its directory blocks and its xattr block; two blocks of memory (`bufs`) plus
-/// one bitmap block (`bitmap`).
+/// The allocation-free check of a mounted image: everything in this module, journals
+/// classified by the chain rule when `table` holds every committed slot of the dirty
+/// journals (a `check-incomplete` finding otherwise). It does not build the ownership
+/// or connectivity maps (the `tet-alloc` fsck does). Reads every metadata block once,
+/// every inode marked in use, its tree, its directory blocks and its xattr block; two
+/// blocks of memory (`bufs`), one bitmap block (`bitmap`) and the caller's table.
 pub fn verify<D: BlockDevice>(
     fs: &Fs<D>,
     bufs: &mut Buffers,
     bitmap: &mut Block,
+    table: &mut [Committed],
     sink: &mut dyn Sink<Finding>,
 ) -> Summary {
     let mut sink = Counting::new(sink);
     let sb = *fs.superblock();
-    let mut replay_needed = false;
     for row in 0..sb.node_capacity() {
-        let mut pending: u64 = 0;
-        let mut committed = |c: Committed| {
-            if c.dirty {
-                pending = pending.saturating_add(1);
+        let _ = check_journal(fs, row, bufs, &mut sink, &mut |_| {});
+    }
+    let needed = fs.committed_slots(table, bufs);
+    let mut replay_needed = false;
+    if needed > table.len() {
+        sink.report(&Finding::new(
+            Code::CheckIncomplete,
+            Error::new(
+                ErrorKind::BufferTooSmall {
+                    needed: crate::arith::u64_of(needed),
+                    available: crate::arith::u64_of(table.len()),
+                },
+                "journal slot table (journals not classified)",
+                0,
+            ),
+        ));
+    } else {
+        let slots = table.get_mut(..needed).unwrap_or(&mut []);
+        match fs.classify_chains(slots, bitmap) {
+            Ok(()) => {
+                for c in slots.iter() {
+                    replay_needed |= c.class == Some(SlotClass::NeedsReplay);
+                    report_replay(c, &mut sink);
+                }
             }
-        };
-        let _ = check_journal(fs, row, bufs, &mut sink, &mut committed);
-        if pending == 0 {
-            continue;
+            Err(e) => sink.report(&Finding::structural(Code::JournalSlot, e)),
         }
-        // Classify in a second walk (the first one's buffers were busy).
-        let mut list = |c: Committed| {
-            if !c.dirty {
-                return;
-            }
-            let state = match fs.device().read_block(c.target, bitmap) {
-                Ok(()) => replay_state(&c, u64::from(crc32c(&bitmap[..]))),
-                Err(_) => None,
-            };
-            replay_needed |= state == Some(false);
-            report_replay(&c, state, &mut sink);
-        };
-        let _ = check_journal(fs, row, bufs, &mut |_: &Finding| {}, &mut list);
     }
     if replay_needed && sb.raw().sb_flags.get() & SB_CLEAN != 0 {
         sink.report(&Finding::new(

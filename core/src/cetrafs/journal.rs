@@ -1,8 +1,6 @@
 //! Per-node journals: flag blocks, slots, transaction commit and replay classification,
 //! and a device view that serves committed, not-yet-replayed blocks from the journal.
 
-use core::ops::ControlFlow;
-
 use super::raw::{RawJournalFlag, RawSlotHeader};
 use super::sealed;
 use super::{err, Buffers, Fs, F_COMMIT, F_FRESH, JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC};
@@ -41,13 +39,10 @@ pub struct Slot {
     pub payload_ok: bool,
 }
 
-/// What a slot means for replay (`docs/cetrafs.md` section 7).
+/// What a committed slot of a dirty journal means for replay (`docs/cetrafs.md`
+/// section 7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SlotClass {
-    /// The journal is `CLEAN`: the slot is history.
-    Clean,
-    /// Part of a transaction that never committed: ignored.
-    Uncommitted,
     /// The target already holds the payload.
     AlreadyApplied,
     /// The target holds the pre-change contents (or is `F_FRESH`): copy the payload.
@@ -60,8 +55,6 @@ impl SlotClass {
     /// Lower-case name.
     pub fn name(self) -> &'static str {
         match self {
-            SlotClass::Clean => "clean",
-            SlotClass::Uncommitted => "uncommitted",
             SlotClass::AlreadyApplied => "already-applied",
             SlotClass::NeedsReplay => "needs-replay",
             SlotClass::Conflicting => "conflicting",
@@ -69,25 +62,72 @@ impl SlotClass {
     }
 }
 
-/// The committed, not-yet-replayed blocks of every dirty journal: `(target, payload
-/// block, txn_id)`, sorted by target, in a caller-sized table.
+/// A slot of a committed transaction in a dirty journal: what replay needs to know.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Committed {
+    /// Registry row of the journal.
+    pub row: u32,
+    /// Whether the journal's flag block is `DIRTY`.
+    pub dirty: bool,
+    /// The slot.
+    pub slot: u64,
+    /// Header block.
+    pub lba: u64,
+    /// Payload block.
+    pub payload_lba: u64,
+    /// Transaction.
+    pub txn_id: u64,
+    /// Target block.
+    pub target: u64,
+    /// `pre_checksum` (meaningless with `fresh`).
+    pub pre: u64,
+    /// `payload_checksum`.
+    pub post: u64,
+    /// `F_FRESH`.
+    pub fresh: bool,
+    /// The replay class, once [`Fs::classify_chains`] has run.
+    pub class: Option<SlotClass>,
+}
+
+impl Committed {
+    /// From a slot of registry row `row`'s journal.
+    pub fn of(row: u32, dirty: bool, s: &Slot) -> Self {
+        Committed {
+            row,
+            dirty,
+            slot: s.index,
+            lba: s.lba,
+            payload_lba: s.payload_lba,
+            txn_id: s.header.txn_id.get(),
+            target: s.header.target_lba.get(),
+            pre: s.header.pre_checksum.get(),
+            post: s.header.payload_checksum.get(),
+            fresh: s.header.flags.get() & F_FRESH != 0,
+            class: None,
+        }
+    }
+}
+
+/// The final version of every block that committed, not-yet-replayed transactions
+/// change, in a caller-sized table sorted by target: what a reader of a dirty image
+/// must see instead of the on-disk block.
 #[derive(Debug)]
 pub struct Overlay<'t> {
-    table: &'t mut [(u64, u64, u64)],
+    table: &'t mut [Committed],
     len: usize,
 }
 
 impl Overlay<'_> {
-    /// The entries, sorted by target.
-    pub fn entries(&self) -> &[(u64, u64, u64)] {
+    /// One slot per target (its last version), sorted by target.
+    pub fn entries(&self) -> &[Committed] {
         self.table.get(..self.len).unwrap_or(&[])
     }
 
     /// Where to read `lba` from.
     pub fn redirect(&self, lba: u64) -> u64 {
         let e = self.entries();
-        match e.binary_search_by_key(&lba, |x| x.0) {
-            Ok(i) => e.get(i).map_or(lba, |x| x.1),
+        match e.binary_search_by_key(&lba, |x| x.target) {
+            Ok(i) => e.get(i).map_or(lba, |x| x.payload_lba),
             Err(_) => lba,
         }
     }
@@ -241,125 +281,117 @@ impl<D: BlockDevice> Fs<D> {
         }))
     }
 
-    /// Classifies every non-empty slot of row `row`'s journal, calling `f` in slot order.
-    /// Each slot is read twice at most (once to find its transaction's extent, once to
-    /// classify), so the walk is linear in the journal size.
-    pub fn classify_journal(
-        &self,
-        row: u32,
-        bufs: &mut Buffers,
-        mut f: impl FnMut(&Slot, SlotClass) -> Result<ControlFlow<()>>,
-    ) -> Result<JournalFlag> {
-        let flag = self.journal_flag(row, &mut bufs.data)?;
-        let n = self.journal_slots();
-        let mut s = 0u64;
-        while s < n {
-            let Some(first) = self.journal_slot(row, s, bufs)? else {
-                s = s.saturating_add(1);
-                continue;
-            };
-            // Find the transaction starting here: consecutive slots, same txn_id,
-            // indices 0, 1, ...; committed if complete, all payloads valid and the last
-            // carries F_COMMIT.
-            let txn = first.header.txn_id.get();
-            let want = u64::from(first.header.txn_slots.get());
-            let mut committed = first.header.txn_index.get() == 0 && first.payload_ok;
-            let mut len = 1u64;
-            let mut last_commit = first.header.flags.get() & F_COMMIT != 0;
-            while committed && len < want {
-                let next = s.saturating_add(len);
-                if next >= n {
-                    committed = false;
-                    break;
-                }
-                match self.journal_slot(row, next, bufs)? {
-                    Some(sl)
-                        if sl.header.txn_id.get() == txn
-                            && u64::from(sl.header.txn_index.get()) == len =>
-                    {
-                        committed = sl.payload_ok;
-                        last_commit = sl.header.flags.get() & F_COMMIT != 0;
-                        len = len.saturating_add(1);
+    /// Every slot of every committed transaction in a dirty journal, in journal and
+    /// slot order, into `table`; returns how many there are (more than `table.len()`
+    /// means the table was too small and only its length was filled). Malformed slots
+    /// are skipped here; the checker reports them.
+    pub fn committed_slots(&self, table: &mut [Committed], bufs: &mut Buffers) -> usize {
+        let mut n = 0usize;
+        for row in 0..self.superblock().node_capacity() {
+            let _ = crate::cetrafs::check::check_journal(
+                self,
+                row,
+                bufs,
+                &mut |_: &crate::cetrafs::check::Finding| {},
+                &mut |c| {
+                    if c.dirty {
+                        if let Some(t) = table.get_mut(n) {
+                            *t = c;
+                        }
+                        n = n.saturating_add(1);
                     }
-                    _ => committed = false,
-                }
-            }
-            committed = committed && len == want && last_commit;
-            for k in 0..len {
-                let Some(sl) = self.journal_slot(row, s.saturating_add(k), bufs)? else {
-                    continue;
-                };
-                let class = if !flag.is_dirty() {
-                    SlotClass::Clean
-                } else if !committed {
-                    SlotClass::Uncommitted
-                } else {
-                    self.device()
-                        .read_block(sl.header.target_lba.get(), &mut bufs.tree)?;
-                    let cur = u64::from(crc32c(&bufs.tree[..]));
-                    if cur == sl.header.payload_checksum.get() {
-                        SlotClass::AlreadyApplied
-                    } else if sl.header.flags.get() & F_FRESH != 0
-                        || cur == sl.header.pre_checksum.get()
-                    {
-                        SlotClass::NeedsReplay
-                    } else {
-                        SlotClass::Conflicting
-                    }
-                };
-                if f(&sl, class)?.is_break() {
-                    return Ok(flag);
-                }
-            }
-            s = s.saturating_add(len.max(1));
+                },
+            );
         }
-        Ok(flag)
+        n
     }
 
-    /// Builds the overlay of every `NeedsReplay` slot of every journal into `table`
-    /// (a later `txn_id` wins for the same target). A table too small for them is a
-    /// `BufferTooSmall` error naming `"journal overlay table"`.
+    /// Classifies committed slots by the replay rule of section 7, chained across
+    /// journals, and stores each slot's class in it: `slots` is sorted in place by
+    /// target and `txn_id`; for each target the disk is at the last slot whose
+    /// post-change checksum it matches (that slot and those before are already
+    /// applied), or before the first; from there each slot needs replay when it is
+    /// `F_FRESH` or its pre-change checksum is the previous version's, and conflicts
+    /// otherwise (as does every slot after a conflict). Reads each target once.
+    pub fn classify_chains(&self, slots: &mut [Committed], buf: &mut Block) -> Result<()> {
+        slots.sort_unstable_by_key(|c| (c.target, c.txn_id, c.row, c.slot));
+        let mut start = 0usize;
+        while start < slots.len() {
+            let target = slots.get(start).map_or(0, |c| c.target);
+            let end = slots
+                .get(start..)
+                .unwrap_or(&[])
+                .iter()
+                .position(|c| c.target != target)
+                .map_or(slots.len(), |k| start.saturating_add(k));
+            let group = slots.get_mut(start..end).unwrap_or(&mut []);
+            self.device().read_block(target, buf)?;
+            let cur = u64::from(crc32c(&buf[..]));
+            let applied = group.iter().rposition(|c| c.post == cur);
+            // The version the next slot must start from; None after a conflict.
+            let mut at: Option<u64> = Some(cur);
+            for (k, c) in group.iter_mut().enumerate() {
+                let class = match (applied, at) {
+                    (Some(a), _) if k <= a => SlotClass::AlreadyApplied,
+                    (_, Some(v)) if c.fresh || c.pre == v => SlotClass::NeedsReplay,
+                    _ => SlotClass::Conflicting,
+                };
+                at = match class {
+                    SlotClass::Conflicting => None,
+                    _ => Some(c.post),
+                };
+                c.class = Some(class);
+            }
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// Builds the overlay of every dirty journal into `table`: the committed slots are
+    /// classified by [`Fs::classify_chains`] and each target that needs replay is
+    /// served at its last version (a chain is served at its end). A table too small
+    /// for the committed slots is a `BufferTooSmall` error naming
+    /// `"journal overlay table"`.
     pub fn overlay<'t>(
         &self,
-        table: &'t mut [(u64, u64, u64)],
+        table: &'t mut [Committed],
         bufs: &mut Buffers,
     ) -> Result<Overlay<'t>> {
-        let mut len = 0usize;
-        let mut needed = 0u64;
-        for row in 0..self.superblock().node_capacity() {
-            self.classify_journal(row, bufs, |sl, class| {
-                if class != SlotClass::NeedsReplay {
-                    return Ok(ControlFlow::Continue(()));
-                }
-                let target = sl.header.target_lba.get();
-                let txn = sl.header.txn_id.get();
-                let used = table.get_mut(..len).unwrap_or(&mut []);
-                if let Some(e) = used.iter_mut().find(|e| e.0 == target) {
-                    if txn > e.2 {
-                        *e = (target, sl.payload_lba, txn);
-                    }
-                    return Ok(ControlFlow::Continue(()));
-                }
-                needed = needed.saturating_add(1);
-                if let Some(slot) = table.get_mut(len) {
-                    *slot = (target, sl.payload_lba, txn);
-                    len = len.saturating_add(1);
-                }
-                Ok(ControlFlow::Continue(()))
-            })?;
-        }
-        if needed > crate::arith::u64_of(len) {
+        let needed = self.committed_slots(table, bufs);
+        if needed > table.len() {
             return Err(Error::new(
                 ErrorKind::BufferTooSmall {
-                    needed,
+                    needed: crate::arith::u64_of(needed),
                     available: crate::arith::u64_of(table.len()),
                 },
                 "journal overlay table",
                 0,
             ));
         }
-        let used = table.get_mut(..len).unwrap_or(&mut []);
-        used.sort_unstable_by_key(|e| e.0);
+        let slots = table.get_mut(..needed).unwrap_or(&mut []);
+        self.classify_chains(slots, &mut bufs.data)?;
+        // Compact in place: the last slot needing replay of each target, in target
+        // order (slots are sorted by target, then txn_id).
+        let mut len = 0usize;
+        for k in 0..slots.len() {
+            let Some(c) = slots.get(k).copied() else {
+                break;
+            };
+            if c.class != Some(SlotClass::NeedsReplay) {
+                continue;
+            }
+            let same = len
+                .checked_sub(1)
+                .and_then(|p| slots.get(p))
+                .is_some_and(|p| p.target == c.target);
+            let at = if same { len.saturating_sub(1) } else { len };
+            if let Some(dst) = slots.get_mut(at) {
+                *dst = c;
+            }
+            if !same {
+                len = len.saturating_add(1);
+            }
+        }
         Ok(Overlay { table, len })
     }
 }

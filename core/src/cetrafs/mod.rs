@@ -16,7 +16,7 @@ pub use check::{Code, Finding};
 pub use dir::{DirEntry, FileType, Xattr, MAX_PATH_COMPONENTS};
 pub use fs::{Buffers, Fs, Stat};
 pub use groups::{BlockGroup, NodeRow, PendingFree, ZoneGroup};
-pub use journal::{JournalFlag, Overlay, OverlayDevice, Slot, SlotClass};
+pub use journal::{Committed, JournalFlag, Overlay, OverlayDevice, Slot, SlotClass};
 pub use superblock::{Features, Region, Superblock, REGION_NAMES};
 pub use tree::{Extent, Inode, Mapping, TreeEvent, TreeProblem};
 
