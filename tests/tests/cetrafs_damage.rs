@@ -432,8 +432,90 @@ pub const DAMAGE: &[Damage] = &[
         |i| {
             let at = Img::inode_at(i, SUB) + 116;
             patch::<RawExtent>(i, at, |e| e.len.set(e.len.get() | 1 << 31));
+            patch::<RawSuperblock>(i, 0, |s| {
+                s.feature_incompat.set(s.feature_incompat.get() | 2)
+            });
         },
         Code::DirHole,
+    ),
+    (
+        "uninitialized extent without INCOMPAT_UNINIT",
+        |i| {
+            let at = Img::inode_at(i, C) + 116;
+            patch::<RawExtent>(i, at, |e| e.len.set(e.len.get() | 1 << 31));
+        },
+        Code::ExtentTree,
+    ),
+    (
+        "INCOMPAT_EXTENTS clear",
+        |i| {
+            patch::<RawSuperblock>(i, 0, |s| {
+                s.feature_incompat.set(s.feature_incompat.get() & !1)
+            });
+        },
+        Code::Mount,
+    ),
+    (
+        "undefined sb_flags bit",
+        |i| {
+            patch::<RawSuperblock>(i, 0, |s| s.sb_flags.set(s.sb_flags.get() | 4));
+        },
+        Code::Mount,
+    ),
+    (
+        "label not UTF-8",
+        |i| patch::<RawSuperblock>(i, 0, |s| s.label[0] = 0xFF),
+        Code::Mount,
+    ),
+    (
+        "label not NUL-padded",
+        |i| patch::<RawSuperblock>(i, 0, |s| s.label[9] = b'x'),
+        Code::Mount,
+    ),
+    (
+        "superblock reserved byte set",
+        |i| patch::<RawSuperblock>(i, 0, |s| s.reserved[3] = 1),
+        Code::Mount,
+    ),
+    (
+        "inode reserved byte set",
+        |i| Img::inode(i, C, |n| n.reserved[0] = 1),
+        Code::Inode,
+    ),
+    (
+        "unused inline extent slot not zero",
+        |i| Img::inode(i, C, |n| n.slots[63] = 1),
+        Code::Inode,
+    ),
+    (
+        "extent header generation set",
+        |i| Img::inode(i, C, |n| n.extent_header.generation.set(9)),
+        Code::Inode,
+    ),
+    (
+        "F_FRESH slot with a pre_checksum",
+        |i| {
+            txn(i, 0, 0, 5, Img::free_block(i, 1), true);
+            let at = Img::slot_header(i, 0, 0);
+            patch::<RawSlotHeader>(i, at, |h| h.pre_checksum.set(1));
+        },
+        Code::JournalSlot,
+    ),
+    (
+        "registry row past node_capacity in use",
+        |i| {
+            let at = Img::registry_row(i, 4);
+            i[at] = 1;
+        },
+        Code::RegistryRow,
+    ),
+    (
+        "block group reserved byte set",
+        |i| {
+            let at = Img::bg_desc(i, 0);
+            patch::<RawBlockGroup>(i, at, |g| g.reserved1[0] = 1);
+        },
+        Code::Mount,
     ),
     (
         "directory block past its size, hole below",

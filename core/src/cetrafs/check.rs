@@ -548,6 +548,33 @@ pub fn check_registry<D: BlockDevice>(
             Err(e) => sink.report(&Finding::structural(Code::RegistryRow, e)),
         }
     }
+    // Rows past the node capacity, in the registry's last block, must be zero.
+    let cap = u64::from(sb.node_capacity());
+    let rows_total = sb
+        .raw()
+        .registry_blocks
+        .get()
+        .saturating_mul(super::ROWS_PER_BLOCK);
+    if rows_total > cap {
+        let last = sb
+            .raw()
+            .registry_start
+            .get()
+            .saturating_add(cap / super::ROWS_PER_BLOCK);
+        if fs.device().read_block(last, buf).is_ok() {
+            let from = usize::try_from(cap % super::ROWS_PER_BLOCK)
+                .unwrap_or(0)
+                .saturating_mul(128);
+            if let Err(e) = super::zero(
+                buf.get(from..).unwrap_or(&[]),
+                "registry (rows past node_capacity)",
+                last,
+                from,
+            ) {
+                sink.report(&Finding::new(Code::RegistryRow, e));
+            }
+        }
+    }
     for z in 0..sb.zone_group_count() {
         let Ok(zg) = fs.zone_group(z, buf) else {
             continue;

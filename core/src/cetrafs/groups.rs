@@ -7,8 +7,10 @@ use super::raw::{
     RawBlockGroup, RawNodeRow, RawPendingFree, RawRegionHeader, RawZoneGroupCold, RawZoneGroupHot,
 };
 use super::sealed;
+use zerocopy::IntoBytes;
+
 use super::{
-    bitmap_blocks, check_magic, err, BG_MAGIC, NODE_MAGIC, PF_MAGIC, RH_MAGIC, ZG_COLD_AT,
+    bitmap_blocks, check_magic, err, zero, BG_MAGIC, NODE_MAGIC, PF_MAGIC, RH_MAGIC, ZG_COLD_AT,
     ZG_COLD_MAGIC, ZG_MAGIC,
 };
 use crate::block::Block;
@@ -47,6 +49,15 @@ impl ZoneGroup {
             ("zone_group.cold.magic", "zone_group.cold_checksum"),
             lba,
             ZG_COLD_AT,
+        )?;
+        zero(hot.reserved0.as_bytes(), "zone_group.reserved", lba, 4)?;
+        zero(hot.reserved1.as_bytes(), "zone_group.reserved", lba, 14)?;
+        zero(&hot.reserved2, "zone_group.reserved", lba, 32)?;
+        zero(
+            &cold.reserved,
+            "zone_group.cold.reserved",
+            lba,
+            ZG_COLD_AT.saturating_add(12),
         )?;
         if hot.zg_id.get() != id {
             return Err(err(
@@ -136,6 +147,7 @@ impl BlockGroup {
                 return Err(err(ErrorKind::Mismatch { expected, found }, what, lba, off));
             }
         }
+        zero(&raw.reserved1, "block_group.reserved", lba, 72)?;
         let free = raw.free_data_blocks.get();
         if free > data {
             return Err(err(
@@ -197,6 +209,7 @@ impl BlockGroup {
                 return Err(err(ErrorKind::Mismatch { expected, found }, what, lba, off));
             }
         }
+        zero(&rh.reserved, "region_header.reserved", lba, 24)?;
         Ok(rh)
     }
 }
@@ -249,6 +262,18 @@ impl NodeRow {
                 ));
             }
         }
+        zero(
+            raw.reserved0.as_bytes(),
+            "registry.reserved",
+            lba,
+            off.saturating_add(20),
+        )?;
+        zero(
+            &raw.reserved1,
+            "registry.reserved",
+            lba,
+            off.saturating_add(112),
+        )?;
         if raw.node_id.get() == 0 {
             return Err(err(
                 ErrorKind::OutOfRange {

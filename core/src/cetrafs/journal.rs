@@ -3,7 +3,7 @@
 
 use super::raw::{RawJournalFlag, RawSlotHeader};
 use super::sealed;
-use super::{err, Buffers, Fs, F_COMMIT, F_FRESH, JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC};
+use super::{err, zero, Buffers, Fs, F_COMMIT, F_FRESH, JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC};
 use crate::block::{Block, BlockDevice};
 use crate::checksum::crc32c;
 use crate::error::{Error, ErrorKind, Result};
@@ -185,6 +185,7 @@ impl<D: BlockDevice> Fs<D> {
                 4,
             ));
         }
+        zero(&raw.reserved, "journal_flag.reserved", lba, 28)?;
         if raw.row.get() != row {
             return Err(err(
                 ErrorKind::Mismatch {
@@ -249,6 +250,17 @@ impl<D: BlockDevice> Fs<D> {
                 "slot.txn_index",
                 base,
                 40,
+            ));
+        }
+        zero(&h.reserved, "slot.reserved", base, 48)?;
+        if flags & F_FRESH != 0 && h.pre_checksum.get() != 0 {
+            return Err(err(
+                ErrorKind::NonZero {
+                    value: h.pre_checksum.get(),
+                },
+                "slot.pre_checksum (must be 0 with F_FRESH)",
+                base,
+                32,
             ));
         }
         let target = h.target_lba.get();

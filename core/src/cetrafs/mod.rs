@@ -20,7 +20,7 @@ pub use journal::{Committed, JournalFlag, Overlay, OverlayDevice, Slot, SlotClas
 pub use superblock::{Features, Region, Superblock, REGION_NAMES};
 pub use tree::{Extent, Inode, Mapping, TreeEvent, TreeProblem};
 
-use zerocopy::{FromBytes, Immutable, KnownLayout};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::block::{Block, BLOCK_SIZE_U64};
 use crate::error::{Error, ErrorKind};
@@ -190,6 +190,22 @@ pub(crate) fn sealed<T: FromBytes + KnownLayout + Immutable>(
     Ok(raw)
 }
 
+/// Checks that a reserved field (`bytes`, found at byte `field` of block `lba`) is all
+/// zero, naming the first nonzero byte.
+pub(crate) fn zero(bytes: &[u8], what: &'static str, lba: u64, field: usize) -> Result<(), Error> {
+    match bytes.iter().position(|b| *b != 0) {
+        None => Ok(()),
+        Some(i) => Err(err(
+            ErrorKind::NonZero {
+                value: bytes.get(i).copied().unwrap_or(0).into(),
+            },
+            what,
+            lba,
+            field.saturating_add(i),
+        )),
+    }
+}
+
 /// Checks the 16-byte `{magic, crc}` tail of a tree, directory or xattr block: the magic
 /// at byte 4080, and the crc (at 4088) over the whole block.
 pub(crate) fn check_tail(
@@ -208,6 +224,12 @@ pub(crate) fn check_tail(
         names.1,
         lba,
         0,
+    )?;
+    zero(
+        tail.reserved.as_bytes(),
+        "block tail reserved",
+        lba,
+        TAIL_AT.saturating_add(4),
     )
 }
 

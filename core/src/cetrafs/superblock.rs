@@ -121,6 +121,36 @@ impl Superblock {
                 8,
             ));
         }
+        let flags = raw.sb_flags.get();
+        if flags & !super::SB_CLEAN != 0 {
+            return Err(err(
+                ErrorKind::UnknownFlags {
+                    bits: (flags & !super::SB_CLEAN).into(),
+                },
+                "superblock.sb_flags",
+                0,
+                12,
+            ));
+        }
+        super::zero(&raw.reserved, "superblock.reserved", 0, 280)?;
+        let label_len = raw.label.iter().position(|b| *b == 0).unwrap_or(64);
+        let (label, pad) = raw.label.split_at(label_len);
+        if let Err(e) = core::str::from_utf8(label) {
+            return Err(err(
+                ErrorKind::InvalidUtf8 {
+                    valid_up_to: crate::arith::u64_of(e.valid_up_to()),
+                },
+                "superblock.label",
+                0,
+                200,
+            ));
+        }
+        super::zero(
+            pad,
+            "superblock.label (NUL padding)",
+            0,
+            200usize.saturating_add(label_len),
+        )?;
         let features = Features {
             compat: raw.feature_compat.get(),
             incompat: raw.feature_incompat.get(),
@@ -134,6 +164,17 @@ impl Superblock {
                     bits: u64::from(unknown.trailing_zeros()),
                 },
                 "superblock.feature_incompat (bit position)",
+                0,
+                48,
+            ));
+        }
+        if features.incompat & 1 == 0 {
+            return Err(err(
+                ErrorKind::Mismatch {
+                    expected: 1,
+                    found: 0,
+                },
+                "superblock.feature_incompat (INCOMPAT_EXTENTS is required)",
                 0,
                 48,
             ));

@@ -136,6 +136,26 @@ impl Inode {
         }
         let max_depth = if kind == S_IFDIR { 1 } else { MAX_DEPTH };
         check_header(&raw.extent_header, INLINE_SLOTS, max_depth, None, lba, 104)?;
+        super::zero(&raw.reserved, "inode.reserved", lba, 180)?;
+        // Unused inline bytes: slots past `entries`, and an index entry's last 4 bytes.
+        let used = usize::from(raw.extent_header.entries.get());
+        for (i, slot) in raw.slots.chunks_exact(16).enumerate() {
+            let from = if i >= used {
+                0
+            } else if raw.extent_header.depth.get() > 0 {
+                12
+            } else {
+                16
+            };
+            super::zero(
+                slot.get(from..).unwrap_or(&[]),
+                "inode extent slot (unused bytes)",
+                lba,
+                116usize
+                    .saturating_add(i.saturating_mul(16))
+                    .saturating_add(from),
+            )?;
+        }
         Ok(Inode { raw, ino, lba })
     }
 
@@ -199,6 +219,16 @@ fn check_header(
             "extent_header.entries",
             lba,
             off.saturating_add(2),
+        ));
+    }
+    if h.generation.get() != 0 {
+        return Err(err(
+            ErrorKind::NonZero {
+                value: h.generation.get().into(),
+            },
+            "extent_header.generation",
+            lba,
+            off.saturating_add(8),
         ));
     }
     let d = h.depth.get();
@@ -299,11 +329,22 @@ impl<D: BlockDevice> Fs<D> {
             lba,
             at.saturating_add(8),
         )?;
+        let uninit = raw.len.get() & EXTENT_UNINIT != 0;
+        if uninit && self.superblock().features().incompat & 2 == 0 {
+            return Err(err(
+                ErrorKind::UnknownFlags {
+                    bits: EXTENT_UNINIT.into(),
+                },
+                "extent.len (UNINIT while INCOMPAT_UNINIT is clear)",
+                lba,
+                at.saturating_add(4),
+            ));
+        }
         Ok(Extent {
             logical,
             len,
             physical,
-            uninit: raw.len.get() & EXTENT_UNINIT != 0,
+            uninit,
         })
     }
 
@@ -329,6 +370,16 @@ impl<D: BlockDevice> Fs<D> {
             .map_err(|_| err(ErrorKind::Invalid, "extent_header", child, 0))?;
         let max = if depth == 0 { LEAF_MAX } else { INDEX_MAX };
         check_header(&h, max, MAX_DEPTH, Some(depth), child, 0)?;
+        let size: usize = if depth == 0 { 16 } else { 12 };
+        let end = usize::from(h.entries.get())
+            .saturating_mul(size)
+            .saturating_add(12);
+        super::zero(
+            buf.get(end..super::TAIL_AT).unwrap_or(&[]),
+            "extent_block (unused entries)",
+            child,
+            end,
+        )?;
         Ok(h.entries.get())
     }
 
