@@ -19,6 +19,13 @@ pub trait BlockDevice {
     fn block_count(&self) -> u64;
     /// Reads block `lba` into `buf`.
     fn read_block(&self, lba: u64, buf: &mut Block) -> Result<()>;
+    /// Reads at least the first `len` bytes of block `lba` into the start of `buf` (the
+    /// rest of `buf` is unspecified). For structures shorter than a block, such as the
+    /// 256-byte inode, on devices where a short read is cheaper than a whole block.
+    fn read_block_prefix(&self, lba: u64, buf: &mut Block, len: usize) -> Result<()> {
+        let _ = len;
+        self.read_block(lba, buf)
+    }
 }
 
 impl<D: BlockDevice + ?Sized> BlockDevice for &D {
@@ -27,6 +34,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for &D {
     }
     fn read_block(&self, lba: u64, buf: &mut Block) -> Result<()> {
         (**self).read_block(lba, buf)
+    }
+    fn read_block_prefix(&self, lba: u64, buf: &mut Block, len: usize) -> Result<()> {
+        (**self).read_block_prefix(lba, buf, len)
     }
 }
 

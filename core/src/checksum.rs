@@ -12,20 +12,45 @@ static CRC: Crc<u32, crc::Table<16>> = Crc::<u32, crc::Table<16>>::new(&CRC_32_I
 static CRC: Crc<u32, crc::Table<1>> = Crc::<u32, crc::Table<1>>::new(&CRC_32_ISCSI);
 
 /// CRC-32C of `buf`.
+#[cfg(not(feature = "crc-hw"))]
 pub fn crc32c(buf: &[u8]) -> u32 {
+    CRC.checksum(buf)
+}
+
+/// CRC-32C of `buf` (hardware where the CPU has it).
+#[cfg(feature = "crc-hw")]
+pub fn crc32c(buf: &[u8]) -> u32 {
+    crc32c::crc32c(buf)
+}
+
+/// The table implementation, whatever the features (tests compare the two).
+pub fn crc32c_software(buf: &[u8]) -> u32 {
     CRC.checksum(buf)
 }
 
 /// CRC-32C of `buf` with the 8 bytes at `field` read as zero (the checksum field itself).
 /// A `field` outside `buf` is treated as absent.
 pub fn crc32c_skipping(buf: &[u8], field: usize) -> u64 {
-    let mut d = CRC.digest();
     let end = field.saturating_add(8).min(buf.len());
     let start = field.min(end);
-    d.update(buf.get(..start).unwrap_or(&[]));
-    d.update([0u8; 8].get(..end.saturating_sub(start)).unwrap_or(&[]));
-    d.update(buf.get(end..).unwrap_or(&[]));
-    u64::from(d.finalize())
+    let (head, zeros, tail) = (
+        buf.get(..start).unwrap_or(&[]),
+        [0u8; 8].get(..end.saturating_sub(start)).unwrap_or(&[]),
+        buf.get(end..).unwrap_or(&[]),
+    );
+    #[cfg(feature = "crc-hw")]
+    {
+        let c = crc32c::crc32c_append(crc32c::crc32c(head), zeros);
+        u64::from(crc32c::crc32c_append(c, tail))
+    }
+    #[cfg(not(feature = "crc-hw"))]
+    {
+        let mut d = CRC.digest();
+        d.update(head);
+        d.update(zeros);
+        d.update(tail);
+        u64::from(d.finalize())
+    }
 }
 
 #[cfg(test)]

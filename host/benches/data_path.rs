@@ -15,11 +15,9 @@
 
 mod timing;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tet_alloc::writer::{Compressor, DatasetSpec, Writer};
@@ -28,31 +26,8 @@ use tet_host::atomic::{AtomicFile, RealFs};
 use tet_host::codec::CCompressor;
 use tet_host::tet_cmd::{check_with, DecodeOptions};
 
-/// Counts live heap bytes and their peak (file mappings are not heap).
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only counts.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) };
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: timing::Counting = timing::Counting;
 
 const ROWS: u64 = 16384;
 const COLS: u64 = 32768;
@@ -220,8 +195,7 @@ fn main() {
     let mut deep = Duration::MAX;
     let mut peak = 0usize;
     for _ in 0..3 {
-        let base = LIVE.load(Ordering::Relaxed);
-        PEAK.store(base, Ordering::Relaxed);
+        let base = timing::reset_peak();
         let s = Instant::now();
         let c = check_with(
             bytes,
@@ -235,7 +209,7 @@ fn main() {
         .unwrap();
         deep = deep.min(s.elapsed());
         assert!(c.found.kept.is_empty());
-        peak = peak.max(PEAK.load(Ordering::Relaxed) - base);
+        peak = peak.max(timing::peak() - base);
     }
     let bound = gbps(logical, c_single) * cores as f64;
     println!();

@@ -236,6 +236,17 @@ impl BlockDevice for Journaled<'_> {
         };
         self.dev.read_block(from, buf)
     }
+    fn read_block_prefix(
+        &self,
+        lba: u64,
+        buf: &mut tet_core::block::Block,
+        len: usize,
+    ) -> tet_core::Result<()> {
+        if self.map.binary_search_by_key(&lba, |e| e.0).is_ok() {
+            return self.read_block(lba, buf);
+        }
+        self.dev.read_block_prefix(lba, buf, len)
+    }
 }
 
 /// `dev` through the journal overlay (or raw, with `no_journal`). An image that does

@@ -84,8 +84,25 @@ impl Xattr {
     }
 }
 
+/// The first nonzero byte, testing 16 bytes at a time (directory and xattr blocks are
+/// mostly zero padding, and every byte of it is checked).
 fn nonzero_at(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|b| *b != 0)
+    let mut chunks = bytes.chunks_exact(16);
+    let mut base = 0usize;
+    for c in &mut chunks {
+        if u128::from_ne_bytes(c.try_into().unwrap_or([1; 16])) != 0 {
+            return c
+                .iter()
+                .position(|b| *b != 0)
+                .map(|i| base.saturating_add(i));
+        }
+        base = base.saturating_add(16);
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|b| *b != 0)
+        .map(|i| base.saturating_add(i))
 }
 
 impl<D: BlockDevice> Fs<D> {

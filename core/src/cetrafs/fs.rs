@@ -350,7 +350,7 @@ impl<D: BlockDevice> Fs<D> {
             ));
         }
         let lba = self.sb.raw().inode_table_start.get().saturating_add(ino);
-        self.dev.read_block(lba, buf)?;
+        self.dev.read_block_prefix(lba, buf, 256)?;
         Inode::parse(buf, lba, ino)
     }
 

@@ -153,6 +153,10 @@ impl<D: BlockDevice> BlockDevice for OverlayDevice<'_, '_, D> {
     fn read_block(&self, lba: u64, buf: &mut Block) -> Result<()> {
         self.dev.read_block(self.overlay.redirect(lba), buf)
     }
+    fn read_block_prefix(&self, lba: u64, buf: &mut Block, len: usize) -> Result<()> {
+        self.dev
+            .read_block_prefix(self.overlay.redirect(lba), buf, len)
+    }
 }
 
 impl<D: BlockDevice> Fs<D> {

@@ -1,8 +1,55 @@
 //! Shared by the benches: best wall time of several runs, and the synthetic field the
 //! data-path benches write.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+/// Counts live heap bytes and their peak (file mappings and the page cache are not
+/// heap). A bench declares `#[global_allocator] static A: Counting = Counting;`.
+#[allow(dead_code)]
+pub struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator; only counts.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) };
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+    }
+}
+
+/// Heap bytes live now.
+#[allow(dead_code)]
+pub fn live() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Restarts the peak from the bytes live now; returns them.
+#[allow(dead_code)]
+pub fn reset_peak() -> usize {
+    let now = LIVE.load(Ordering::Relaxed);
+    PEAK.store(now, Ordering::Relaxed);
+    now
+}
+
+/// The peak since the last [`reset_peak`].
+#[allow(dead_code)]
+pub fn peak() -> usize {
+    PEAK.load(Ordering::Relaxed)
+}
 
 /// The fastest of `runs` runs of `f` (its result is kept alive so it is not optimised out).
 pub fn best_of<T>(runs: usize, mut f: impl FnMut() -> T) -> Duration {
