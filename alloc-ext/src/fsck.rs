@@ -53,7 +53,7 @@ pub struct Outcome {
     pub summary: Summary,
     /// Whether the cross-structure passes ran.
     pub cross_checked: bool,
-    /// Bytes the fixed-size maps took (ownership bits, inode bits).
+    /// Bytes the fixed-size maps took (ownership bits, inode bits, inode index).
     pub map_bytes: u64,
     /// Directory entries seen.
     pub entries: u64,
@@ -338,7 +338,11 @@ pub fn check<D: BlockDevice>(dev: D, opts: &Options, sink: &mut dyn Sink<Finding
     let words_per_bg = div_ceil(sb.bg_size_blocks(), 64);
     let own_bits =
         u64::from(sb.block_group_count()).saturating_mul(words_per_bg.saturating_mul(64));
-    let map_bytes = own_bits.saturating_add(sb.inode_count()).div_ceil(8);
+    // Ownership bits, in-use bits, and the 4-byte inode index of passes 4 to 6.
+    let map_bytes = own_bits
+        .saturating_add(sb.inode_count())
+        .div_ceil(8)
+        .saturating_add(sb.inode_count().saturating_mul(4));
     let maps = if map_bytes <= opts.memory_limit {
         Bits::new(own_bits)
             .and_then(|o| Ok((o, Bits::new(sb.inode_count())?)))
