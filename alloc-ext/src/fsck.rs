@@ -13,8 +13,8 @@
 //! Memory is sized from the validated geometry before anything is read, reserved with
 //! `try_reserve`, and refused (a `check-incomplete` finding, then the allocation-free
 //! check alone) when it would pass [`Options::memory_limit`]: one ownership bit per data
-//! block, one bit per inode, 32 bytes per inode in use, 32 bytes per directory entry,
-//! 80 bytes per committed journal slot.
+//! block, one bit and a 4-byte index per inode, 32 bytes per inode in use, 32 bytes per directory entry,
+//! 64 bytes per committed journal slot.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -964,3 +964,7 @@ fn report_orphan(ino: u64, sb: &tet_core::cetrafs::Superblock, sink: &mut dyn Si
         .of_inode(ino),
     );
 }
+
+// The sizes the memory statement in the module docs and docs/cetrafs.md counts on.
+const _: () = assert!(core::mem::size_of::<Info>() == 32);
+const _: () = assert!(core::mem::size_of::<Entry>() == 32);
