@@ -109,6 +109,8 @@ struct Node {
     mtime_ns: u64,
     parent: u64,
     xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Directory entries naming a file or symlink (hard links).
+    links: u32,
 }
 
 /// Builds an image in memory.
@@ -185,6 +187,7 @@ impl ImageBuilder {
             mtime_ns: 0,
             parent: 1,
             xattrs: Vec::new(),
+            links: 1,
         };
         // Index 0 stands for inode 0 and is never written.
         let placeholder = Node {
@@ -197,6 +200,7 @@ impl ImageBuilder {
             mtime_ns: 0,
             parent: 0,
             xattrs: Vec::new(),
+            links: 1,
         };
         ImageBuilder {
             params,
@@ -255,6 +259,7 @@ impl ImageBuilder {
             mtime_ns: 0,
             parent: dir,
             xattrs: Vec::new(),
+            links: 1,
         };
         self.add(dir, name, node, 2)
     }
@@ -280,6 +285,7 @@ impl ImageBuilder {
             mtime_ns: 0,
             parent: 0,
             xattrs: Vec::new(),
+            links: 1,
         };
         self.add(dir, name, node, 1)
     }
@@ -296,8 +302,26 @@ impl ImageBuilder {
             mtime_ns: 0,
             parent: 0,
             xattrs: Vec::new(),
+            links: 1,
         };
         self.add(dir, name, node, 7)
+    }
+
+    /// Names the existing file or symlink `ino` again, as `name` in `dir` (a hard link:
+    /// one inode, `nlink` counting its names). Directories cannot be linked.
+    pub fn add_link(&mut self, dir: u64, name: &[u8], ino: u64) -> Result<(), Error> {
+        let ftype = match &self.nodes.get(usize_of(ino)).ok_or(invalid("inode"))?.kind {
+            Kind::File { .. } => 1,
+            Kind::Symlink { .. } => 7,
+            Kind::Dir { .. } => return Err(invalid("hard link to a directory")),
+        };
+        if ino == 0 {
+            return Err(invalid("inode"));
+        }
+        self.link(dir, name, ino, ftype)?;
+        let n = self.node_mut(ino)?;
+        n.links = n.links.checked_add(1).ok_or(full("links"))?;
+        Ok(())
     }
 
     /// Sets owner, permission bits and mtime of `ino`.
@@ -367,6 +391,11 @@ impl ImageBuilder {
             .then(|| lo * BLOCK_SIZE_U64)
     }
 
+    /// The block group count `params` give, or why they give no image.
+    pub fn block_groups(params: &Params) -> Result<u32, Error> {
+        ImageBuilder::new(params.clone()).geometry().map(|g| g.b)
+    }
+
     fn geometry(&self) -> Result<Geometry, Error> {
         let p = &self.params;
         let device_blocks = p.size_bytes / BLOCK_SIZE_U64;
@@ -388,6 +417,7 @@ impl ImageBuilder {
         // Blocks the filesystem uses; shrinks when the last group would be too small.
         let mut total = device_blocks;
         for _ in 0..64 {
+            // Zone groups beyond the block groups are refused once the count settles.
             let z = u64::from(p.zone_groups).min(b);
             // Checked: `--inodes` near 2^64 must be a refusal, not a wrap. Everything below
             // is a partial sum of `fixed`, which is at most `total`.
@@ -413,6 +443,16 @@ impl ImageBuilder {
                     }
                     total -= last;
                     continue;
+                }
+                if u64::from(p.zone_groups) > b {
+                    return Err(Error::new(
+                        ErrorKind::OutOfRange {
+                            value: p.zone_groups.into(),
+                            max: b,
+                        },
+                        "zone groups (more than block groups)",
+                        0,
+                    ));
                 }
                 let z32 = u32::try_from(z).map_err(|_| full("zone groups"))?;
                 let b32 = u32::try_from(b).map_err(|_| full("block groups"))?;
@@ -549,7 +589,7 @@ impl ImageBuilder {
                 Kind::Dir { entries } => {
                     2 + u32::try_from(entries.iter().filter(|e| e.2 == 2).count()).unwrap_or(0)
                 }
-                _ => 1,
+                _ => node.links,
             };
             put(&mut ib, 28, &nlink.to_le_bytes());
             put(&mut ib, 32, &size.to_le_bytes());

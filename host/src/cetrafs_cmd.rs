@@ -49,7 +49,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         })
 }
 
-fn copy_tree(b: &mut ImageBuilder, dir: u64, host: &Path) -> Result<(), String> {
+/// Host files with more than one name, by (device, inode), and the image inode their
+/// first name became: a later name is a hard link, not a copy.
+type Seen = std::collections::HashMap<(u64, u64), u64>;
+
+fn copy_tree(b: &mut ImageBuilder, dir: u64, host: &Path, seen: &mut Seen) -> Result<(), String> {
     let mut entries: Vec<_> = std::fs::read_dir(host)
         .map_err(|e| format!("{}: {e}", host.display()))?
         .collect::<Result<_, _>>()
@@ -62,11 +66,23 @@ fn copy_tree(b: &mut ImageBuilder, dir: u64, host: &Path) -> Result<(), String> 
         let meta =
             std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let ft = meta.file_type();
+        #[cfg(unix)]
+        let key = {
+            use std::os::unix::fs::MetadataExt;
+            (!ft.is_dir() && meta.nlink() > 1).then(|| (meta.dev(), meta.ino()))
+        };
+        #[cfg(not(unix))]
+        let key: Option<(u64, u64)> = None;
+        if let Some(first) = key.and_then(|k| seen.get(&k).copied()) {
+            b.add_link(dir, name, first)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            continue;
+        }
         let ino = if ft.is_dir() {
             let d = b
                 .mkdir(dir, name, 0o755)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
-            copy_tree(b, d, &path)?;
+            copy_tree(b, d, &path, seen)?;
             d
         } else if ft.is_symlink() {
             let target =
@@ -84,6 +100,9 @@ fn copy_tree(b: &mut ImageBuilder, dir: u64, host: &Path) -> Result<(), String> 
             );
             continue;
         };
+        if let Some(k) = key {
+            seen.insert(k, ino);
+        }
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt;
@@ -122,6 +141,15 @@ fn human(bytes: u64) -> String {
     format!("{bytes} bytes")
 }
 
+/// `1 node`, `4 nodes`.
+fn count(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
 /// The parameters `mkfs` builds with.
 fn mkfs_params(o: &MkfsOptions<'_>) -> Params {
     let d = Params::default();
@@ -138,10 +166,20 @@ fn mkfs_params(o: &MkfsOptions<'_>) -> Params {
 
 /// `tet-host mkfs`.
 pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
-    let params = mkfs_params(o);
-    let mut b = ImageBuilder::new(params);
+    let mut params = mkfs_params(o);
+    if o.zone_groups.is_none() {
+        // The default zone group count never exceeds the block groups a size has.
+        if let Err(e) = ImageBuilder::block_groups(&params) {
+            if let ErrorKind::OutOfRange { max, .. } = e.kind {
+                if e.what == "zone groups (more than block groups)" {
+                    params.zone_groups = u32::try_from(max).unwrap_or(1).max(1);
+                }
+            }
+        }
+    }
+    let mut b = ImageBuilder::new(params.clone());
     if let Some(from) = o.from {
-        if let Err(e) = copy_tree(&mut b, ImageBuilder::ROOT, from) {
+        if let Err(e) = copy_tree(&mut b, ImageBuilder::ROOT, from, &mut Seen::new()) {
             eprintln!("tet-host: mkfs: {e}");
             return Exit::Operational;
         }
@@ -149,20 +187,36 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
     let bytes = match b.build() {
         Ok(b) => b,
         Err(e) if e.what == "image size" => {
-            let p = mkfs_params(o);
+            let mut p = params.clone();
+            if o.zone_groups.is_none() {
+                p.zone_groups = 1; // the default adapts to the size
+            }
             let min = ImageBuilder::min_size_bytes(&p);
             match min {
                 Some(m) => eprintln!(
-                    "tet-host: mkfs: --size {} is too small: with {} zone group(s), {} node(s) and \
-                     {} inodes the smallest image is {}",
+                    "tet-host: mkfs: --size {} is too small: with {}, {} and {} the smallest \
+                     image is {}",
                     human(o.size),
-                    p.zone_groups,
-                    p.nodes,
-                    p.inodes,
+                    count(p.zone_groups.into(), "zone group"),
+                    count(p.nodes.into(), "node"),
+                    count(p.inodes, "inode"),
                     human(m)
                 ),
                 None => eprintln!("tet-host: mkfs: these settings fit no image size: {e}"),
             }
+            return Exit::Usage;
+        }
+        Err(e) if e.what == "zone groups (more than block groups)" => {
+            let groups = match e.kind {
+                ErrorKind::OutOfRange { max, .. } => max,
+                _ => 0,
+            };
+            eprintln!(
+                "tet-host: mkfs: --zone-groups {} is more than the {groups} block group(s) of a \
+                 {} image; use at most {groups}, a larger --size or a smaller --block-group-size",
+                o.zone_groups.unwrap_or_default(),
+                human(o.size)
+            );
             return Exit::Usage;
         }
         Err(e) => {
@@ -555,37 +609,130 @@ pub fn cat(path: &Path, dev: Dev<'_>, inner: &str, output: Output, no_journal: b
         return Exit::Usage;
     }
     let mut stdout = std::io::stdout().lock();
-    let mut collected = Vec::new();
+    let fail = |e: &Error| {
+        eprintln!("tet-host: {}: {}", path.display(), describe(e));
+        Exit::Problems
+    };
+    if output != Output::Json {
+        let r = stream_file(&fs, &f, &mut bufs, |chunk| stdout.write_all(chunk));
+        return match r {
+            Ok(Ok(())) => Exit::Clean,
+            Ok(Err(_)) => Exit::Operational,
+            Err(e) => fail(&e),
+        };
+    }
+    // JSON streams too: one pass decides text (UTF-8) or hex, a second writes it.
+    let mut utf8 = Utf8Check::default();
+    if let Err(e) = stream_file(&fs, &f, &mut bufs, |c| {
+        utf8.feed(c);
+        Ok(())
+    }) {
+        return fail(&e);
+    }
+    let text = utf8.finish();
+    let head = format!(
+        "{{\"path\":{},\"inode\":{},\"size\":{},\"{}\":\"",
+        Value::String(inner.to_string()),
+        f.ino,
+        f.size(),
+        if text { "text" } else { "hex" }
+    );
+    if stdout.write_all(head.as_bytes()).is_err() {
+        return Exit::Operational;
+    }
+    let mut carry: Vec<u8> = Vec::new();
+    let r = stream_file(&fs, &f, &mut bufs, |chunk| {
+        if text {
+            // Escape whole characters only: hold back an incomplete one for the next chunk.
+            carry.extend_from_slice(chunk);
+            let valid = match std::str::from_utf8(&carry) {
+                Ok(_) => carry.len(),
+                Err(e) => e.valid_up_to(),
+            };
+            let done = carry.get(..valid).unwrap_or(&[]);
+            let s =
+                serde_json::to_string(std::str::from_utf8(done).unwrap_or("")).unwrap_or_default();
+            stdout.write_all(s.get(1..s.len().saturating_sub(1)).unwrap_or("").as_bytes())?;
+            carry.drain(..valid);
+            Ok(())
+        } else {
+            let hex: String = chunk.iter().map(|b| format!("{b:02x}")).collect();
+            stdout.write_all(hex.as_bytes())
+        }
+    });
+    match r {
+        Ok(Ok(())) => match stdout.write_all(b"\"}\n") {
+            Ok(()) => Exit::Clean,
+            Err(_) => Exit::Operational,
+        },
+        Ok(Err(_)) => Exit::Operational,
+        Err(e) => fail(&e),
+    }
+}
+
+/// Reads `f` start to end in 64 KiB pieces, handing each to `sink`: memory stays one
+/// piece whatever the file's size says. The outer error is the image's, the inner the
+/// sink's.
+fn stream_file(
+    fs: &Fs<Dev<'_>>,
+    f: &Inode,
+    bufs: &mut Buffers,
+    mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> Result<std::io::Result<()>, Error> {
     let mut chunk = vec![0u8; 1 << 16];
     let mut off = 0u64;
     while off < f.size() {
-        match fs.read(&f, off, &mut chunk, &mut bufs) {
-            Ok(0) => break,
-            Ok(n) => {
-                if output == Output::Json {
-                    collected.extend_from_slice(&chunk[..n]);
-                } else if stdout.write_all(&chunk[..n]).is_err() {
-                    return Exit::Operational;
-                }
-                off += n as u64;
-            }
-            Err(e) => {
-                eprintln!("tet-host: {}: {}", path.display(), describe(&e));
-                return Exit::Problems;
-            }
+        let n = fs.read(f, off, &mut chunk, bufs)?;
+        if n == 0 {
+            break;
+        }
+        if let Err(e) = sink(chunk.get(..n).unwrap_or(&[])) {
+            return Ok(Err(e));
+        }
+        off = off.saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
+    }
+    Ok(Ok(()))
+}
+
+/// Bytes as text when they are UTF-8, else as `0x` and hex (as `getfattr -e hex`
+/// prints them), so a binary value is shown whole and unambiguously.
+fn shown(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) if !s.starts_with("0x") => s.to_string(),
+        _ => {
+            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            format!("0x{hex}")
         }
     }
-    if output == Output::Json {
-        let mut v = json!({"path": inner, "inode": f.ino, "size": f.size()});
-        match std::str::from_utf8(&collected) {
-            Ok(t) => v["text"] = Value::String(t.to_string()),
-            Err(_) => {
-                v["hex"] = Value::String(collected.iter().map(|b| format!("{b:02x}")).collect())
-            }
+}
+
+/// Whether a byte stream is UTF-8, fed in pieces that may split a character.
+#[derive(Default)]
+struct Utf8Check {
+    pending: Vec<u8>,
+    bad: bool,
+}
+
+impl Utf8Check {
+    fn feed(&mut self, chunk: &[u8]) {
+        if self.bad {
+            return;
         }
-        println!("{v}");
+        self.pending.extend_from_slice(chunk);
+        match std::str::from_utf8(&self.pending) {
+            Ok(_) => self.pending.clear(),
+            // An incomplete character at the end waits for the next piece.
+            Err(e) if e.error_len().is_none() => {
+                let keep = self.pending.split_off(e.valid_up_to());
+                self.pending = keep;
+            }
+            Err(_) => self.bad = true,
+        }
     }
-    Exit::Clean
+
+    fn finish(self) -> bool {
+        !self.bad && self.pending.is_empty()
+    }
 }
 
 /// `tet-host stat`.
@@ -600,10 +747,7 @@ pub fn stat(path: &Path, dev: Dev<'_>, inner: &str, output: Output, no_journal: 
     let s = fs.stat(&i);
     let mut xattrs = serde_json::Map::new();
     if let Err(e) = fs.xattrs(&i, &mut bufs, |x| {
-        xattrs.insert(
-            String::from_utf8_lossy(x.key()).into_owned(),
-            Value::String(String::from_utf8_lossy(x.value()).into_owned()),
-        );
+        xattrs.insert(shown(x.key()), Value::String(shown(x.value())));
         ControlFlow::Continue(())
     }) {
         eprintln!("tet-host: {}: {}", path.display(), describe(&e));

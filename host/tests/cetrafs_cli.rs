@@ -172,3 +172,48 @@ fn mkfs_from_a_directory_round_trips() {
 fn xattr_set(path: &Path) -> bool {
     xattr::set(path, "user.test", b"yes").is_ok()
 }
+
+/// Hard links stay one inode with nlink 2; binary xattr values are shown whole in hex;
+/// `cat --json` streams text (a multi-byte character straddling its 64 KiB pieces) and
+/// binary files; too many zone groups is a usage error naming the largest that fits.
+#[test]
+fn hard_links_binary_xattrs_streamed_cat_and_zone_groups() {
+    let dir = scratch("hardening");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("one"), b"shared").unwrap();
+    std::fs::hard_link(src.join("one"), src.join("two")).unwrap();
+    // 65535 ASCII bytes then "é" (2 bytes): the character spans the first piece's end.
+    let mut text = vec![b'a'; 65535];
+    text.extend_from_slice("é and more".as_bytes());
+    std::fs::write(src.join("text"), &text).unwrap();
+    std::fs::write(src.join("bin"), [0xffu8, 0x00, 0x10]).unwrap();
+    let xattr_ok = xattr::set(src.join("bin"), "user.raw", &[0xff, 0x01]).is_ok();
+    let (code, _, err) = run(&["mkfs", "img", "--size", "8M", "--from", "src"], &dir);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(run(&["verify", "img"], &dir).0, 0);
+    let stat = |p: &str| -> serde_json::Value {
+        serde_json::from_slice(&run(&["stat", "--json", "img", p], &dir).1).unwrap()
+    };
+    let (a, b) = (stat("/one"), stat("/two"));
+    assert_eq!(a["inode"], b["inode"]);
+    assert_eq!(a["nlink"], 2);
+    if xattr_ok {
+        assert_eq!(stat("/bin")["xattrs"]["user.raw"], "0xff01");
+    }
+    let cat: serde_json::Value =
+        serde_json::from_slice(&run(&["cat", "--json", "img", "/text"], &dir).1).unwrap();
+    assert_eq!(cat["text"].as_str().unwrap().as_bytes(), &text[..]);
+    assert_eq!(cat["size"], text.len());
+    let cat: serde_json::Value =
+        serde_json::from_slice(&run(&["cat", "--json", "img", "/bin"], &dir).1).unwrap();
+    assert_eq!(cat["hex"], "ff0010");
+    let (code, _, err) = run(&["mkfs", "x", "--size", "8M", "--zone-groups", "9"], &dir);
+    assert_eq!(code, 16);
+    let err = text_of(err);
+    assert!(err.contains("--zone-groups 9 is more than the"), "{err}");
+}
+
+fn text_of(b: impl Into<Vec<u8>>) -> String {
+    String::from_utf8(b.into()).unwrap()
+}

@@ -322,7 +322,7 @@ fn mkfs_too_small_names_the_smallest_size_that_works() {
     let (code, _, err) = common::run(&args, &d);
     assert_eq!(code, 16);
     assert!(
-        err.contains("--size 100K is too small: with 1 zone group(s), 1 node(s) and 16 inodes the smallest image is "),
+        err.contains("--size 100K is too small: with 1 zone group, 1 node and 16 inodes the smallest image is "),
         "{err}"
     );
     let min = err.trim().rsplit(' ').next().unwrap().to_string();
