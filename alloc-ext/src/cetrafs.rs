@@ -16,7 +16,12 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use tet_core::block::{BLOCK_SIZE, BLOCK_SIZE_U64};
-use tet_core::cetrafs::raw::RawNodeRow;
+use tet_core::block::Block;
+use tet_core::cetrafs::raw::{
+    RawBlockGroup, RawDirEntry, RawExtent, RawExtentHeader, RawExtentIndex, RawInode,
+    RawJournalFlag, RawNodeRow, RawRegionHeader, RawSuperblock, RawTail, RawXattr,
+    RawZoneGroupCold, RawZoneGroupHot,
+};
 use tet_core::cetrafs::{
     bitmap_blocks, Superblock, BG_MAGIC, BITS_PER_BITMAP_BLOCK, DIRENTS_PER_BLOCK, EXTENT_MAGIC,
     EXTENT_UNINIT, FORMAT_VERSION, F_COMMIT, F_FRESH, INDEX_MAX, INLINE_SLOTS, INODE_MAGIC,
@@ -481,15 +486,35 @@ impl ImageBuilder {
         Err(invalid("mkfs geometry"))
     }
 
-    /// Writes the image.
+    /// Writes the image into memory (tests, small images). Same bytes as
+    /// [`ImageBuilder::build_into`] writes to any sink.
     pub fn build(&self) -> Result<Vec<u8>, Error> {
-        let p = &self.params;
         let g = self.geometry()?;
         let mut img = vec![0u8; usize_of(g.total.saturating_mul(BLOCK_SIZE_U64))];
+        self.build_into(&mut MemSink(&mut img))?;
+        Ok(img)
+    }
+
+    /// The blocks the image will have (`total_blocks`), or why the parameters give none.
+    pub fn total_blocks(&self) -> Result<u64, Error> {
+        self.geometry().map(|g| g.total)
+    }
+
+    /// Writes the image block by block into `sink`: every block that must hold
+    /// something is written whole, exactly once, in no particular order; blocks never
+    /// written must read as zero only where section 13 of the spec does not check them
+    /// (free inodes of the inode table, free data blocks), so a sink over a fresh sparse
+    /// file may skip all-zero blocks and a sink over a used device must not. Memory: the
+    /// tree being copied, plus a few blocks and one word per block group. Every layout is
+    /// serialised through the `tet_core::cetrafs::raw` structs.
+    pub fn build_into(&self, sink: &mut dyn BlockSink) -> Result<u64, Error> {
+        let p = &self.params;
+        let g = self.geometry()?;
         let mut alloc = Allocator::new(&g, p.bg_size_blocks);
         let mut any_holes = false;
         let mut any_uninit = false;
         let mut any_xattr = false;
+        let mut blk: Block = [0; BLOCK_SIZE];
 
         for (ino, node) in self.nodes.iter().enumerate().skip(1) {
             let ino = u64::try_from(ino).map_err(|_| full("inodes"))?;
@@ -540,7 +565,9 @@ impl ImageBuilder {
             for (l, content) in &blocks {
                 let phys = alloc.take(placement)?;
                 if let Some(c) = content {
-                    put(&mut img, usize_of(phys.saturating_mul(BLOCK_SIZE_U64)), c);
+                    blk.fill(0);
+                    put(&mut blk, 0, c);
+                    sink.write_block(phys, &blk)?;
                 }
                 let uninit = content.is_none();
                 match extents.last_mut() {
@@ -556,68 +583,60 @@ impl ImageBuilder {
                 }
             }
             let is_dir = matches!(node.kind, Kind::Dir { .. });
-            let root = self.write_tree(&mut img, &mut alloc, &extents, is_dir)?;
+            let (root_header, root_slots) = self.write_tree(sink, &mut alloc, &extents, is_dir)?;
 
             let mut xattr_block = 0;
             if !node.xattrs.is_empty() {
                 any_xattr = true;
                 xattr_block = alloc.take(Placement::Contiguous)?;
-                let mut blk = vec![0u8; BLOCK_SIZE];
+                blk.fill(0);
                 for (k, (key, value)) in node.xattrs.iter().enumerate() {
-                    let off = k * 322;
-                    put(&mut blk, off, key);
-                    put(
-                        &mut blk,
-                        off + 64,
-                        &u16::try_from(value.len()).unwrap_or(0).to_le_bytes(),
-                    );
-                    put(&mut blk, off + 66, value);
+                    let mut x = RawXattr::new_zeroed();
+                    put(&mut x.key, 0, key);
+                    x.value_len.set(u16::try_from(value.len()).unwrap_or(0));
+                    put(&mut x.value, 0, value);
+                    put(&mut blk, k * 322, x.as_bytes());
                 }
-                put(&mut blk, TAIL_AT, &TAIL_XATTR);
-                seal(&mut blk, TAIL_AT + 8);
-                put(&mut img, usize_of(xattr_block * BLOCK_SIZE_U64), &blk);
+                seal_tail(&mut blk, TAIL_XATTR);
+                sink.write_block(xattr_block, &blk)?;
             }
 
-            let lba = g.inode_table_start + ino;
-            let mut ib = vec![0u8; 256];
-            put(&mut ib, 0, &INODE_MAGIC);
-            put(&mut ib, 8, &ino.to_le_bytes());
-            put(&mut ib, 16, &node.mode.to_le_bytes());
-            put(&mut ib, 20, &node.uid.to_le_bytes());
-            put(&mut ib, 24, &node.gid.to_le_bytes());
-            let nlink: u32 = match &node.kind {
+            let mut r = RawInode::new_zeroed();
+            r.magic = INODE_MAGIC;
+            r.ino.set(ino);
+            r.mode.set(node.mode);
+            r.uid.set(node.uid);
+            r.gid.set(node.gid);
+            r.nlink.set(match &node.kind {
                 Kind::Dir { entries } => {
                     2 + u32::try_from(entries.iter().filter(|e| e.2 == 2).count()).unwrap_or(0)
                 }
                 _ => node.links,
-            };
-            put(&mut ib, 28, &nlink.to_le_bytes());
-            put(&mut ib, 32, &size.to_le_bytes());
-            put(
-                &mut ib,
-                40,
-                &u64::try_from(blocks.len()).unwrap_or(0).to_le_bytes(),
-            );
-            for t in [48, 56, 64, 72] {
-                put(&mut ib, t, &node.mtime_ns.to_le_bytes());
+            });
+            r.size.set(size);
+            r.blocks.set(u64::try_from(blocks.len()).unwrap_or(0));
+            for t in [&mut r.atime_ns, &mut r.mtime_ns, &mut r.ctime_ns, &mut r.crtime_ns] {
+                t.set(node.mtime_ns);
             }
-            put(
-                &mut ib,
-                88,
-                &(if is_dir { node.parent } else { 0 }).to_le_bytes(),
-            );
-            put(&mut ib, 96, &xattr_block.to_le_bytes());
-            put(&mut ib, 104, &root);
-            seal(&mut ib, 248);
-            put(&mut img, usize_of(lba * BLOCK_SIZE_U64), &ib);
+            r.parent.set(if is_dir { node.parent } else { 0 });
+            r.xattr_block.set(xattr_block);
+            r.extent_header = root_header;
+            r.slots = root_slots;
+            r.checksum.set(crc32c_skipping(r.as_bytes(), 248));
+            blk.fill(0);
+            put(&mut blk, 0, r.as_bytes());
+            sink.write_block(g.inode_table_start + ino, &blk)?;
         }
 
-        // Inode bitmap: inode 0, every used inode, and padding bits set.
+        // Inode bitmap: inode 0, every used inode, and padding bits set; one block at a
+        // time.
         let used_inodes = u64::try_from(self.nodes.len()).unwrap_or(0);
-        let ib_start = usize_of(g.inode_bitmap_start * BLOCK_SIZE_U64);
-        let ib_bits = g.inode_bitmap_blocks * BITS_PER_BITMAP_BLOCK;
-        for bit in (0..used_inodes).chain(p.inodes..ib_bits) {
-            set_bit(&mut img, ib_start, bit);
+        for k in 0..g.inode_bitmap_blocks {
+            let base = k * BITS_PER_BITMAP_BLOCK;
+            blk.fill(0);
+            set_bits(&mut blk, base, 0, used_inodes);
+            set_bits(&mut blk, base, p.inodes, u64::MAX);
+            sink.write_block(g.inode_bitmap_start + k, &blk)?;
         }
 
         // Block groups: bitmaps, region headers, descriptors.
@@ -629,156 +648,156 @@ impl ImageBuilder {
             let data = len - 1 - dbm;
             let (high, gaps) = alloc.used_in(bi);
             let used = high - u64::try_from(gaps.len()).unwrap_or(0);
-            let bm_start = usize_of((start + 1) * BLOCK_SIZE_U64);
-            for bit in (0..high).chain(data..dbm * BITS_PER_BITMAP_BLOCK) {
-                set_bit(&mut img, bm_start, bit);
+            for k in 0..dbm {
+                let base = k * BITS_PER_BITMAP_BLOCK;
+                blk.fill(0);
+                set_bits(&mut blk, base, 0, high);
+                set_bits(&mut blk, base, data, u64::MAX);
+                for gap in gaps.iter().filter(|x| **x >= base && **x < base + BITS_PER_BITMAP_BLOCK) {
+                    let i = gap - base;
+                    blk[usize_of(i / 8)] &= !(1u8 << (i % 8));
+                }
+                sink.write_block(start + 1 + k, &blk)?;
             }
-            for gap in gaps {
-                let at = bm_start + usize_of(gap / 8);
-                img[at] &= !(1u8 << (gap % 8));
-            }
-            let mut rh = vec![0u8; 64];
-            put(&mut rh, 0, &RH_MAGIC);
-            put(&mut rh, 4, &bi.to_le_bytes());
-            put(&mut rh, 8, &start.to_le_bytes());
-            put(&mut rh, 16, &len.to_le_bytes());
-            seal(&mut rh, 56);
-            put(&mut img, usize_of(start * BLOCK_SIZE_U64), &rh);
+            let mut rh = RawRegionHeader::new_zeroed();
+            rh.magic = RH_MAGIC;
+            rh.bg_id.set(bi);
+            rh.start_block.set(start);
+            rh.length_blocks.set(len);
+            rh.checksum.set(crc32c_skipping(rh.as_bytes(), 56));
+            blk.fill(0);
+            put(&mut blk, 0, rh.as_bytes());
+            sink.write_block(start, &blk)?;
             let owner = bi / per_zg;
             let free = data - used;
             if let Some(f) = zg_free.get_mut(usize_of(owner.into())) {
                 *f += free;
             }
-            let mut d = vec![0u8; 128];
-            put(&mut d, 0, &BG_MAGIC);
-            put(&mut d, 4, &bi.to_le_bytes());
-            put(&mut d, 8, &owner.to_le_bytes());
-            put(&mut d, 16, &start.to_le_bytes());
-            put(&mut d, 24, &len.to_le_bytes());
-            put(&mut d, 40, &1u64.to_le_bytes());
-            put(&mut d, 48, &(1 + dbm).to_le_bytes());
-            put(&mut d, 56, &data.to_le_bytes());
-            put(&mut d, 64, &free.to_le_bytes());
-            seal(&mut d, 112);
-            put(
-                &mut img,
-                usize_of((1 + u64::from(g.z) + u64::from(bi)) * BLOCK_SIZE_U64),
-                &d,
-            );
+            let mut d = RawBlockGroup::new_zeroed();
+            d.magic = BG_MAGIC;
+            d.bg_id.set(bi);
+            d.owner_zg.set(owner);
+            d.start_block.set(start);
+            d.length_blocks.set(len);
+            d.bitmap_offset.set(1);
+            d.data_offset.set(1 + dbm);
+            d.data_block_count.set(data);
+            d.free_data_blocks.set(free);
+            d.checksum.set(crc32c_skipping(d.as_bytes(), 112));
+            blk.fill(0);
+            put(&mut blk, 0, d.as_bytes());
+            sink.write_block(1 + u64::from(g.z) + u64::from(bi), &blk)?;
         }
         for zi in 0..g.z {
             let first = zi * per_zg;
-            let count = per_zg.min(g.b - first);
-            let base = usize_of((1 + u64::from(zi)) * BLOCK_SIZE_U64);
-            let mut hot = vec![0u8; 64];
-            put(&mut hot, 0, &ZG_MAGIC);
-            put(&mut hot, 8, &zi.to_le_bytes());
-            put(&mut hot, 12, &ZG_NO_OWNER.to_le_bytes());
-            put(
-                &mut hot,
-                16,
-                &zg_free
-                    .get(usize_of(zi.into()))
-                    .copied()
-                    .unwrap_or(0)
-                    .to_le_bytes(),
-            );
-            seal(&mut hot, 56);
-            put(&mut img, base, &hot);
-            let mut cold = vec![0u8; 64];
-            put(&mut cold, 0, &ZG_COLD_MAGIC);
-            put(&mut cold, 4, &first.to_le_bytes());
-            put(&mut cold, 8, &count.to_le_bytes());
-            seal(&mut cold, 56);
-            put(&mut img, base + ZG_COLD_AT, &cold);
+            let mut hot = RawZoneGroupHot::new_zeroed();
+            hot.magic = ZG_MAGIC;
+            hot.zg_id.set(zi);
+            hot.owner_node_id.set(ZG_NO_OWNER);
+            hot.free_data_blocks
+                .set(zg_free.get(usize_of(zi.into())).copied().unwrap_or(0));
+            hot.hot_checksum.set(crc32c_skipping(hot.as_bytes(), 56));
+            let mut cold = RawZoneGroupCold::new_zeroed();
+            cold.magic = ZG_COLD_MAGIC;
+            cold.first_bg_id.set(first);
+            cold.bg_count.set(per_zg.min(g.b - first));
+            cold.cold_checksum.set(crc32c_skipping(cold.as_bytes(), 56));
+            blk.fill(0);
+            put(&mut blk, 0, hot.as_bytes());
+            put(&mut blk, ZG_COLD_AT, cold.as_bytes());
+            sink.write_block(1 + u64::from(zi), &blk)?;
         }
 
-        // Journals: a CLEAN flag block per row, empty slots.
+        // The registry and the pending-free queues start empty; each journal is a CLEAN
+        // flag block and empty slots. Written (as zeros) so a used device reads empty.
+        blk.fill(0);
+        for lba in g.registry_start..g.registry_start + g.registry_blocks {
+            sink.write_block(lba, &blk)?;
+        }
+        for lba in g.pending_start..g.pending_start + g.pending_blocks {
+            sink.write_block(lba, &blk)?;
+        }
         for row in 0..p.nodes {
             let lba = g.journal_start + u64::from(row) * p.journal_blocks;
-            let mut f = vec![0u8; 64];
-            put(&mut f, 0, &JF_MAGIC);
-            put(&mut f, 24, &row.to_le_bytes());
-            seal(&mut f, 56);
-            put(&mut img, usize_of(lba * BLOCK_SIZE_U64), &f);
+            blk.fill(0);
+            for slot in lba + 1..lba + p.journal_blocks {
+                sink.write_block(slot, &blk)?;
+            }
+            let mut f = RawJournalFlag::new_zeroed();
+            f.magic = JF_MAGIC;
+            f.row.set(row);
+            f.checksum.set(crc32c_skipping(f.as_bytes(), 56));
+            put(&mut blk, 0, f.as_bytes());
+            sink.write_block(lba, &blk)?;
         }
 
         // Superblock.
-        let mut sb = vec![0u8; 424];
-        put(&mut sb, 0, &SB_MAGIC);
-        put(&mut sb, 4, &FORMAT_VERSION.to_le_bytes());
-        put(&mut sb, 8, &4096u32.to_le_bytes());
-        put(&mut sb, 12, &1u32.to_le_bytes());
+        let mut sb = RawSuperblock::new_zeroed();
+        sb.magic = SB_MAGIC;
+        sb.format_version.set(FORMAT_VERSION);
+        sb.block_size.set(4096);
+        sb.sb_flags.set(SB_CLEAN);
         // A uuid derived from the geometry, so images stay deterministic.
         let uuid = crc32c(&g.total.to_le_bytes()).to_le_bytes();
-        put(&mut sb, 16, &[uuid, uuid, uuid, uuid].concat());
-        put(&mut sb, 32, &g.total.to_le_bytes());
-        let compat = u64::from(any_xattr) | (u64::from(any_holes) << 1);
-        let incompat = 1u64 | (u64::from(any_uninit) << 1);
-        put(&mut sb, 40, &compat.to_le_bytes());
-        put(&mut sb, 48, &incompat.to_le_bytes());
-        put(&mut sb, 56, &3u64.to_le_bytes());
-        put(&mut sb, 64, &g.z.to_le_bytes());
-        put(&mut sb, 68, &g.b.to_le_bytes());
-        put(&mut sb, 72, &1u64.to_le_bytes());
-        put(&mut sb, 80, &(1 + u64::from(g.z)).to_le_bytes());
-        put(&mut sb, 88, &g.inode_bitmap_start.to_le_bytes());
-        put(&mut sb, 96, &g.inode_bitmap_blocks.to_le_bytes());
-        put(&mut sb, 104, &g.inode_table_start.to_le_bytes());
-        put(&mut sb, 112, &p.inodes.to_le_bytes());
-        put(&mut sb, 120, &g.registry_start.to_le_bytes());
-        put(&mut sb, 128, &g.registry_blocks.to_le_bytes());
-        put(&mut sb, 136, &p.nodes.to_le_bytes());
-        put(&mut sb, 140, &p.pending_slots.to_le_bytes());
-        put(&mut sb, 144, &g.pending_start.to_le_bytes());
-        put(&mut sb, 152, &g.pending_blocks.to_le_bytes());
-        put(&mut sb, 160, &g.journal_start.to_le_bytes());
-        put(&mut sb, 168, &p.journal_blocks.to_le_bytes());
-        put(&mut sb, 176, &g.bg_regions_start.to_le_bytes());
-        put(&mut sb, 184, &p.bg_size_blocks.to_le_bytes());
-        put(&mut sb, 192, &1u64.to_le_bytes());
+        for (k, b) in sb.uuid.iter_mut().enumerate() {
+            *b = uuid[k % 4];
+        }
+        sb.total_blocks.set(g.total);
+        sb.feature_compat
+            .set(u64::from(any_xattr) | (u64::from(any_holes) << 1));
+        sb.feature_incompat.set(1u64 | (u64::from(any_uninit) << 1));
+        sb.feature_ro_compat.set(3);
+        sb.zone_group_count.set(g.z);
+        sb.block_group_count.set(g.b);
+        sb.zg_table_start.set(1);
+        sb.bg_table_start.set(1 + u64::from(g.z));
+        sb.inode_bitmap_start.set(g.inode_bitmap_start);
+        sb.inode_bitmap_blocks.set(g.inode_bitmap_blocks);
+        sb.inode_table_start.set(g.inode_table_start);
+        sb.inode_count.set(p.inodes);
+        sb.registry_start.set(g.registry_start);
+        sb.registry_blocks.set(g.registry_blocks);
+        sb.node_capacity.set(p.nodes);
+        sb.pending_slots_per_zg.set(p.pending_slots);
+        sb.pending_start.set(g.pending_start);
+        sb.pending_blocks.set(g.pending_blocks);
+        sb.node_journal_start.set(g.journal_start);
+        sb.node_journal_blocks.set(p.journal_blocks);
+        sb.bg_regions_start.set(g.bg_regions_start);
+        sb.bg_size_blocks.set(p.bg_size_blocks);
+        sb.root_inode.set(1);
         let label = p.label.as_bytes();
-        put(
-            &mut sb,
-            200,
-            label.get(..label.len().min(64)).unwrap_or(&[]),
-        );
-        seal(&mut sb, SB_CHECKSUM_AT);
-        put(&mut img, 0, &sb);
-        Ok(img)
+        put(&mut sb.label, 0, label.get(..label.len().min(64)).unwrap_or(&[]));
+        sb.checksum.set(crc32c_skipping(sb.as_bytes(), SB_CHECKSUM_AT));
+        blk.fill(0);
+        put(&mut blk, 0, sb.as_bytes());
+        sink.write_block(0, &blk)?;
+        Ok(g.total)
     }
 
-    /// Builds the extent tree for `extents`, writing tree blocks, and returns the 76
-    /// bytes of the inode's root (header and four slots).
+    /// Builds the extent tree for `extents`, writing tree blocks, and returns the inode's
+    /// root: its header and four slots.
     fn write_tree(
         &self,
-        img: &mut [u8],
+        sink: &mut dyn BlockSink,
         alloc: &mut Allocator,
         extents: &[(u32, u32, u64, bool)],
         is_dir: bool,
-    ) -> Result<[u8; 76], Error> {
+    ) -> Result<(RawExtentHeader, [u8; 64]), Error> {
         let unordered = self.params.unordered;
         let leaf_bytes = |e: &(u32, u32, u64, bool)| {
-            let mut b = [0u8; 16];
-            put(&mut b, 0, &e.0.to_le_bytes());
-            put(
-                &mut b,
-                4,
-                &(e.1 | if e.3 { EXTENT_UNINIT } else { 0 }).to_le_bytes(),
-            );
-            put(&mut b, 8, &e.2.to_le_bytes());
-            b
+            let mut x = RawExtent::new_zeroed();
+            x.logical.set(e.0);
+            x.len.set(e.1 | if e.3 { EXTENT_UNINIT } else { 0 });
+            x.physical.set(e.2);
+            x.as_bytes().to_vec()
         };
         let header = |entries: usize, max: u16, depth: u16| {
-            let mut h = [0u8; 12];
-            put(&mut h, 0, &EXTENT_MAGIC.to_le_bytes());
-            put(
-                &mut h,
-                2,
-                &u16::try_from(entries).unwrap_or(0).to_le_bytes(),
-            );
-            put(&mut h, 4, &max.to_le_bytes());
-            put(&mut h, 6, &depth.to_le_bytes());
+            let mut h = RawExtentHeader::new_zeroed();
+            h.magic.set(EXTENT_MAGIC);
+            h.entries.set(u16::try_from(entries).unwrap_or(0));
+            h.max.set(max);
+            h.depth.set(depth);
             h
         };
         let order = |n: usize| -> Vec<usize> {
@@ -790,42 +809,40 @@ impl ImageBuilder {
         };
         // Writes one tree block of entries (16-byte leaves or 12-byte index entries).
         let write_block = |alloc: &mut Allocator,
-                           img: &mut [u8],
+                           sink: &mut dyn BlockSink,
                            entries: &[Vec<u8>],
                            max: u16,
                            depth: u16|
          -> Result<u64, Error> {
             let lba = alloc.take(Placement::Contiguous)?;
-            let mut blk = vec![0u8; BLOCK_SIZE];
-            put(&mut blk, 0, &header(entries.len(), max, depth));
+            let mut blk: Block = [0; BLOCK_SIZE];
+            put(&mut blk, 0, header(entries.len(), max, depth).as_bytes());
             let mut at = 12;
             for i in order(entries.len()) {
                 let e = entries.get(i).ok_or(invalid("tree"))?;
                 put(&mut blk, at, e);
                 at += e.len();
             }
-            put(&mut blk, TAIL_AT, &TAIL_EXTENT);
-            seal(&mut blk, TAIL_AT + 8);
-            put(img, usize_of(lba * BLOCK_SIZE_U64), &blk);
+            seal_tail(&mut blk, TAIL_EXTENT);
+            sink.write_block(lba, &blk)?;
             Ok(lba)
         };
         let index_bytes = |logical: u32, child: u64| {
-            let mut b = vec![0u8; 12];
-            put(&mut b, 0, &logical.to_le_bytes());
-            put(&mut b, 4, &child.to_le_bytes());
-            b
+            let mut x = RawExtentIndex::new_zeroed();
+            x.logical.set(logical);
+            x.child.set(child);
+            x.as_bytes().to_vec()
         };
         let inline = usize::from(INLINE_SLOTS);
         let leaf = usize::from(LEAF_MAX);
         let interior = usize::from(INDEX_MAX);
-        let mut root = [0u8; 76];
         let (depth, slots): (u16, Vec<Vec<u8>>) = if extents.len() <= inline {
-            (0, extents.iter().map(|e| leaf_bytes(e).to_vec()).collect())
+            (0, extents.iter().map(leaf_bytes).collect())
         } else if extents.len() <= inline * leaf {
             let mut s = Vec::new();
             for chunk in extents.chunks(leaf) {
-                let entries: Vec<Vec<u8>> = chunk.iter().map(|e| leaf_bytes(e).to_vec()).collect();
-                let lba = write_block(alloc, img, &entries, LEAF_MAX, 0)?;
+                let entries: Vec<Vec<u8>> = chunk.iter().map(leaf_bytes).collect();
+                let lba = write_block(alloc, sink, &entries, LEAF_MAX, 0)?;
                 s.push(index_bytes(chunk.first().map_or(0, |e| e.0), lba));
             }
             (1, s)
@@ -835,53 +852,89 @@ impl ImageBuilder {
             for group in extents.chunks(per_interior) {
                 let mut idx = Vec::new();
                 for chunk in group.chunks(leaf) {
-                    let entries: Vec<Vec<u8>> =
-                        chunk.iter().map(|e| leaf_bytes(e).to_vec()).collect();
-                    let lba = write_block(alloc, img, &entries, LEAF_MAX, 0)?;
+                    let entries: Vec<Vec<u8>> = chunk.iter().map(leaf_bytes).collect();
+                    let lba = write_block(alloc, sink, &entries, LEAF_MAX, 0)?;
                     idx.push(index_bytes(chunk.first().map_or(0, |e| e.0), lba));
                 }
-                let lba = write_block(alloc, img, &idx, INDEX_MAX, 1)?;
+                let lba = write_block(alloc, sink, &idx, INDEX_MAX, 1)?;
                 s.push(index_bytes(group.first().map_or(0, |e| e.0), lba));
             }
             (2, s)
         } else {
             return Err(full("extent tree"));
         };
-        put(&mut root, 0, &header(slots.len(), INLINE_SLOTS, depth));
+        let mut root = [0u8; 64];
         for (k, i) in order(slots.len()).into_iter().enumerate() {
-            put(&mut root, 12 + 16 * k, slots.get(i).ok_or(invalid("tree"))?);
+            put(&mut root, 16 * k, slots.get(i).ok_or(invalid("tree"))?);
         }
-        Ok(root)
+        Ok((header(slots.len(), INLINE_SLOTS, depth), root))
     }
 }
 
-fn dir_blocks(entries: &[(Vec<u8>, u64, u8)]) -> Vec<Vec<u8>> {
+/// Where [`ImageBuilder::build_into`] writes: whole blocks by number.
+pub trait BlockSink {
+    /// Writes block `lba`.
+    fn write_block(&mut self, lba: u64, block: &Block) -> Result<(), Error>;
+}
+
+/// A sink over an image held in memory.
+pub struct MemSink<'a>(pub &'a mut [u8]);
+
+impl BlockSink for MemSink<'_> {
+    fn write_block(&mut self, lba: u64, block: &Block) -> Result<(), Error> {
+        let at = usize_of(lba.saturating_mul(BLOCK_SIZE_U64));
+        let dst = self
+            .0
+            .get_mut(at..at.saturating_add(BLOCK_SIZE))
+            .ok_or(full("image"))?;
+        dst.copy_from_slice(block);
+        Ok(())
+    }
+}
+
+/// Sets bits `lo .. hi` (absolute bit numbers) that fall in the bitmap block whose
+/// first bit is `base`.
+fn set_bits(blk: &mut Block, base: u64, lo: u64, hi: u64) {
+    let end = base + BITS_PER_BITMAP_BLOCK;
+    let (lo, hi) = (lo.max(base), hi.min(end));
+    let mut i = lo;
+    while i < hi {
+        let rel = i - base;
+        if rel % 8 == 0 && i + 8 <= hi {
+            blk[usize_of(rel / 8)] = 0xFF;
+            i += 8;
+        } else {
+            blk[usize_of(rel / 8)] |= 1 << (rel % 8);
+            i += 1;
+        }
+    }
+}
+
+/// Writes the `{magic, reserved, crc}` tail of a tree, directory or xattr block.
+fn seal_tail(blk: &mut Block, magic: [u8; 4]) {
+    let mut t = RawTail::new_zeroed();
+    t.magic = magic;
+    put(blk, TAIL_AT, t.as_bytes());
+    let c = crc32c_skipping(&blk[..], TAIL_AT + 8);
+    put(blk, TAIL_AT + 8, &c.to_le_bytes());
+}
+
+fn dir_blocks(entries: &[(Vec<u8>, u64, u8)]) -> Vec<Block> {
     let mut out = Vec::new();
     for chunk in entries.chunks(DIRENTS_PER_BLOCK) {
-        let mut blk = vec![0u8; BLOCK_SIZE];
+        let mut blk: Block = [0; BLOCK_SIZE];
         for (k, (name, ino, ft)) in chunk.iter().enumerate() {
-            let off = k * 266;
-            put(&mut blk, off, &ino.to_le_bytes());
-            put(
-                &mut blk,
-                off + 8,
-                &u16::try_from(name.len()).unwrap_or(0).to_le_bytes(),
-            );
-            put(&mut blk, off + 10, &[*ft]);
-            put(&mut blk, off + 11, name);
+            let mut d = RawDirEntry::new_zeroed();
+            d.inode.set(*ino);
+            d.name_len.set(u16::try_from(name.len()).unwrap_or(0));
+            d.file_type = *ft;
+            put(&mut d.name, 0, name);
+            put(&mut blk, k * 266, d.as_bytes());
         }
-        put(&mut blk, TAIL_AT, &TAIL_DIR);
-        seal(&mut blk, TAIL_AT + 8);
+        seal_tail(&mut blk, TAIL_DIR);
         out.push(blk);
     }
     out
-}
-
-fn set_bit(img: &mut [u8], base: usize, bit: u64) {
-    let at = base.saturating_add(usize_of(bit / 8));
-    if let Some(b) = img.get_mut(at) {
-        *b |= 1 << (bit % 8);
-    }
 }
 
 /// First-fit block allocator over block group data areas.
