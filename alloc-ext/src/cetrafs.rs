@@ -15,8 +15,8 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use tet_core::block::{BLOCK_SIZE, BLOCK_SIZE_U64};
 use tet_core::block::Block;
+use tet_core::block::{BLOCK_SIZE, BLOCK_SIZE_U64};
 use tet_core::cetrafs::raw::{
     RawBlockGroup, RawDirEntry, RawExtent, RawExtentHeader, RawExtentIndex, RawInode,
     RawJournalFlag, RawNodeRow, RawRegionHeader, RawSuperblock, RawTail, RawXattr,
@@ -615,7 +615,12 @@ impl ImageBuilder {
             });
             r.size.set(size);
             r.blocks.set(u64::try_from(blocks.len()).unwrap_or(0));
-            for t in [&mut r.atime_ns, &mut r.mtime_ns, &mut r.ctime_ns, &mut r.crtime_ns] {
+            for t in [
+                &mut r.atime_ns,
+                &mut r.mtime_ns,
+                &mut r.ctime_ns,
+                &mut r.crtime_ns,
+            ] {
                 t.set(node.mtime_ns);
             }
             r.parent.set(if is_dir { node.parent } else { 0 });
@@ -653,7 +658,10 @@ impl ImageBuilder {
                 blk.fill(0);
                 set_bits(&mut blk, base, 0, high);
                 set_bits(&mut blk, base, data, u64::MAX);
-                for gap in gaps.iter().filter(|x| **x >= base && **x < base + BITS_PER_BITMAP_BLOCK) {
+                for gap in gaps
+                    .iter()
+                    .filter(|x| **x >= base && **x < base + BITS_PER_BITMAP_BLOCK)
+                {
                     let i = gap - base;
                     blk[usize_of(i / 8)] &= !(1u8 << (i % 8));
                 }
@@ -767,8 +775,13 @@ impl ImageBuilder {
         sb.bg_size_blocks.set(p.bg_size_blocks);
         sb.root_inode.set(1);
         let label = p.label.as_bytes();
-        put(&mut sb.label, 0, label.get(..label.len().min(64)).unwrap_or(&[]));
-        sb.checksum.set(crc32c_skipping(sb.as_bytes(), SB_CHECKSUM_AT));
+        put(
+            &mut sb.label,
+            0,
+            label.get(..label.len().min(64)).unwrap_or(&[]),
+        );
+        sb.checksum
+            .set(crc32c_skipping(sb.as_bytes(), SB_CHECKSUM_AT));
         blk.fill(0);
         put(&mut blk, 0, sb.as_bytes());
         sink.write_block(0, &blk)?;

@@ -29,6 +29,7 @@ walled! {
     codec;
     convert;
     device;
+    mkfs;
     npy;
     query_cmd;
     tet_repair;

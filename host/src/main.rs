@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tet_host::{
-    cetrafs_cmd, detect, device, input, query_cmd, tet_cmd, tet_repair, Exit, Format, Output,
+    cetrafs_cmd, detect, device, input, mkfs, query_cmd, tet_cmd, tet_repair, Exit, Format, Output,
 };
 
 #[derive(Parser)]
@@ -33,7 +33,7 @@ struct ReadArgs {
     jobs: Option<u16>,
     /// Memory budget for decoding, e.g. 512M (default: the file's TIDX execution
     /// settings, 25 % of RAM when they are 0).
-    #[arg(long, value_parser = cetrafs_cmd::parse_size)]
+    #[arg(long, value_parser = mkfs::parse_size)]
     memory_budget: Option<u64>,
     /// Read the file into memory instead of mapping it. Use on filesystems where
     /// mapping is unsafe (network filesystems, files another process may truncate:
@@ -67,13 +67,15 @@ enum Command {
     },
     /// Create a cetrafs image (deterministic), optionally populated from a directory.
     Mkfs {
-        /// The image to write (replaced atomically).
+        /// The image: a file (written sparse, replaced atomically) or a block device
+        /// (written in place).
         image: PathBuf,
-        /// Image size, e.g. 64M.
-        #[arg(long, value_parser = cetrafs_cmd::parse_size)]
-        size: u64,
+        /// Image size, e.g. 64M or 2T (required for a file; a block device's size by
+        /// default). Block group size and inode count scale with it unless given.
+        #[arg(long, value_parser = mkfs::parse_size)]
+        size: Option<u64>,
         /// Block group size, e.g. 16M.
-        #[arg(long, value_parser = cetrafs_cmd::parse_size)]
+        #[arg(long, value_parser = mkfs::parse_size)]
         block_group_size: Option<u64>,
         /// Zone groups.
         #[arg(long)]
@@ -276,7 +278,7 @@ fn main() -> ExitCode {
             from,
             json,
         } => {
-            let o = cetrafs_cmd::MkfsOptions {
+            let o = mkfs::MkfsOptions {
                 size,
                 bg_size: block_group_size,
                 zone_groups,
@@ -286,7 +288,7 @@ fn main() -> ExitCode {
                 from: from.as_deref(),
                 output: if json { Output::Json } else { Output::Human },
             };
-            cetrafs_cmd::mkfs(&image, &o)
+            mkfs::mkfs(&image, &o)
         }
         Command::Ls {
             image,

@@ -470,16 +470,15 @@ pub fn check_groups<D: BlockDevice>(
     }
 }
 
-/// Set bits among the first `n` bits of a bitmap block.
+/// Set bits among the first `n` bits of a bitmap block (eight bytes at a time).
 pub fn count_ones(block: &Block, n: u64) -> u64 {
-    let whole = usize::try_from(n / 8).unwrap_or(0);
-    let mut c: u64 = block
-        .get(..whole)
-        .unwrap_or(&[])
-        .iter()
-        .map(|b| u64::from(b.count_ones()))
+    let whole = usize::try_from(n / 64).unwrap_or(0).saturating_mul(8);
+    let head = block.get(..whole).unwrap_or(&[]);
+    let mut c: u64 = head
+        .chunks_exact(8)
+        .map(|w| u64::from(u64::from_le_bytes(w.try_into().unwrap_or([0; 8])).count_ones()))
         .sum();
-    for i in (n / 8).saturating_mul(8)..n {
+    for i in (n / 64).saturating_mul(64)..n {
         if bit(block, i) {
             c = c.saturating_add(1);
         }

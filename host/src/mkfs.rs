@@ -1,0 +1,404 @@
+//! `tet-host mkfs`: a cetrafs image written as it is built, block by block, to a new
+//! sparse file (replaced atomically) or in place on a block device. Memory is the tree
+//! copied from `--from` plus a few blocks and a word per block group, whatever the size.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::path::Path;
+
+use serde_json::json;
+use tet_alloc::cetrafs::{BlockSink, ImageBuilder, Params, Placement, Sparse};
+use tet_core::block::{Block, BLOCK_SIZE, BLOCK_SIZE_U64};
+use tet_core::{Error, ErrorKind};
+
+use crate::atomic::{AtomicFile, RealFs};
+use crate::{Exit, Output};
+
+/// Options of `tet-host mkfs`.
+pub struct MkfsOptions<'a> {
+    /// Image size in bytes (required for a file; a block device's size by default).
+    pub size: Option<u64>,
+    /// Block group size in bytes.
+    pub bg_size: Option<u64>,
+    /// Zone groups.
+    pub zone_groups: Option<u32>,
+    /// Node registry capacity.
+    pub nodes: Option<u32>,
+    /// Inode table length.
+    pub inodes: Option<u64>,
+    /// Volume label.
+    pub label: Option<String>,
+    /// Directory to copy in.
+    pub from: Option<&'a Path>,
+    /// Output style.
+    pub output: Output,
+}
+
+/// Parses `64M`, `1G`, `2T`, `4096`, `512K` (binary units).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let shift = match s.chars().last() {
+        Some('K' | 'k') => 10u32,
+        Some('M' | 'm') => 20,
+        Some('G' | 'g') => 30,
+        Some('T' | 't') => 40,
+        _ => 0,
+    };
+    let num = if shift == 0 {
+        s
+    } else {
+        s.get(..s.len().saturating_sub(1)).unwrap_or("")
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .ok_or_else(|| {
+            format!("invalid size '{s}' (use a number with an optional K, M, G or T suffix)")
+        })
+}
+
+/// A byte count as a person writes it (`256K`, `64M`), rounded up to the unit.
+pub fn human(bytes: u64) -> String {
+    for (unit, shift) in [("T", 40u32), ("G", 30), ("M", 20), ("K", 10)] {
+        let u = 1u64 << shift;
+        if bytes >= u {
+            return format!("{}{unit}", bytes.div_ceil(u));
+        }
+    }
+    format!("{bytes} bytes")
+}
+
+/// `1 node`, `4 nodes`.
+fn count(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// Block group size by default: about 1024 groups, between 16 MiB and 1 GiB, a power
+/// of two (as mke2fs scales its defaults with the size), so the metadata mkfs writes
+/// (three blocks per group) grows far slower than the image.
+pub fn default_bg_blocks(size: u64) -> u64 {
+    let blocks = size / BLOCK_SIZE_U64;
+    (blocks / 1024)
+        .max(1)
+        .checked_next_power_of_two()
+        .unwrap_or(1 << 18)
+        .clamp(1 << 12, 1 << 18)
+}
+
+/// Inodes by default: one per 64 KiB up to 1024 (small images keep most of their space
+/// for data), then one per MiB up to 2^22, at least 16. An inode takes a block (a hole
+/// until used), and the checker's maps take 4 bytes and a bit per inode.
+pub fn default_inodes(size: u64) -> u64 {
+    (size >> 16).min(1024).max((size >> 20).min(1 << 22)).max(16)
+}
+
+/// The parameters `mkfs` builds with: the flags, else the size-scaled defaults.
+fn params(o: &MkfsOptions<'_>, size: u64) -> Params {
+    let d = Params::default();
+    let bg = o
+        .bg_size
+        .map_or_else(|| default_bg_blocks(size), |s| s / BLOCK_SIZE_U64);
+    let mut p = Params {
+        size_bytes: size,
+        bg_size_blocks: bg,
+        zone_groups: o.zone_groups.unwrap_or(d.zone_groups),
+        nodes: o.nodes.unwrap_or(d.nodes),
+        inodes: o.inodes.unwrap_or_else(|| default_inodes(size)),
+        label: o.label.clone().unwrap_or_default(),
+        ..d
+    };
+    if o.zone_groups.is_none() {
+        // By default 2 zone groups, 1 per 256 block groups beyond that, never more than
+        // the block groups the size gives.
+        if let Ok(b) = ImageBuilder::block_groups(&Params {
+            zone_groups: 1,
+            ..p.clone()
+        }) {
+            p.zone_groups = (b / 256).clamp(2, 256).min(b).max(1);
+        }
+    }
+    p
+}
+
+/// Host files with more than one name, by (device, inode), and the image inode their
+/// first name became: a later name is a hard link, not a copy.
+type Seen = std::collections::HashMap<(u64, u64), u64>;
+
+fn copy_tree(b: &mut ImageBuilder, dir: u64, host: &Path, seen: &mut Seen) -> Result<(), String> {
+    let mut entries: Vec<_> = std::fs::read_dir(host)
+        .map_err(|e| format!("{}: {e}", host.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {e}", host.display()))?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let path = e.path();
+        let name = e.file_name();
+        let name = name.as_encoded_bytes();
+        let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| at(&e))?;
+        let ft = meta.file_type();
+        let key = {
+            use std::os::unix::fs::MetadataExt;
+            (!ft.is_dir() && meta.nlink() > 1).then(|| (meta.dev(), meta.ino()))
+        };
+        if let Some(first) = key.and_then(|k| seen.get(&k).copied()) {
+            b.add_link(dir, name, first).map_err(|e| at(&e))?;
+            continue;
+        }
+        let ino = if ft.is_dir() {
+            let d = b.mkdir(dir, name, 0o755).map_err(|e| at(&e))?;
+            copy_tree(b, d, &path, seen)?;
+            d
+        } else if ft.is_symlink() {
+            let target = std::fs::read_link(&path).map_err(|e| at(&e))?;
+            b.add_symlink(dir, name, target.as_os_str().as_encoded_bytes())
+                .map_err(|e| at(&e))?
+        } else if ft.is_file() {
+            let data = std::fs::read(&path).map_err(|e| at(&e))?;
+            b.add_file(dir, name, data, Sparse::Holes, Placement::Contiguous)
+                .map_err(|e| at(&e))?
+        } else {
+            eprintln!(
+                "tet-host: skipping {} (not a file, directory or symlink)",
+                path.display()
+            );
+            continue;
+        };
+        if let Some(k) = key {
+            seen.insert(k, ino);
+        }
+        {
+            use std::os::unix::fs::MetadataExt;
+            let mtime = u64::try_from(meta.mtime())
+                .unwrap_or(0)
+                .saturating_mul(1_000_000_000)
+                .saturating_add(u64::try_from(meta.mtime_nsec()).unwrap_or(0));
+            b.set_meta(ino, meta.mode(), meta.uid(), meta.gid(), mtime)
+                .map_err(|e| at(&e))?;
+        }
+        if !ft.is_symlink() {
+            if let Ok(names) = xattr::list(&path) {
+                let mut names: Vec<_> = names.collect();
+                names.sort();
+                for k in names {
+                    if let Ok(Some(v)) = xattr::get(&path, &k) {
+                        b.set_xattr(ino, k.as_encoded_bytes(), &v).map_err(|e| {
+                            format!("{}: xattr {}: {e}", path.display(), k.to_string_lossy())
+                        })?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Blocks into a file at their offsets. Runs of consecutive blocks are gathered into
+/// writes of up to 1 MiB; all-zero blocks are skipped on a new file (they stay holes)
+/// and written on a device (which must read back zeros there).
+struct FileSink<'f> {
+    write: &'f mut dyn FnMut(u64, &[u8]) -> io::Result<()>,
+    skip_zero: bool,
+    run_start: u64,
+    run: Vec<u8>,
+    failed: Option<io::Error>,
+    written: u64,
+}
+
+const RUN: usize = 1 << 20;
+
+impl FileSink<'_> {
+    fn flush(&mut self) -> io::Result<()> {
+        if self.run.is_empty() {
+            return Ok(());
+        }
+        let at = self.run_start.saturating_mul(BLOCK_SIZE_U64);
+        (self.write)(at, &self.run)?;
+        self.written = self
+            .written
+            .saturating_add(u64::try_from(self.run.len()).unwrap_or(0));
+        self.run.clear();
+        Ok(())
+    }
+}
+
+impl BlockSink for FileSink<'_> {
+    fn write_block(&mut self, lba: u64, block: &Block) -> Result<(), Error> {
+        let io_err = |e: io::Error, s: &mut Self| {
+            s.failed = Some(e);
+            Error::new(ErrorKind::Io, "image write", lba.saturating_mul(BLOCK_SIZE_U64))
+        };
+        if self.skip_zero && block.iter().all(|b| *b == 0) {
+            return Ok(());
+        }
+        let blocks = u64::try_from(self.run.len() / BLOCK_SIZE).unwrap_or(0);
+        let continues = self.run_start.checked_add(blocks) == Some(lba);
+        if !continues || self.run.len() >= RUN {
+            if let Err(e) = self.flush() {
+                return Err(io_err(e, self));
+            }
+            self.run_start = lba;
+        }
+        self.run.extend_from_slice(block);
+        Ok(())
+    }
+}
+
+/// A positioned write.
+type WriteAt<'a> = dyn FnMut(u64, &[u8]) -> io::Result<()> + 'a;
+
+/// Where the image goes.
+enum Target {
+    /// A new regular file (sparse), replacing any old one only when complete.
+    File(AtomicFile<RealFs>),
+    /// A block device, written in place; its size in bytes.
+    Device(File, u64),
+}
+
+fn open_target(image: &Path) -> io::Result<Target> {
+    match std::fs::metadata(image) {
+        Ok(m) if m.file_type().is_block_device() => {
+            let mut f = OpenOptions::new().read(true).write(true).open(image)?;
+            let size = f.seek(SeekFrom::End(0))?;
+            Ok(Target::Device(f, size))
+        }
+        _ => AtomicFile::create(image, RealFs).map(Target::File),
+    }
+}
+
+/// `tet-host mkfs`.
+pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
+    let mut target = match open_target(image) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("tet-host: mkfs: cannot write {}: {e}", image.display());
+            return Exit::Operational;
+        }
+    };
+    let size = match (&target, o.size) {
+        (Target::Device(_, dev), Some(s)) if s > *dev => {
+            eprintln!(
+                "tet-host: mkfs: --size {} is larger than {} ({} bytes)",
+                human(s),
+                image.display(),
+                dev
+            );
+            return Exit::Usage;
+        }
+        (Target::Device(_, dev), s) => s.unwrap_or(*dev),
+        (Target::File(_), Some(s)) => s,
+        (Target::File(_), None) => {
+            eprintln!("tet-host: mkfs: --size is required for an image file (a block device's size is the default)");
+            return Exit::Usage;
+        }
+    };
+    let p = params(o, size);
+    let mut b = ImageBuilder::new(p.clone());
+    if let Some(from) = o.from {
+        if let Err(e) = copy_tree(&mut b, ImageBuilder::ROOT, from, &mut Seen::new()) {
+            eprintln!("tet-host: mkfs: {e}");
+            return Exit::Operational;
+        }
+    }
+    let total = match b.total_blocks() {
+        Ok(t) => t,
+        Err(e) => return refuse(&e, o, &p, size),
+    };
+    let mut result = Ok(());
+    let written;
+    {
+        let (skip_zero, mut write): (bool, Box<WriteAt<'_>>) =
+            match &mut target {
+                Target::File(f) => (
+                    true,
+                    Box::new(|at, bytes| {
+                        use tet_alloc::writer::Output as _;
+                        f.write_at(at, bytes)
+                    }),
+                ),
+                Target::Device(f, _) => (false, Box::new(|at, bytes| f.write_all_at(bytes, at))),
+            };
+        let mut sink = FileSink {
+            write: &mut *write,
+            skip_zero,
+            run_start: 0,
+            run: Vec::with_capacity(RUN),
+            failed: None,
+            written: 0,
+        };
+        let built = b.build_into(&mut sink);
+        let flushed = sink.flush();
+        written = sink.written;
+        match (built, sink.failed.take(), flushed) {
+            (Err(_), Some(e), _) | (Ok(_), _, Err(e)) => result = Err(e),
+            (Err(e), None, _) => return refuse(&e, o, &p, size),
+            (Ok(_), _, Ok(())) => {}
+        }
+    }
+    let done = result.and_then(|()| match target {
+        Target::File(mut f) => {
+            // The file's length is the size asked for; what was never written is a hole.
+            f.set_len(total.saturating_mul(BLOCK_SIZE_U64).max(size.saturating_sub(size % BLOCK_SIZE_U64)))?;
+            f.commit()
+        }
+        Target::Device(f, _) => f.sync_all(),
+    });
+    if let Err(e) = done {
+        eprintln!("tet-host: mkfs: cannot write {}: {e}", image.display());
+        return Exit::Operational;
+    }
+    match o.output {
+        Output::Json => println!(
+            "{}",
+            json!({"image": image.display().to_string(), "format": "cetrafs", "version": 6,
+                   "blocks": total, "block_groups": ImageBuilder::block_groups(&p).unwrap_or(0),
+                   "block_group_blocks": p.bg_size_blocks, "zone_groups": p.zone_groups,
+                   "inodes": p.inodes, "bytes_written": written})
+        ),
+        _ => println!("{}: cetrafs 0x0006, {total} blocks", image.display()),
+    }
+    Exit::Clean
+}
+
+/// Explains why the settings give no image, naming what would work.
+fn refuse(e: &Error, o: &MkfsOptions<'_>, p: &Params, size: u64) -> Exit {
+    if e.what == "zone groups (more than block groups)" {
+        let groups = match e.kind {
+            ErrorKind::OutOfRange { max, .. } => max,
+            _ => 0,
+        };
+        eprintln!(
+            "tet-host: mkfs: --zone-groups {} is more than the {} of a {} image; use at \
+             most {groups}, a larger --size or a smaller --block-group-size",
+            p.zone_groups,
+            count(groups, "block group"),
+            human(size)
+        );
+        return Exit::Usage;
+    }
+    if e.what == "image size" {
+        let mut q = p.clone();
+        if o.zone_groups.is_none() {
+            q.zone_groups = 1; // the default adapts to the size
+        }
+        match ImageBuilder::min_size_bytes(&q) {
+            Some(m) => eprintln!(
+                "tet-host: mkfs: --size {} is too small: with {}, {} and {} the smallest \
+                 image is {}",
+                human(size),
+                count(q.zone_groups.into(), "zone group"),
+                count(q.nodes.into(), "node"),
+                count(q.inodes, "inode"),
+                human(m)
+            ),
+            None => eprintln!("tet-host: mkfs: these settings fit no image size: {e}"),
+        }
+        return Exit::Usage;
+    }
+    eprintln!("tet-host: mkfs: {e}");
+    Exit::Usage
+}
