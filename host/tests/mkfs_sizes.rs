@@ -2,6 +2,8 @@
 //! written sparse (only metadata takes disk space), verifies clean, and both commands
 //! stay under a 64 MiB data limit (`RLIMIT_DATA`; file mappings are not data).
 
+#![allow(clippy::unwrap_used)]
+
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
