@@ -11,6 +11,7 @@
 //! [`write_journal_txn`] use checked or saturating arithmetic.
 #![allow(clippy::arithmetic_side_effects, clippy::indexing_slicing)]
 
+use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -92,9 +93,33 @@ pub enum Placement {
     Fragmented,
 }
 
+/// A file's bytes, read block by block while the image is written, so a builder copying
+/// files from elsewhere never holds their contents (`mkfs --from`). `Vec<u8>` is one.
+pub trait Content {
+    /// Length in bytes.
+    fn size(&self) -> u64;
+    /// Fills `buf` (at most one block) with the bytes at `offset`; a source that ends
+    /// early (a file that shrank) is an error.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Error>;
+}
+
+impl Content for Vec<u8> {
+    fn size(&self) -> u64 {
+        u64::try_from(self.len()).unwrap_or(u64::MAX)
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
+        let at = usize_of(offset);
+        let src = self
+            .get(at..at.saturating_add(buf.len()))
+            .ok_or(invalid("file content"))?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+}
+
 enum Kind {
     File {
-        data: Vec<u8>,
+        data: Box<dyn Content>,
         sparse: Sparse,
         placement: Placement,
     },
@@ -275,6 +300,18 @@ impl ImageBuilder {
         dir: u64,
         name: &[u8],
         data: Vec<u8>,
+        sparse: Sparse,
+        placement: Placement,
+    ) -> Result<u64, Error> {
+        self.add_file_from(dir, name, Box::new(data), sparse, placement)
+    }
+
+    /// Adds a regular file whose bytes are read from `data` while the image is written.
+    pub fn add_file_from(
+        &mut self,
+        dir: u64,
+        name: &[u8],
+        data: Box<dyn Content>,
         sparse: Sparse,
         placement: Placement,
     ) -> Result<u64, Error> {
@@ -518,68 +555,79 @@ impl ImageBuilder {
 
         for (ino, node) in self.nodes.iter().enumerate().skip(1) {
             let ino = u64::try_from(ino).map_err(|_| full("inodes"))?;
-            // Logical blocks with their contents (None = write nothing: uninit).
-            let mut blocks: Vec<(u32, Option<&[u8]>)> = Vec::new();
-            let mut placement = Placement::Contiguous;
-            let dir_bytes;
-            let size: u64;
-            match &node.kind {
-                Kind::File {
-                    data,
-                    sparse,
-                    placement: pl,
-                } => {
-                    placement = *pl;
-                    size = u64::try_from(data.len()).map_err(|_| full("file"))?;
-                    for (i, chunk) in data.chunks(BLOCK_SIZE).enumerate() {
-                        let l = u32::try_from(i).map_err(|_| full("file size"))?;
-                        let zero = chunk.iter().all(|b| *b == 0);
-                        match (sparse, zero) {
-                            (Sparse::Holes, true) => any_holes = true,
-                            (Sparse::Uninit, true) => {
-                                any_uninit = true;
-                                blocks.push((l, None));
-                            }
-                            _ => blocks.push((l, Some(chunk))),
-                        }
-                    }
-                }
-                Kind::Symlink { target } => {
-                    size = u64::try_from(target.len()).map_err(|_| full("symlink"))?;
-                    for (i, chunk) in target.chunks(BLOCK_SIZE).enumerate() {
-                        blocks.push((u32::try_from(i).map_err(|_| full("symlink"))?, Some(chunk)));
-                    }
-                }
-                Kind::Dir { entries } => {
-                    dir_bytes = dir_blocks(entries);
-                    size = u64::try_from(dir_bytes.len())
-                        .map_err(|_| full("dir"))?
-                        .saturating_mul(BLOCK_SIZE_U64);
-                    for (i, b) in dir_bytes.iter().enumerate() {
-                        blocks.push((u32::try_from(i).map_err(|_| full("dir"))?, Some(&b[..])));
-                    }
-                }
-            }
-            // Allocate and write data blocks, coalescing into extents.
+            // Each logical block goes to `emit` with its contents (None = allocated but
+            // not written: uninit); holes are never emitted.
             let mut extents: Vec<(u32, u32, u64, bool)> = Vec::new();
-            for (l, content) in &blocks {
+            let mut nblocks: u64 = 0;
+            let mut emit = |l: u32,
+                            content: Option<&Block>,
+                            placement: Placement,
+                            alloc: &mut Allocator,
+                            sink: &mut dyn BlockSink|
+             -> Result<(), Error> {
                 let phys = alloc.take(placement)?;
                 if let Some(c) = content {
-                    blk.fill(0);
-                    put(&mut blk, 0, c);
-                    sink.write_block(phys, &blk)?;
+                    sink.write_block(phys, c)?;
                 }
+                nblocks += 1;
                 let uninit = content.is_none();
                 match extents.last_mut() {
                     Some(e)
-                        if e.0 + e.1 == *l
+                        if e.0 + e.1 == l
                             && e.2 + u64::from(e.1) == phys
                             && e.3 == uninit
                             && e.1 < 0x7fff_ffff =>
                     {
                         e.1 += 1
                     }
-                    _ => extents.push((*l, 1, phys, uninit)),
+                    _ => extents.push((l, 1, phys, uninit)),
+                }
+                Ok(())
+            };
+            let size: u64;
+            match &node.kind {
+                Kind::File {
+                    data,
+                    sparse,
+                    placement,
+                } => {
+                    size = data.size();
+                    let nb = size.div_ceil(BLOCK_SIZE_U64);
+                    for i in 0..nb {
+                        let l = u32::try_from(i).map_err(|_| full("file size"))?;
+                        let off = i * BLOCK_SIZE_U64;
+                        let n = usize_of((size - off).min(BLOCK_SIZE_U64));
+                        blk.fill(0);
+                        data.read_at(off, &mut blk[..n])?;
+                        let zero = blk.iter().all(|b| *b == 0);
+                        match (sparse, zero) {
+                            (Sparse::Holes, true) => any_holes = true,
+                            (Sparse::Uninit, true) => {
+                                any_uninit = true;
+                                emit(l, None, *placement, &mut alloc, sink)?;
+                            }
+                            _ => emit(l, Some(&blk), *placement, &mut alloc, sink)?,
+                        }
+                    }
+                }
+                Kind::Symlink { target } => {
+                    size = u64::try_from(target.len()).map_err(|_| full("symlink"))?;
+                    for (i, chunk) in target.chunks(BLOCK_SIZE).enumerate() {
+                        blk.fill(0);
+                        put(&mut blk, 0, chunk);
+                        let l = u32::try_from(i).map_err(|_| full("symlink"))?;
+                        emit(l, Some(&blk), Placement::Contiguous, &mut alloc, sink)?;
+                    }
+                }
+                Kind::Dir { entries } => {
+                    let dir_bytes = dir_blocks(entries);
+                    size = u64::try_from(dir_bytes.len())
+                        .map_err(|_| full("dir"))?
+                        .saturating_mul(BLOCK_SIZE_U64);
+                    for (i, b) in dir_bytes.iter().enumerate() {
+                        let l = u32::try_from(i).map_err(|_| full("dir"))?;
+                        emit(l, Some(b), Placement::Contiguous, &mut alloc, sink)?;
+                    }
                 }
             }
             let is_dir = matches!(node.kind, Kind::Dir { .. });
@@ -614,7 +662,7 @@ impl ImageBuilder {
                 _ => node.links,
             });
             r.size.set(size);
-            r.blocks.set(u64::try_from(blocks.len()).unwrap_or(0));
+            r.blocks.set(nblocks);
             for t in [
                 &mut r.atime_ns,
                 &mut r.mtime_ns,

@@ -26,7 +26,11 @@ fn measure(args: &[&str], mut prepare: impl FnMut()) -> (f64, u64) {
             .args(args)
             .output()
             .expect("/usr/bin/time");
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let err = String::from_utf8_lossy(&out.stderr);
         let line = err.lines().rev().find(|l| l.starts_with("@@ ")).unwrap();
         let mut f = line[3..].split_whitespace();
@@ -47,7 +51,10 @@ fn main() {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/mkfs-bench"));
     std::fs::create_dir_all(&dir).unwrap();
     let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release/tet-host");
-    assert!(bin.exists(), "build it first: cargo build --release -p tet-host");
+    assert!(
+        bin.exists(),
+        "build it first: cargo build --release -p tet-host"
+    );
     let (ours, theirs) = (dir.join("cetrafs-1t.img"), dir.join("ext4-1t.img"));
     let (b, o, t) = (
         bin.to_str().unwrap(),

@@ -8,7 +8,7 @@ use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::Path;
 
 use serde_json::json;
-use tet_alloc::cetrafs::{BlockSink, ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::{BlockSink, Content, ImageBuilder, Params, Placement, Sparse};
 use tet_core::block::{Block, BLOCK_SIZE, BLOCK_SIZE_U64};
 use tet_core::{Error, ErrorKind};
 
@@ -124,6 +124,41 @@ fn params(o: &MkfsOptions<'_>, size: u64) -> Params {
     p
 }
 
+/// A file of the `--from` tree, read while the image is written (never held whole). It
+/// is opened at its first block and closed after its last, so one is open at a time.
+struct HostFile {
+    path: std::path::PathBuf,
+    size: u64,
+    open: std::cell::RefCell<Option<File>>,
+}
+
+impl Content for HostFile {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
+        let fail = |what: &'static str| Error::new(ErrorKind::Io, what, offset);
+        let mut open = self.open.try_borrow_mut().map_err(|_| fail("--from file"))?;
+        if open.is_none() {
+            *open = Some(File::open(&self.path).map_err(|e| {
+                eprintln!("tet-host: mkfs: {}: {e}", self.path.display());
+                fail("--from file (cannot open)")
+            })?);
+        }
+        let f = open.as_ref().ok_or(fail("--from file"))?;
+        f.read_exact_at(buf, offset).map_err(|e| {
+            eprintln!("tet-host: mkfs: {}: {e} (did it change while copying?)", self.path.display());
+            fail("--from file (read)")
+        })?;
+        let end = offset.saturating_add(u64::try_from(buf.len()).unwrap_or(u64::MAX));
+        if end >= self.size {
+            *open = None;
+        }
+        Ok(())
+    }
+}
+
 /// Host files with more than one name, by (device, inode), and the image inode their
 /// first name became: a later name is a hard link, not a copy.
 type Seen = std::collections::HashMap<(u64, u64), u64>;
@@ -158,8 +193,12 @@ fn copy_tree(b: &mut ImageBuilder, dir: u64, host: &Path, seen: &mut Seen) -> Re
             b.add_symlink(dir, name, target.as_os_str().as_encoded_bytes())
                 .map_err(|e| at(&e))?
         } else if ft.is_file() {
-            let data = std::fs::read(&path).map_err(|e| at(&e))?;
-            b.add_file(dir, name, data, Sparse::Holes, Placement::Contiguous)
+            let src = HostFile {
+                path: path.clone(),
+                size: meta.len(),
+                open: std::cell::RefCell::new(None),
+            };
+            b.add_file_from(dir, name, Box::new(src), Sparse::Holes, Placement::Contiguous)
                 .map_err(|e| at(&e))?
         } else {
             eprintln!(
@@ -364,8 +403,13 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
     Exit::Clean
 }
 
-/// Explains why the settings give no image, naming what would work.
+/// Explains why the settings give no image, naming what would work (a failed read of
+/// a `--from` file is operational: exit 8).
 fn refuse(e: &Error, o: &MkfsOptions<'_>, p: &Params, size: u64) -> Exit {
+    if e.kind == ErrorKind::Io {
+        eprintln!("tet-host: mkfs: {e}");
+        return Exit::Operational;
+    }
     if e.what == "zone groups (more than block groups)" {
         let groups = match e.kind {
             ErrorKind::OutOfRange { max, .. } => max,

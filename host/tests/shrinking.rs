@@ -20,8 +20,14 @@ fn an_image_truncated_under_the_reader_gives_errors_with_offsets() {
     });
     let d = b.mkdir(ImageBuilder::ROOT, b"d", 0o755).unwrap();
     for i in 0..20u8 {
-        b.add_file(d, &[b'f', b'a' + i], vec![i; 9000], Sparse::Dense, Placement::Contiguous)
-            .unwrap();
+        b.add_file(
+            d,
+            &[b'f', b'a' + i],
+            vec![i; 9000],
+            Sparse::Dense,
+            Placement::Contiguous,
+        )
+        .unwrap();
     }
     let img = b.build().unwrap();
     let path = std::env::temp_dir().join(format!("tet-host-shrink-{}.img", std::process::id()));
