@@ -37,6 +37,7 @@ walled! {
 }
 
 pub mod cetrafs_cmd;
+#[cfg(feature = "testing")]
 pub mod fuzzing;
 pub use tet_alloc::history;
 pub mod input;
