@@ -165,7 +165,8 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
         let mut counts = std::collections::BTreeMap::new();
         for c in slots.iter().filter(|c| c.row == row) {
             if let Some(class) = c.class {
-                *counts.entry(class.name()).or_insert(0u64) += 1;
+                let n = counts.entry(class.name()).or_insert(0u64);
+                *n = n.saturating_add(1);
             }
         }
         let flag = fs.journal_flag(row, &mut bufs.data);
@@ -219,7 +220,7 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
                     ""
                 }
             );
-            println!("features:     {}", v["features"]);
+            println!("features:     {}", features_json(&sb.features()));
             println!("regions:");
             for r in &regions {
                 println!(
@@ -235,7 +236,10 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
                     "  zg {:<3} block groups {}..{}  free {}  owner {}",
                     z["id"],
                     z["first_bg"],
-                    z["first_bg"].as_u64().unwrap_or(0) + z["bg_count"].as_u64().unwrap_or(0),
+                    z["first_bg"]
+                        .as_u64()
+                        .unwrap_or(0)
+                        .saturating_add(z["bg_count"].as_u64().unwrap_or(0)),
                     z["free_data_blocks"],
                     if z["owner"].is_null() {
                         "none".into()

@@ -26,23 +26,23 @@ macro_rules! walled {
 
 walled! {
     atomic;
+    cetrafs_cmd;
     codec;
     convert;
     device;
+    input;
     mkfs;
     npy;
     query_cmd;
+    report;
+    tet_cmd;
     tet_repair;
     write;
 }
 
-pub mod cetrafs_cmd;
 #[cfg(feature = "testing")]
 pub mod fuzzing;
 pub use tet_alloc::history;
-pub mod input;
-pub mod report;
-pub mod tet_cmd;
 
 /// Process exit status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +57,19 @@ pub enum Exit {
     Operational = 8,
     /// 16: bad command line.
     Usage = 16,
+}
+
+impl Exit {
+    /// The process exit status.
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Clean => 0,
+            Exit::Fixed => 1,
+            Exit::Problems => 4,
+            Exit::Operational => 8,
+            Exit::Usage => 16,
+        }
+    }
 }
 
 /// Output style.

@@ -3,6 +3,16 @@
 //! Exit codes follow the fsck convention: 0 clean, 1 problems found and all corrected,
 //! 4 problems found and left, 8 operational error (cannot open or read), 16 usage error.
 
+// The library's lint wall holds here too: arguments come from a command line.
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -255,7 +265,7 @@ fn main() -> ExitCode {
                 Exit::Clean
             };
             let _ = e.print();
-            return ExitCode::from(code as u8);
+            return ExitCode::from(code.code());
         }
     };
     let exit = match cli.command {
@@ -348,7 +358,7 @@ fn main() -> ExitCode {
                 Ok(d) => d,
                 Err(e) => {
                     eprintln!("tet-host: {e}");
-                    return ExitCode::from(Exit::Usage as u8);
+                    return ExitCode::from(Exit::Usage.code());
                 }
             };
             let o = query_cmd::QueryOptions {
@@ -385,7 +395,7 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("tet-host: {e}");
-                    return ExitCode::from(Exit::Usage as u8);
+                    return ExitCode::from(Exit::Usage.code());
                 }
             };
             tet_host::convert::convert(
@@ -417,7 +427,7 @@ fn main() -> ExitCode {
                 Ok(d) => d.map(|d| d.selection).unwrap_or_default(),
                 Err(e) => {
                     eprintln!("tet-host: --selection: {e}");
-                    return ExitCode::from(Exit::Usage as u8);
+                    return ExitCode::from(Exit::Usage.code());
                 }
             };
             with_input_mode(&file, read.no_mmap, |b| {
@@ -480,7 +490,7 @@ fn main() -> ExitCode {
             }
         }
     };
-    ExitCode::from(exit as u8)
+    ExitCode::from(exit.code())
 }
 
 /// Output into a closed pipe (`tet-host info FILE | head -1`) ends the process quietly
@@ -504,7 +514,7 @@ fn quiet_on_closed_stdout() {
             // Any other write error (a full disk, /dev/full): say so, exit 8.
             let why = msg.trim_start_matches("failed printing to stdout: ");
             eprintln!("tet-host: cannot write to standard output: {why}");
-            std::process::exit(i32::from(Exit::Operational as u8));
+            std::process::exit(i32::from(Exit::Operational.code()));
         }
         default(info);
     }));
