@@ -435,8 +435,8 @@ pub fn check<D: BlockDevice>(dev: D, opts: &Options, sink: &mut dyn Sink<Finding
             let off = usize::try_from(u64::from(row) % 32)
                 .unwrap_or(0)
                 .saturating_mul(128);
-            nodes.push((n.raw.node_id.get(), row, lba, off));
-            row_state.insert(row, n.raw.state.get());
+            nodes.push((n.raw().node_id.get(), row, lba, off));
+            row_state.insert(row, n.raw().state.get());
         }
     });
     nodes.sort_unstable();
@@ -566,8 +566,8 @@ pub fn check<D: BlockDevice>(dev: D, opts: &Options, sink: &mut dyn Sink<Finding
                     }
                     infos.push(Info {
                         ino,
-                        parent: i.raw.parent.get(),
-                        nlink: i.raw.nlink.get(),
+                        parent: i.raw().parent.get(),
+                        nlink: i.raw().nlink.get(),
                         refs: 0,
                         subdirs: 0,
                         kind: Some(kind_of(&i)),
@@ -612,8 +612,8 @@ pub fn check<D: BlockDevice>(dev: D, opts: &Options, sink: &mut dyn Sink<Finding
     let mut leaked: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
     let mut unmarked: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
     check_groups(&fs, &mut bufs, &mut sink, &mut |bg, k, block| {
-        let bi = bg.raw.bg_id.get();
-        let data = bg.raw.data_block_count.get();
+        let bi = bg.raw().bg_id.get();
+        let data = bg.raw().data_block_count.get();
         let base_bit = k.saturating_mul(BITS_PER_BITMAP_BLOCK);
         let live = data.saturating_sub(base_bit).min(BITS_PER_BITMAP_BLOCK);
         let first_word = u64::from(bi)
@@ -636,7 +636,7 @@ pub fn check<D: BlockDevice>(dev: D, opts: &Options, sink: &mut dyn Sink<Finding
                 .copied()
                 .unwrap_or(0);
             let at = bg
-                .raw
+                .raw()
                 .start_block
                 .get()
                 .saturating_add(1)

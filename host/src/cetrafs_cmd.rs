@@ -141,13 +141,13 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
     let mut zgs = Vec::new();
     for z in 0..sb.zone_group_count() {
         if let Ok(zg) = fs.zone_group(z, &mut bufs.data) {
-            zgs.push(json!({"id": z, "owner": zg.owner(), "free_data_blocks": zg.hot.free_data_blocks.get(), "hb_seq": zg.hot.hb_seq.get(), "first_bg": zg.cold.first_bg_id.get(), "bg_count": zg.cold.bg_count.get()}));
+            zgs.push(json!({"id": z, "owner": zg.owner(), "free_data_blocks": zg.hot().free_data_blocks.get(), "hb_seq": zg.hot().hb_seq.get(), "first_bg": zg.cold().first_bg_id.get(), "bg_count": zg.cold().bg_count.get()}));
         }
     }
     let mut bgs = Vec::new();
     let _ = fs.for_each_block_group(&mut bufs.data, |b, bg| {
         if let Ok(bg) = bg {
-            let r = &bg.raw;
+            let r = &bg.raw();
             bgs.push(json!({"id": b, "owner_zg": r.owner_zg.get(), "start": r.start_block.get(), "length": r.length_blocks.get(), "data_blocks": r.data_block_count.get(), "free_data_blocks": r.free_data_blocks.get(), "reconcile_seq": r.reconcile_seq.get()}));
         }
         ControlFlow::Continue(())
@@ -157,10 +157,10 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
     let slots = committed_slots(&fs, &mut bufs);
     for row in 0..sb.node_capacity() {
         if let Ok(Some(n)) = fs.node_row(row, &mut bufs.data) {
-            let host = String::from_utf8_lossy(&n.raw.hostname)
+            let host = String::from_utf8_lossy(&n.raw().hostname)
                 .trim_end_matches('\0')
                 .to_string();
-            nodes.push(json!({"row": row, "node_id": n.raw.node_id.get(), "state": n.state_name(), "hostname": host}));
+            nodes.push(json!({"row": row, "node_id": n.raw().node_id.get(), "state": n.state_name(), "hostname": host}));
         }
         let mut counts = std::collections::BTreeMap::new();
         for c in slots.iter().filter(|c| c.row == row) {
@@ -171,7 +171,7 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
         }
         let flag = fs.journal_flag(row, &mut bufs.data);
         journals.push(match flag {
-            Ok(f) => json!({"row": row, "state": if f.is_dirty() { "DIRTY" } else { "CLEAN" }, "replay_owner": f.raw.replay_owner.get(), "slots": counts}),
+            Ok(f) => json!({"row": row, "state": if f.is_dirty() { "DIRTY" } else { "CLEAN" }, "replay_owner": f.raw().replay_owner.get(), "slots": counts}),
             Err(e) => json!({"row": row, "error": describe(&e)}),
         });
     }
@@ -329,14 +329,14 @@ pub fn ls(path: &Path, dev: Dev<'_>, inner: &str, output: Output, no_journal: bo
                 .unwrap_or(inner)
                 .as_bytes()
                 .to_vec(),
-            dir.ino,
+            dir.ino(),
         ));
     }
     names.sort();
     let mut rows = Vec::new();
     for (name, ino) in names {
         match fs.inode(ino, &mut bufs.data) {
-            Ok(i) => rows.push(json!({"name": String::from_utf8_lossy(&name), "inode": ino, "type": type_name(&i), "size": i.size(), "mode": format!("{:o}", i.raw.mode.get() & 0o7777)})),
+            Ok(i) => rows.push(json!({"name": String::from_utf8_lossy(&name), "inode": ino, "type": type_name(&i), "size": i.size(), "mode": format!("{:o}", i.raw().mode.get() & 0o7777)})),
             Err(e) => {
                 eprintln!("tet-host: {}: {}", path.display(), describe(&e));
                 return Exit::Problems;
@@ -402,7 +402,7 @@ pub fn cat(path: &Path, dev: Dev<'_>, inner: &str, output: Output, no_journal: b
     let head = format!(
         "{{\"path\":{},\"inode\":{},\"size\":{},\"{}\":\"",
         Value::String(inner.to_string()),
-        f.ino,
+        f.ino(),
         f.size(),
         if text { "text" } else { "hex" }
     );

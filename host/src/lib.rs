@@ -5,8 +5,8 @@
 //! 4 problems found and left, 8 operational error (cannot open or read), 16 usage error.
 
 /// Declares modules held to the libraries' lint wall: no `as`, no unchecked arithmetic,
-/// indexing, unwraps or panics. Modules written since the wall was set are declared here;
-/// the older ones move in with the cetrafs fsck work.
+/// indexing, unwraps or panics. Every module is declared here except the fuzz target
+/// bodies (feature `testing`).
 macro_rules! walled {
     ($($(#[$doc:meta])* $m:ident;)*) => {
         $(

@@ -55,7 +55,7 @@ fn free_block(img: &[u8]) -> u64 {
     let total = (img.len() / B) as u64;
     let fs = Fs::open(MemDevice::new(img), &mut [0u8; B]).unwrap();
     let bg = fs.block_group(0, &mut [0u8; B]).unwrap();
-    let (start, data) = (bg.raw.start_block.get(), bg.raw.data_offset.get());
+    let (start, data) = (bg.raw().start_block.get(), bg.raw().data_offset.get());
     (start + data..total)
         .rev()
         .find(|lba| {

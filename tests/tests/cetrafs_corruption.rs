@@ -132,8 +132,8 @@ fn every_checksummed_structure_reports_a_flipped_bit() {
     flip_reports(raw.registry_start.get(), 60, "registry.checksum");
     flip_reports(f.journal_start(1), 30, "journal_flag.checksum");
     let file = f.resolve(b"/dir/file", &mut bufs).unwrap();
-    flip_reports(file.lba, 190, "inode.checksum");
-    flip_reports(file.raw.xattr_block.get(), 70, "xattr_block.tail");
+    flip_reports(file.lba(), 190, "inode.checksum");
+    flip_reports(file.raw().xattr_block.get(), 70, "xattr_block.tail");
     let dir = f.resolve(b"/dir", &mut bufs).unwrap();
     let mut first: Option<Extent> = None;
     let _ = f.for_each_extent(&dir, &mut bufs.tree, |e| {
@@ -145,7 +145,7 @@ fn every_checksummed_structure_reports_a_flipped_bit() {
     // entry points to a leaf.
     let deep = f.resolve(b"/deep", &mut bufs).unwrap();
     assert_eq!(deep.depth(), 2);
-    let interior = u64::from_le_bytes(deep.raw.slots[4..12].try_into().unwrap());
+    let interior = u64::from_le_bytes(deep.raw().slots[4..12].try_into().unwrap());
     flip_reports(interior, 20, "extent_block.tail.crc");
     let leaf = u64::from_le_bytes(
         img[interior as usize * B + 16..interior as usize * B + 24]

@@ -405,7 +405,7 @@ pub const DAMAGE: &[Damage] = &[
         "a file's extent maps its own tree block",
         |i| {
             let inode = fs(i).inode(DEEP, &mut [0u8; B]).unwrap();
-            let leaf_parent = u64::from_le_bytes(inode.raw.slots[4..12].try_into().unwrap());
+            let leaf_parent = u64::from_le_bytes(inode.raw().slots[4..12].try_into().unwrap());
             let at = Img::inode_at(i, FRAG) + 116;
             patch::<RawExtent>(i, at, |e| e.physical.set(leaf_parent));
         },
@@ -528,7 +528,13 @@ pub const DAMAGE: &[Damage] = &[
     (
         "xattr key repeated",
         |i| {
-            let x = fs(i).inode(A, &mut [0u8; B]).unwrap().raw.xattr_block.get() as usize * B;
+            let x = fs(i)
+                .inode(A, &mut [0u8; B])
+                .unwrap()
+                .raw()
+                .xattr_block
+                .get() as usize
+                * B;
             patch::<RawXattr>(i, x + 322, |e| e.key[5] = b'k');
         },
         Code::XattrDuplicate,
@@ -791,7 +797,13 @@ pub const DAMAGE: &[Damage] = &[
     (
         "xattr key without a namespace",
         |i| {
-            let x = fs(i).inode(A, &mut [0u8; B]).unwrap().raw.xattr_block.get() as usize * B;
+            let x = fs(i)
+                .inode(A, &mut [0u8; B])
+                .unwrap()
+                .raw()
+                .xattr_block
+                .get() as usize
+                * B;
             patch::<RawXattr>(i, x, |e| e.key[4] = b'_');
         },
         Code::XattrBlock,

@@ -19,12 +19,9 @@ use crate::error::{ErrorKind, Result};
 /// A zone group descriptor with valid magics and checksums.
 #[derive(Clone, Copy, Debug)]
 pub struct ZoneGroup {
-    /// Hot part.
-    pub hot: RawZoneGroupHot,
-    /// Cold part.
-    pub cold: RawZoneGroupCold,
-    /// Its block.
-    pub lba: u64,
+    pub(crate) hot: RawZoneGroupHot,
+    pub(crate) cold: RawZoneGroupCold,
+    pub(crate) lba: u64,
 }
 
 impl ZoneGroup {
@@ -73,6 +70,21 @@ impl ZoneGroup {
         Ok(ZoneGroup { hot, cold, lba })
     }
 
+    /// The hot part (compare-and-write), as checked.
+    pub fn hot(&self) -> &RawZoneGroupHot {
+        &self.hot
+    }
+
+    /// The cold part (fixed at mkfs), as checked.
+    pub fn cold(&self) -> &RawZoneGroupCold {
+        &self.cold
+    }
+
+    /// Its block.
+    pub fn lba(&self) -> u64 {
+        self.lba
+    }
+
     /// Owning registry row, or `None` for `0xFFFF`.
     pub fn owner(&self) -> Option<u16> {
         let o = self.hot.owner_node_id.get();
@@ -83,10 +95,8 @@ impl ZoneGroup {
 /// A block group descriptor with valid magic and checksum.
 #[derive(Clone, Copy, Debug)]
 pub struct BlockGroup {
-    /// The descriptor.
-    pub raw: RawBlockGroup,
-    /// Its block.
-    pub lba: u64,
+    pub(crate) raw: RawBlockGroup,
+    pub(crate) lba: u64,
 }
 
 impl BlockGroup {
@@ -163,6 +173,16 @@ impl BlockGroup {
         Ok(BlockGroup { raw, lba })
     }
 
+    /// The descriptor, as checked.
+    pub fn raw(&self) -> &RawBlockGroup {
+        &self.raw
+    }
+
+    /// Its block.
+    pub fn lba(&self) -> u64 {
+        self.lba
+    }
+
     /// First data block (absolute).
     pub fn data_start(&self) -> u64 {
         self.raw
@@ -217,8 +237,7 @@ impl BlockGroup {
 /// A registry row in use.
 #[derive(Clone, Copy, Debug)]
 pub struct NodeRow {
-    /// The row.
-    pub raw: RawNodeRow,
+    pub(crate) raw: RawNodeRow,
 }
 
 impl NodeRow {
@@ -298,6 +317,11 @@ impl NodeRow {
             ));
         }
         Ok(Some(NodeRow { raw }))
+    }
+
+    /// The row, as checked.
+    pub fn raw(&self) -> &RawNodeRow {
+        &self.raw
     }
 
     /// `ACTIVE`, `FENCED` or `LEFT`.

@@ -11,13 +11,21 @@ use crate::error::{Error, ErrorKind, Result};
 /// A journal flag block with valid magic and checksum.
 #[derive(Clone, Copy, Debug)]
 pub struct JournalFlag {
-    /// The raw block.
-    pub raw: RawJournalFlag,
-    /// Its block.
-    pub lba: u64,
+    pub(crate) raw: RawJournalFlag,
+    pub(crate) lba: u64,
 }
 
 impl JournalFlag {
+    /// The flag block, as checked.
+    pub fn raw(&self) -> &RawJournalFlag {
+        &self.raw
+    }
+
+    /// Its block.
+    pub fn lba(&self) -> u64 {
+        self.lba
+    }
+
     /// Whether committed transactions may await replay.
     pub fn is_dirty(&self) -> bool {
         self.raw.state.get() == JOURNAL_DIRTY
@@ -27,16 +35,34 @@ impl JournalFlag {
 /// A slot whose header is valid.
 #[derive(Clone, Copy, Debug)]
 pub struct Slot {
+    pub(crate) index: u64,
+    pub(crate) header: RawSlotHeader,
+    pub(crate) lba: u64,
+    pub(crate) payload_lba: u64,
+    pub(crate) payload_ok: bool,
+}
+
+impl Slot {
     /// Slot number in its journal.
-    pub index: u64,
-    /// The header.
-    pub header: RawSlotHeader,
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+    /// The header, as checked.
+    pub fn header(&self) -> &RawSlotHeader {
+        &self.header
+    }
     /// Header block.
-    pub lba: u64,
+    pub fn lba(&self) -> u64 {
+        self.lba
+    }
     /// Payload block.
-    pub payload_lba: u64,
+    pub fn payload_lba(&self) -> u64 {
+        self.payload_lba
+    }
     /// Whether the payload matches `payload_checksum`.
-    pub payload_ok: bool,
+    pub fn payload_ok(&self) -> bool {
+        self.payload_ok
+    }
 }
 
 /// What a committed slot of a dirty journal means for replay (`docs/cetrafs.md`

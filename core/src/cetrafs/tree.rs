@@ -19,12 +19,9 @@ use crate::error::{ErrorKind, Result};
 /// An inode whose magic, checksum, number and extent root are valid.
 #[derive(Clone, Copy, Debug)]
 pub struct Inode {
-    /// The raw inode.
-    pub raw: RawInode,
-    /// Its number.
-    pub ino: u64,
-    /// Its block.
-    pub lba: u64,
+    pub(crate) raw: RawInode,
+    pub(crate) ino: u64,
+    pub(crate) lba: u64,
 }
 
 /// One leaf extent, validated.
@@ -157,6 +154,21 @@ impl Inode {
             )?;
         }
         Ok(Inode { raw, ino, lba })
+    }
+
+    /// The inode, as checked.
+    pub fn raw(&self) -> &RawInode {
+        &self.raw
+    }
+
+    /// Its number.
+    pub fn ino(&self) -> u64 {
+        self.ino
+    }
+
+    /// Its block.
+    pub fn lba(&self) -> u64 {
+        self.lba
     }
 
     /// Whether this is a directory.
