@@ -408,11 +408,14 @@ impl ImageBuilder {
             p.size_bytes = blocks.checked_mul(BLOCK_SIZE_U64)?;
             ImageBuilder::new(p).geometry().ok()
         };
-        // The metadata of one block group plus three data blocks is the floor; a few
-        // blocks more may be needed where the last group would be too small.
+        // Grow until a size works (a geometry with more than 2^32 groups does not),
+        // then bisect below it.
         let mut lo = 1u64;
-        let mut hi = 1u64 << 38;
-        probe(hi)?;
+        let mut hi = 64u64;
+        while probe(hi).is_none() {
+            lo = hi + 1;
+            hi = hi.checked_mul(2).filter(|h| *h <= 1 << 38)?;
+        }
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if probe(mid).is_some() {
@@ -449,72 +452,80 @@ impl ImageBuilder {
         let registry_blocks = u64::from(p.nodes).div_ceil(ROWS_PER_BLOCK);
         let pending_per_zg = u64::from(p.pending_slots).div_ceil(PENDING_PER_BLOCK);
         let journals = u64::from(p.nodes).saturating_mul(p.journal_blocks);
-        let mut b: u64 = 1;
-        // Blocks the filesystem uses; shrinks when the last group would be too small.
-        let mut total = device_blocks;
-        for _ in 0..64 {
-            // Zone groups beyond the block groups are refused once the count settles.
+        // Blocks before the first group with `b` block groups. Checked: `--inodes` near
+        // 2^64 must be a refusal, not a wrap.
+        let fixed_for = |b: u64| -> Option<u64> {
             let z = u64::from(p.zone_groups).min(b);
-            // Checked: `--inodes` near 2^64 must be a refusal, not a wrap. Everything below
-            // is a partial sum of `fixed`, which is at most `total`.
-            let fixed = [
+            [
                 z,
                 b,
                 inode_bitmap_blocks,
                 p.inodes,
                 registry_blocks,
-                z.checked_mul(pending_per_zg).ok_or(full("image size"))?,
+                z.checked_mul(pending_per_zg)?,
                 journals,
             ]
             .iter()
             .try_fold(1u64, |a, x| a.checked_add(*x))
-            .ok_or(full("image size"))?;
-            let span = total.checked_sub(fixed).ok_or(full("image size"))?;
-            let nb = span.div_ceil(p.bg_size_blocks).max(1);
-            if nb == b {
-                let last = span.saturating_sub((b - 1) * p.bg_size_blocks);
-                if last < 3 {
-                    if b == 1 {
-                        return Err(full("image size"));
-                    }
-                    total -= last;
-                    continue;
-                }
-                if u64::from(p.zone_groups) > b {
-                    return Err(Error::new(
-                        ErrorKind::OutOfRange {
-                            value: p.zone_groups.into(),
-                            max: b,
-                        },
-                        "zone groups (more than block groups)",
-                        0,
-                    ));
-                }
-                let z32 = u32::try_from(z).map_err(|_| full("zone groups"))?;
-                let b32 = u32::try_from(b).map_err(|_| full("block groups"))?;
-                let inode_bitmap_start = 1 + z + b;
-                let inode_table_start = inode_bitmap_start + inode_bitmap_blocks;
-                let registry_start = inode_table_start + p.inodes;
-                let pending_start = registry_start + registry_blocks;
-                let journal_start = pending_start + z * pending_per_zg;
-                return Ok(Geometry {
-                    total,
-                    z: z32,
-                    b: b32,
-                    inode_bitmap_start,
-                    inode_bitmap_blocks,
-                    inode_table_start,
-                    registry_start,
-                    registry_blocks,
-                    pending_start,
-                    pending_blocks: z * pending_per_zg,
-                    journal_start,
-                    bg_regions_start: fixed,
-                });
-            }
-            b = nb;
+        };
+        // `b` groups fit when the last one gets at least its 3 blocks (header, bitmap,
+        // one data block): fixed(b) + (b - 1) × size + 3 ≤ blocks. That grows with `b`, so
+        // the most groups that fit is found by bisection.
+        let fits = |b: u64| {
+            fixed_for(b)
+                .and_then(|f| f.checked_add(b.checked_sub(1)?.checked_mul(p.bg_size_blocks)?))
+                .and_then(|x| x.checked_add(3))
+                .is_some_and(|need| need <= device_blocks)
+        };
+        if !fits(1) {
+            return Err(full("image size"));
         }
-        Err(invalid("mkfs geometry"))
+        let (mut lo, mut hi) = (1u64, device_blocks.max(1));
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        let b = lo;
+        let fixed = fixed_for(b).ok_or(full("image size"))?;
+        // The last group takes what is left, up to a full group; a remainder too short
+        // for another group's metadata is left unused at the end.
+        let total = device_blocks.min(fixed + b * p.bg_size_blocks);
+        if u64::from(p.zone_groups) > b {
+            return Err(Error::new(
+                ErrorKind::OutOfRange {
+                    value: p.zone_groups.into(),
+                    max: b,
+                },
+                "zone groups (more than block groups)",
+                0,
+            ));
+        }
+        let z = u64::from(p.zone_groups);
+        let z32 = u32::try_from(z).map_err(|_| full("zone groups"))?;
+        let b32 = u32::try_from(b).map_err(|_| full("block groups"))?;
+        let inode_bitmap_start = 1 + z + b;
+        let inode_table_start = inode_bitmap_start + inode_bitmap_blocks;
+        let registry_start = inode_table_start + p.inodes;
+        let pending_start = registry_start + registry_blocks;
+        let journal_start = pending_start + z * pending_per_zg;
+        Ok(Geometry {
+            total,
+            z: z32,
+            b: b32,
+            inode_bitmap_start,
+            inode_bitmap_blocks,
+            inode_table_start,
+            registry_start,
+            registry_blocks,
+            pending_start,
+            pending_blocks: z * pending_per_zg,
+            journal_start,
+            bg_regions_start: fixed,
+        })
     }
 
     /// Writes the image into memory (tests, small images). Same bytes as
