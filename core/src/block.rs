@@ -40,6 +40,130 @@ impl<D: BlockDevice + ?Sized> BlockDevice for &D {
     }
 }
 
+/// Bytes in the hot sector of a block: the records nodes update by compare-and-write.
+pub const SECTOR: usize = 512;
+
+/// A device that can also be written, whole blocks at a time, with caller-owned
+/// buffers. Writes may be cached until [`BlockDeviceMut::flush`]; a power cut can tear a
+/// block write at a 512-byte boundary but never a sector, so the first 512 bytes of a
+/// block (the hot sector) are written all or nothing.
+pub trait BlockDeviceMut: BlockDevice {
+    /// Writes block `lba`.
+    fn write_block(&self, lba: u64, buf: &Block) -> Result<()>;
+    /// Makes every write before it durable.
+    fn flush(&self) -> Result<()>;
+    /// Writes `new` over the first 512 bytes of block `lba` only if they equal
+    /// `expected` now, atomically with respect to other writers of the device; returns
+    /// whether it wrote.
+    fn compare_and_write(
+        &self,
+        lba: u64,
+        expected: &[u8; SECTOR],
+        new: &[u8; SECTOR],
+    ) -> Result<bool>;
+}
+
+impl<D: BlockDeviceMut + ?Sized> BlockDeviceMut for &D {
+    fn write_block(&self, lba: u64, buf: &Block) -> Result<()> {
+        (**self).write_block(lba, buf)
+    }
+    fn flush(&self) -> Result<()> {
+        (**self).flush()
+    }
+    fn compare_and_write(
+        &self,
+        lba: u64,
+        expected: &[u8; SECTOR],
+        new: &[u8; SECTOR],
+    ) -> Result<bool> {
+        (**self).compare_and_write(lba, expected, new)
+    }
+}
+
+/// A writable device over an in-memory image (tests, RAM disks). One writer at a time:
+/// the image sits in a `RefCell`.
+pub struct MemDeviceMut<'a> {
+    bytes: RefCell<&'a mut [u8]>,
+}
+
+impl<'a> MemDeviceMut<'a> {
+    /// Wraps an image.
+    pub fn new(bytes: &'a mut [u8]) -> Self {
+        MemDeviceMut {
+            bytes: RefCell::new(bytes),
+        }
+    }
+}
+
+fn span(lba: u64, len: usize) -> Result<(usize, usize)> {
+    let start = lba
+        .checked_mul(BLOCK_SIZE_U64)
+        .and_then(|s| usize::try_from(s).ok())
+        .ok_or(Error::new(ErrorKind::Overflow, "block number", 0))?;
+    Ok((start, start.saturating_add(len)))
+}
+
+impl BlockDevice for MemDeviceMut<'_> {
+    fn block_count(&self) -> u64 {
+        self.bytes
+            .try_borrow()
+            .map_or(0, |b| u64_of(b.len()) / BLOCK_SIZE_U64)
+    }
+
+    fn read_block(&self, lba: u64, buf: &mut Block) -> Result<()> {
+        let b = self
+            .bytes
+            .try_borrow()
+            .map_err(|_| Error::new(ErrorKind::Io, "device busy", 0))?;
+        MemDevice::new(&b).read_block(lba, buf)
+    }
+}
+
+impl BlockDeviceMut for MemDeviceMut<'_> {
+    fn write_block(&self, lba: u64, buf: &Block) -> Result<()> {
+        let mut b = self
+            .bytes
+            .try_borrow_mut()
+            .map_err(|_| Error::new(ErrorKind::Io, "device busy", 0))?;
+        let (s, e) = span(lba, BLOCK_SIZE)?;
+        let dst = b.get_mut(s..e).ok_or(Error::new(
+            ErrorKind::OutOfRange {
+                value: lba,
+                max: u64_of(e),
+            },
+            "block number",
+            u64_of(s),
+        ))?;
+        dst.copy_from_slice(buf);
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn compare_and_write(
+        &self,
+        lba: u64,
+        expected: &[u8; SECTOR],
+        new: &[u8; SECTOR],
+    ) -> Result<bool> {
+        let mut b = self
+            .bytes
+            .try_borrow_mut()
+            .map_err(|_| Error::new(ErrorKind::Io, "device busy", 0))?;
+        let (s, e) = span(lba, SECTOR)?;
+        let dst = b
+            .get_mut(s..e)
+            .ok_or(Error::new(ErrorKind::Io, "block number", u64_of(s)))?;
+        if dst != expected {
+            return Ok(false);
+        }
+        dst.copy_from_slice(new);
+        Ok(true)
+    }
+}
+
 /// A device over an in-memory image (a trailing partial block is ignored).
 #[derive(Clone, Copy, Debug)]
 pub struct MemDevice<'a> {
@@ -93,6 +217,54 @@ impl<S: embedded_storage::ReadStorage> FlashDevice<S> {
     /// Gives the driver back.
     pub fn into_inner(self) -> S {
         self.storage.into_inner()
+    }
+}
+
+/// Flash that can be written: `embedded_storage::Storage` erases as it needs to (NOR
+/// erase-before-write is the driver's concern). A microcontroller has one writer, so
+/// compare-and-write is a read, a compare and a write.
+impl<S: embedded_storage::Storage> BlockDeviceMut for FlashDevice<S> {
+    fn write_block(&self, lba: u64, buf: &Block) -> Result<()> {
+        self.write_at(lba, buf)
+    }
+
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn compare_and_write(
+        &self,
+        lba: u64,
+        expected: &[u8; SECTOR],
+        new: &[u8; SECTOR],
+    ) -> Result<bool> {
+        let mut block = [0u8; BLOCK_SIZE];
+        self.read_block(lba, &mut block)?;
+        if block.get(..SECTOR) != Some(&expected[..]) {
+            return Ok(false);
+        }
+        self.write_at(lba, new)?;
+        Ok(true)
+    }
+}
+
+impl<S: embedded_storage::Storage> FlashDevice<S> {
+    fn write_at(&self, lba: u64, bytes: &[u8]) -> Result<()> {
+        let io = Error::new(
+            ErrorKind::Io,
+            "flash write",
+            lba.saturating_mul(BLOCK_SIZE_U64),
+        );
+        if lba >= self.blocks {
+            return Err(io);
+        }
+        let off = lba
+            .checked_mul(BLOCK_SIZE_U64)
+            .and_then(|o| o.checked_add(u64::from(self.base)))
+            .and_then(|o| u32::try_from(o).ok())
+            .ok_or(io)?;
+        let mut s = self.storage.try_borrow_mut().map_err(|_| io)?;
+        s.write(off, bytes).map_err(|_| io)
     }
 }
 

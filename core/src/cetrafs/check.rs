@@ -777,7 +777,12 @@ pub fn check_journal<D: BlockDevice>(
                     };
                     if x.payload_ok {
                         if payloads_ok {
-                            on_committed(Committed::of(row, dirty, &x));
+                            on_committed(Committed::of(
+                                row,
+                                dirty,
+                                flag.raw.replaying_txn.get(),
+                                &x,
+                            ));
                         }
                     } else {
                         sink.report(&Finding::new(

@@ -113,11 +113,14 @@ pub struct Committed {
     pub fresh: bool,
     /// The replay class, once [`Fs::classify_chains`] has run.
     pub class: Option<SlotClass>,
+    /// Its journal's flag says a replay was writing this transaction when it stopped
+    /// (`replaying_txn`): a target matching neither checksum is a torn write.
+    pub in_replay: bool,
 }
 
 impl Committed {
     /// From a slot of registry row `row`'s journal.
-    pub fn of(row: u32, dirty: bool, s: &Slot) -> Self {
+    pub fn of(row: u32, dirty: bool, replaying_txn: u64, s: &Slot) -> Self {
         Committed {
             row,
             dirty,
@@ -130,6 +133,7 @@ impl Committed {
             post: s.header.payload_checksum.get(),
             fresh: s.header.flags.get() & F_FRESH != 0,
             class: None,
+            in_replay: replaying_txn != 0 && replaying_txn == s.header.txn_id.get(),
         }
     }
 }
@@ -215,7 +219,7 @@ impl<D: BlockDevice> Fs<D> {
                 4,
             ));
         }
-        zero(&raw.reserved, "journal_flag.reserved", lba, 28)?;
+        zero(&raw.reserved, "journal_flag.reserved", lba, 36)?;
         if raw.row.get() != row {
             return Err(err(
                 ErrorKind::Mismatch {
@@ -369,11 +373,23 @@ impl<D: BlockDevice> Fs<D> {
             let group = slots.get_mut(start..end).unwrap_or(&mut []);
             self.device().read_block(target, buf)?;
             let cur = u64::from(crc32c(&buf[..]));
-            let applied = group.iter().rposition(|c| c.post == cur);
+            let mut applied = group.iter().rposition(|c| c.post == cur);
+            let starts = group.first().is_some_and(|c| c.fresh || c.pre == cur);
+            // A replay cut inside a transaction leaves its targets torn (matching no
+            // version): everything before that transaction was applied, and it is
+            // written again.
+            let mut torn = None;
+            if applied.is_none() && !starts {
+                torn = group
+                    .iter()
+                    .position(|c| c.in_replay && c.pre != cur && c.post != cur);
+                applied = torn.and_then(|t| t.checked_sub(1));
+            }
             // The version the next slot must start from; None after a conflict.
             let mut at: Option<u64> = Some(cur);
             for (k, c) in group.iter_mut().enumerate() {
                 let class = match (applied, at) {
+                    _ if torn == Some(k) => SlotClass::NeedsReplay,
                     (Some(a), _) if k <= a => SlotClass::AlreadyApplied,
                     (_, Some(v)) if c.fresh || c.pre == v => SlotClass::NeedsReplay,
                     _ => SlotClass::Conflicting,

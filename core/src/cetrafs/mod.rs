@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod raw;
+pub mod replay;
 
 mod dir;
 mod fs;

@@ -224,8 +224,10 @@ raw!(
     seq: U64,
     /// 24.
     row: U32,
-    /// 28.
-    reserved: [u8; 28],
+    /// 28: the transaction a replay is writing, 0 = none (taken from reserved space).
+    replaying_txn: U64,
+    /// 36.
+    reserved: [u8; 20],
     /// 56.
     checksum: U64,
 });
