@@ -8,7 +8,7 @@ use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use tet_core::block::{Block, BlockDevice, BLOCK_SIZE, BLOCK_SIZE_U64};
+use tet_core::block::{Block, BlockDevice, BlockDeviceMut, BLOCK_SIZE, BLOCK_SIZE_U64, SECTOR};
 use tet_core::{Error, ErrorKind, Result};
 
 /// Most blocks read at once when reads run forward (bitmaps, long directories, the
@@ -35,6 +35,7 @@ pub struct FileDevice {
     file: File,
     blocks: u64,
     windows: RefCell<(u64, Vec<Window>)>,
+    writable: bool,
 }
 
 impl FileDevice {
@@ -49,7 +50,38 @@ impl FileDevice {
             file,
             blocks: bytes / BLOCK_SIZE_U64,
             windows: RefCell::new((0, (0..WINDOWS).map(|_| Window::default()).collect())),
+            writable: false,
         })
+    }
+
+    /// Opens `path` for reading and writing (journal replay). Same refusals as
+    /// [`FileDevice::open`].
+    pub fn open_rw(path: &Path) -> std::io::Result<FileDevice> {
+        crate::input::check_kind(path)?;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)?;
+        let bytes = file.seek(SeekFrom::End(0))?;
+        Ok(FileDevice {
+            file,
+            blocks: bytes / BLOCK_SIZE_U64,
+            windows: RefCell::new((0, (0..WINDOWS).map(|_| Window::default()).collect())),
+            writable: true,
+        })
+    }
+
+    /// Forgets cached blocks (after a write).
+    fn invalidate(&self) {
+        if let Ok(mut w) = self.windows.try_borrow_mut() {
+            for win in w.1.iter_mut() {
+                win.blocks = 0;
+            }
+        }
+    }
+
+    fn write_error(lba: u64, what: &'static str) -> Error {
+        Error::new(ErrorKind::Io, what, lba.saturating_mul(BLOCK_SIZE_U64))
     }
 
     /// Reads the first `out.len()` bytes of the device (format detection).
@@ -176,5 +208,58 @@ impl BlockDevice for FileDevice {
                 lba.saturating_mul(BLOCK_SIZE_U64),
             )),
         }
+    }
+}
+
+/// Writes go straight to the file (`pwrite`); `flush` is `fdatasync`; compare-and-write
+/// holds an exclusive advisory lock on the file (`flock`) around its read, compare and
+/// write, so cooperating processes on this host see it atomic.
+impl BlockDeviceMut for FileDevice {
+    fn write_block(&self, lba: u64, buf: &Block) -> Result<()> {
+        if !self.writable || lba >= self.blocks {
+            return Err(Self::write_error(lba, "block write"));
+        }
+        self.invalidate();
+        self.file
+            .write_all_at(buf, lba.saturating_mul(BLOCK_SIZE_U64))
+            .map_err(|_| Self::write_error(lba, "block write"))
+    }
+
+    fn flush(&self) -> Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        self.file
+            .sync_data()
+            .map_err(|_| Self::write_error(0, "flush"))
+    }
+
+    fn compare_and_write(
+        &self,
+        lba: u64,
+        expected: &[u8; SECTOR],
+        new: &[u8; SECTOR],
+    ) -> Result<bool> {
+        if !self.writable || lba >= self.blocks {
+            return Err(Self::write_error(lba, "compare-and-write"));
+        }
+        self.invalidate();
+        let at = lba.saturating_mul(BLOCK_SIZE_U64);
+        self.file
+            .lock()
+            .map_err(|_| Self::write_error(lba, "compare-and-write (lock)"))?;
+        let mut now = [0u8; SECTOR];
+        let r = self
+            .file
+            .read_exact_at(&mut now, at)
+            .and_then(|()| {
+                if &now == expected {
+                    self.file.write_all_at(new, at).map(|()| true)
+                } else {
+                    Ok(false)
+                }
+            });
+        let _ = self.file.unlock();
+        r.map_err(|_| Self::write_error(lba, "compare-and-write"))
     }
 }

@@ -106,6 +106,22 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Replay the journals of a cetrafs image (only that: like e2fsck -E journal_only).
+    /// Exit 0 nothing to replay, 1 replayed, 4 conflicting slots left, 8 refused.
+    Replay {
+        /// The image (written in place).
+        image: PathBuf,
+        /// The id this tool claims journals under (written to replay_owner).
+        #[arg(long, default_value_t = u64::MAX, value_parser = clap::value_parser!(u64).range(1..))]
+        node_id: u64,
+        /// Replay journals of nodes the registry shows ACTIVE, or that another replayer
+        /// has claimed.
+        #[arg(long)]
+        force: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// List a directory of a cetrafs image.
     Ls {
         /// The image.
@@ -300,6 +316,24 @@ fn main() -> ExitCode {
             };
             mkfs::mkfs(&image, &o)
         }
+        Command::Replay {
+            image,
+            node_id,
+            force,
+            json,
+        } => match device::FileDevice::open_rw(&image) {
+            Ok(d) => cetrafs_cmd::replay(
+                &image,
+                &d,
+                node_id,
+                force,
+                if json { Output::Json } else { Output::Human },
+            ),
+            Err(e) => {
+                eprintln!("tet-host: cannot write {}: {e}", image.display());
+                Exit::Operational
+            }
+        },
         Command::Ls {
             image,
             path,

@@ -65,7 +65,7 @@ fn output_into_a_closed_pipe_ends_quietly() {
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let mut npy = b"\x93NUMPY\x01\x00".to_vec();
     let mut h = "{'descr': '|u1', 'fortran_order': False, 'shape': (300000,), }".to_string();
-    while (h.len() + 11) % 64 != 0 {
+    while !(h.len() + 11).is_multiple_of(64) {
         h.push(' ');
     }
     h.push('\n');
