@@ -3,7 +3,7 @@
 //! naming the node) and `ls`/`cat` show the journaled content before replay, the raw
 //! disk with `--no-journal`.
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::panic)]
 
 use tet_alloc::cetrafs::{
     register_node, write_journal_txn, ImageBuilder, Params, Placement, Sparse,
