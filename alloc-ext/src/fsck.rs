@@ -321,6 +321,47 @@ pub fn findings<D: BlockDevice>(dev: D, opts: &Options) -> (Vec<Finding>, Outcom
 
 /// Checks the image on `dev` and reports every finding to `sink`.
 pub fn check<D: BlockDevice>(dev: D, opts: &Options, sink: &mut dyn Sink<Finding>) -> Outcome {
+    check_keeping_maps(dev, opts, sink).0
+}
+
+/// The block-ownership map a check computed: for block group `g`, bit `i` of words
+/// `g × words_per_bg ..` says whether data block `i` is owned (the on-disk bitmap's
+/// layout). Repair rebuilds bitmaps and free counts from it.
+pub struct OwnershipMap {
+    bits: Vec<u64>,
+    /// Words per block group.
+    pub words_per_bg: u64,
+}
+
+impl OwnershipMap {
+    /// Whether data block `i` of block group `bg` is owned.
+    pub fn owned(&self, bg: u32, i: u64) -> bool {
+        u64::from(bg)
+            .checked_mul(self.words_per_bg)
+            .and_then(|w| w.checked_add(i / 64))
+            .and_then(|w| usize::try_from(w).ok())
+            .and_then(|w| self.bits.get(w))
+            .is_some_and(|w| w & (1u64 << (i % 64)) != 0)
+    }
+}
+
+/// [`check`], also returning the ownership map when the cross-structure passes ran.
+pub fn check_keeping_maps<D: BlockDevice>(
+    dev: D,
+    opts: &Options,
+    sink: &mut dyn Sink<Finding>,
+) -> (Outcome, Option<OwnershipMap>) {
+    let mut kept = None;
+    let o = check_inner(dev, opts, sink, &mut kept);
+    (o, kept)
+}
+
+fn check_inner<D: BlockDevice>(
+    dev: D,
+    opts: &Options,
+    sink: &mut dyn Sink<Finding>,
+    kept: &mut Option<OwnershipMap>,
+) -> Outcome {
     let mut sink = Counting::new(sink);
     let mut bufs = Buffers::new();
     let mut bitmap: Block = [0; BLOCK_SIZE];
@@ -672,6 +713,10 @@ pub fn check<D: BlockDevice>(dev: D, opts: &Options, sink: &mut dyn Sink<Finding
             ));
         }
     }
+    *kept = Some(OwnershipMap {
+        bits: own.bits.0,
+        words_per_bg,
+    });
     Outcome {
         summary: Summary {
             inodes,

@@ -49,6 +49,7 @@
 extern crate alloc;
 
 pub mod cetrafs;
+pub mod cetrafs_repair;
 pub mod decode;
 pub mod example;
 pub mod fsck;

@@ -907,3 +907,128 @@ fn damage_covers_every_cross_check_code() {
         );
     }
 }
+
+mod repair {
+    use super::*;
+    use tet_alloc::cetrafs_repair::{repair, Mode, RepairOptions};
+    use tet_core::block::MemDeviceMut;
+
+    /// The findings repair fixes; every other corruption is reported and left.
+    const FIXED: &[Code] = &[
+        Code::InodeBlocks,
+        Code::LinkCount,
+        Code::DirParent,
+        Code::DirSize,
+        Code::DirentType,
+        Code::DirentFree,
+        Code::DirentDuplicate,
+        Code::GroupFreeCount,
+        Code::ZoneFreeCount,
+        Code::BlockLeaked,
+        Code::BlockUnmarked,
+        Code::BitmapPadding,
+        // Replay resolves these: it applies what it can and discards the rest.
+        Code::JournalReplay,
+        Code::CleanWithReplay,
+        Code::JournalConflict,
+        Code::JournalTxn,
+        Code::JournalPayload,
+        Code::JournalUnowned,
+        // A warning: nothing to repair.
+        Code::ZoneOwnerFenced,
+    ];
+
+    pub fn opts() -> RepairOptions {
+        RepairOptions {
+            node_id: 0xFEED,
+            // The base image registers node 7 ACTIVE; these images are offline copies.
+            force: true,
+            memory_limit: 1 << 30,
+        }
+    }
+
+    /// The files of the base image, by path, read through the checker's view.
+    pub fn files(img: &[u8]) -> Vec<(&'static str, Option<Vec<u8>>)> {
+        let paths = ["/dir/a", "/dir/sub/c", "/frag", "/deep", "/link"];
+        let mut bufs = Buffers::new();
+        let fs = Fs::open(MemDevice::new(img), &mut bufs.data).ok();
+        paths
+            .iter()
+            .map(|p| {
+                let got = fs.as_ref().and_then(|fs| {
+                    let i = fs.resolve(p.as_bytes(), &mut bufs).ok()?;
+                    let mut out = vec![0u8; i.size() as usize];
+                    fs.read(&i, 0, &mut out, &mut bufs).ok()?;
+                    Some(out)
+                });
+                (*p, got)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_damage_is_repaired_or_reported() {
+        let clean = base();
+        let clean_files = files(&clean);
+        let mut problems = Vec::new();
+        for (name, apply, code) in DAMAGE {
+            let mut img = clean.clone();
+            apply(&mut img);
+            reseal(&mut img);
+            let damaged = img.clone();
+            // -n changes no byte.
+            let dry = repair(MemDeviceMut::new(&mut img), Mode::No, &opts(), &mut |_| {
+                true
+            })
+            .unwrap();
+            if img != damaged {
+                problems.push(format!("{name}: -n wrote"));
+            }
+            let before = files(&img);
+            let out = repair(MemDeviceMut::new(&mut img), Mode::Yes, &opts(), &mut |_| {
+                true
+            })
+            .unwrap();
+            let left: Vec<_> = errors(&img);
+            let warning = code.severity() == tet_core::cetrafs::check::Severity::Warning;
+            if FIXED.contains(code) {
+                if !left.is_empty()
+                    || (out.fixes.is_empty() && out.replay.journals == 0 && !warning)
+                {
+                    problems.push(format!(
+                        "{name}: expected repaired, left {:?} after {:?}",
+                        left.iter()
+                            .map(|f| (f.code.as_str(), f.error.what, f.error.offset))
+                            .collect::<Vec<_>>(),
+                        out.fixes.iter().map(|f| f.action).collect::<Vec<_>>()
+                    ));
+                }
+                if dry.fixes.is_empty() && out.replay.journals == 0 && !warning {
+                    problems.push(format!("{name}: -n planned nothing"));
+                }
+            } else if left.is_empty() {
+                problems.push(format!("{name}: expected left, repaired"));
+            }
+            if !left.is_empty() && left != out.left {
+                problems.push(format!("{name}: outcome's left differs from a fresh check"));
+            }
+            // Files the corruption did not touch read back byte-identical.
+            for ((path, want), (_, had)) in clean_files.iter().zip(&before) {
+                if had.as_ref() == want.as_ref() {
+                    let now = files(&img).into_iter().find(|(p, _)| p == path).unwrap().1;
+                    if now != *had {
+                        problems.push(format!("{name}: {path} changed"));
+                    }
+                }
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+
+    fn errors(img: &[u8]) -> Vec<Finding> {
+        verify(img)
+            .into_iter()
+            .filter(|f| f.severity() == tet_core::cetrafs::check::Severity::Error)
+            .collect()
+    }
+}

@@ -670,8 +670,8 @@ pub fn check_pending<D: BlockDevice>(
     }
 }
 
-/// The journal of registry row `row`: its flag block, every slot header, transaction
-/// boundaries, and payloads of committed transactions. `on_committed` sees every slot
+/// The journal of registry row `row`: its flag block, every slot header, and for a
+/// dirty journal its transaction boundaries and the payloads of committed transactions. `on_committed` sees every slot
 /// of every committed transaction, in slot order; returns whether the journal is dirty
 /// (`None` when the flag block is bad). A transaction cut short (no `F_COMMIT`, or
 /// interrupted by an empty slot or the journal's end) is a torn write and ignored.
@@ -691,6 +691,16 @@ pub fn check_journal<D: BlockDevice>(
     };
     let dirty = flag.is_dirty();
     let n = fs.journal_slots();
+    if !dirty {
+        // A clean journal's slots are history, partly overwritten by later transactions:
+        // each header must still be well formed, but transactions are not gathered.
+        for s in 0..n {
+            if let Err(e) = fs.journal_slot(row, s, bufs) {
+                sink.report(&Finding::structural(Code::JournalSlot, e));
+            }
+        }
+        return Some(false);
+    }
     // The transaction being gathered: first slot, txn_id, txn_slots, length so far,
     // whether every payload matched.
     let mut cur: Option<(u64, u64, u32, u32, bool)> = None;

@@ -152,7 +152,10 @@ pub fn replay<D: BlockDeviceMut>(
     //    nothing).
     for pass in [false, true] {
         for row in 0..rows {
-            let (sector, flag) = read_flag(fs, row, bufs)?;
+            // A malformed flag block is not replayed (the checker reports it).
+            let Ok((sector, flag)) = read_flag(fs, row, bufs) else {
+                continue;
+            };
             if flag.state.get() == JOURNAL_CLEAN {
                 continue;
             }
@@ -254,7 +257,9 @@ pub fn replay<D: BlockDeviceMut>(
     }
     // 3. Every claimed journal back to clean.
     for row in 0..rows {
-        let (sector, flag) = read_flag(fs, row, bufs)?;
+        let Ok((sector, flag)) = read_flag(fs, row, bufs) else {
+            continue;
+        };
         if flag.state.get() == JOURNAL_CLEAN || flag.replay_owner.get() != opts.node_id {
             continue;
         }

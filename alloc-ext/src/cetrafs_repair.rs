@@ -1,0 +1,671 @@
+//! cetrafs repair (`tet-host repair IMAGE`): replay the journals, check, and fix what the
+//! check computed the right value for, through the journal, so a power cut at any write
+//! is recovered by running repair again.
+//!
+//! Each round checks the image (`crate::fsck`), plans fixes as whole new blocks (every
+//! fix names the finding it answers), writes them as one committed transaction per
+//! batch into a clean journal, and replays it (`tet_core::cetrafs::replay`): the journal
+//! makes a batch all-or-nothing. Rounds repeat while they fix something (removing an
+//! entry changes link counts, say), at most [`MAX_ROUNDS`] times.
+//!
+//! Fixes: data bitmaps rebuilt from the computed ownership map, and with them block and
+//! zone group free counts; bitmap padding bits; link counts set to the references
+//! counted; `blocks`, a directory's `size` and `parent`, and an entry's `file_type` set to
+//! the values the structure implies (all lossless, so `-p` applies them); entries naming
+//! inodes that are not in use removed, and repeated names renamed with a `~` and the
+//! inode number (`-y` only). Everything else is reported and left: orphans, blocks owned
+//! twice, directory loops and hard links, broken trees, checksums, features.
+
+use alloc::collections::BTreeMap;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use tet_core::block::{Block, BlockDeviceMut, BLOCK_SIZE, BLOCK_SIZE_U64};
+use tet_core::cetrafs::check::Severity;
+use tet_core::cetrafs::raw::{
+    RawBlockGroup, RawDirEntry, RawInode, RawJournalFlag, RawSlotHeader, RawZoneGroupHot,
+};
+use tet_core::cetrafs::replay::{replay, ReplayError, ReplayOptions, ReplayReport};
+use tet_core::cetrafs::{
+    bitmap_blocks, Buffers, Code, Committed, Finding, Fs, BITS_PER_BITMAP_BLOCK, F_COMMIT,
+    JOURNAL_CLEAN, JOURNAL_DIRTY, JS_MAGIC, TAIL_AT,
+};
+use tet_core::checksum::{crc32c, crc32c_skipping};
+use tet_core::{Error, ErrorKind};
+use zerocopy::{FromBytes, IntoBytes};
+
+use crate::fsck::{self, OwnershipMap};
+
+/// Rounds of check-and-fix before repair gives up on converging.
+pub const MAX_ROUNDS: u32 = 4;
+
+/// Which fixes to apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// None: report what would be done.
+    No,
+    /// Those that lose nothing (`-p`).
+    Preen,
+    /// Every fix (`-y`), or those a caller's `decide` accepts.
+    Yes,
+}
+
+/// Limits and identity of a repair.
+#[derive(Clone, Copy, Debug)]
+pub struct RepairOptions {
+    /// The id journals are claimed under.
+    pub node_id: u64,
+    /// Repair although the registry shows nodes `ACTIVE` (the filesystem may be mounted).
+    pub force: bool,
+    /// Memory for the check's maps.
+    pub memory_limit: u64,
+}
+
+/// One planned fix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fix {
+    /// The finding it answers.
+    pub code: Code,
+    /// What it does.
+    pub action: &'static str,
+    /// Absolute byte offset of what it changes.
+    pub offset: u64,
+    /// The value written, where one number says it.
+    pub value: Option<u64>,
+    /// Whether it loses nothing (applied by `-p`).
+    pub lossless: bool,
+}
+
+/// What a repair did.
+#[derive(Debug, Default)]
+pub struct RepairOutcome {
+    /// The journal replay that ran first.
+    pub replay: ReplayReport,
+    /// Fixes applied (or, with [`Mode::No`], that would be).
+    pub fixes: Vec<Fix>,
+    /// Error findings left after the last round.
+    pub left: Vec<Finding>,
+    /// Rounds run.
+    pub rounds: u32,
+}
+
+/// Why a repair stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepairError {
+    /// The registry shows nodes `ACTIVE`: the filesystem may be mounted.
+    Mounted {
+        /// A live node's registry row.
+        row: u32,
+        /// Its node id.
+        node_id: u64,
+    },
+    /// Replay refused or failed.
+    Replay(ReplayError),
+    /// No clean journal with room for a fix to go through.
+    NoJournal,
+}
+
+impl From<ReplayError> for RepairError {
+    fn from(e: ReplayError) -> Self {
+        RepairError::Replay(e)
+    }
+}
+
+impl From<Error> for RepairError {
+    fn from(e: Error) -> Self {
+        RepairError::Replay(ReplayError::Device(e))
+    }
+}
+
+/// New contents of the blocks a round changes, read from the device on first touch.
+struct Patches<'f, D: BlockDeviceMut> {
+    fs: &'f Fs<D>,
+    blocks: BTreeMap<u64, Block>,
+}
+
+impl<D: BlockDeviceMut> Patches<'_, D> {
+    fn block(&mut self, lba: u64) -> Result<&mut Block, Error> {
+        if !self.blocks.contains_key(&lba) {
+            let mut b: Block = [0; BLOCK_SIZE];
+            self.fs.device().read_block(lba, &mut b)?;
+            self.blocks.insert(lba, b);
+        }
+        self.blocks
+            .get_mut(&lba)
+            .ok_or(Error::new(ErrorKind::Invalid, "repair patch", 0))
+    }
+
+    /// Changes the inode in block `lba` and reseals it.
+    fn inode(&mut self, lba: u64, f: impl FnOnce(&mut RawInode)) -> Result<(), Error> {
+        let b = self.block(lba)?;
+        let mut r = RawInode::read_from_bytes(b.get(..256).unwrap_or(&[]))
+            .map_err(|_| Error::new(ErrorKind::Invalid, "inode", lba))?;
+        f(&mut r);
+        r.checksum.set(crc32c_skipping(r.as_bytes(), 248));
+        if let Some(dst) = b.get_mut(..256) {
+            dst.copy_from_slice(r.as_bytes());
+        }
+        Ok(())
+    }
+
+    /// Changes the directory entry at byte `off` of block `lba` and reseals the block.
+    fn dirent(
+        &mut self,
+        lba: u64,
+        off: usize,
+        f: impl FnOnce(&mut RawDirEntry),
+    ) -> Result<(), Error> {
+        let b = self.block(lba)?;
+        let end = off.saturating_add(266);
+        let mut d = RawDirEntry::read_from_bytes(b.get(off..end).unwrap_or(&[]))
+            .map_err(|_| Error::new(ErrorKind::Invalid, "dirent", lba))?;
+        f(&mut d);
+        if let Some(dst) = b.get_mut(off..end) {
+            dst.copy_from_slice(d.as_bytes());
+        }
+        let c = crc32c_skipping(&b[..], TAIL_AT.saturating_add(8));
+        if let Some(dst) = b.get_mut(TAIL_AT.saturating_add(8)..) {
+            dst.copy_from_slice(&c.to_le_bytes());
+        }
+        Ok(())
+    }
+}
+
+fn split(offset: u64) -> (u64, usize) {
+    (
+        offset / BLOCK_SIZE_U64,
+        usize::try_from(offset % BLOCK_SIZE_U64).unwrap_or(0),
+    )
+}
+
+fn expected(f: &Finding) -> Option<u64> {
+    match f.error.kind {
+        ErrorKind::Mismatch { expected, .. } => Some(expected),
+        _ => None,
+    }
+}
+
+/// Plans one round's fixes from the findings and the ownership map.
+fn plan<D: BlockDeviceMut>(
+    fs: &Fs<D>,
+    found: &[Finding],
+    own: Option<&OwnershipMap>,
+    patches: &mut Patches<'_, D>,
+    fixes: &mut Vec<Fix>,
+) -> Result<(), Error> {
+    let has = |c: Code| found.iter().any(|f| f.code == c);
+    // Bitmaps and counters, rebuilt from the ownership map.
+    if let Some(own) = own {
+        if has(Code::BlockLeaked)
+            || has(Code::BlockUnmarked)
+            || has(Code::GroupFreeCount)
+            || has(Code::ZoneFreeCount)
+            || has(Code::BitmapPadding)
+        {
+            rebuild_bitmaps(fs, own, patches, fixes)?;
+        }
+    }
+    if has(Code::BitmapPadding) {
+        let sb = fs.superblock();
+        let start = sb.raw().inode_bitmap_start.get();
+        for k in 0..sb.raw().inode_bitmap_blocks.get() {
+            let lba = start.saturating_add(k);
+            let base = k.saturating_mul(BITS_PER_BITMAP_BLOCK);
+            let live = sb
+                .inode_count()
+                .saturating_sub(base)
+                .min(BITS_PER_BITMAP_BLOCK);
+            let b = patches.block(lba)?;
+            let before = *b;
+            for i in live..BITS_PER_BITMAP_BLOCK {
+                set_bit(b, i, true);
+            }
+            if k == 0 {
+                set_bit(b, 0, true);
+            }
+            if *b != before {
+                fixes.push(Fix {
+                    code: Code::BitmapPadding,
+                    action: "inode bitmap padding bits set",
+                    offset: lba.saturating_mul(BLOCK_SIZE_U64),
+                    value: None,
+                    lossless: true,
+                });
+            }
+        }
+    }
+    // Entries decide link counts: while entries are being fixed, counts wait for the
+    // next round's check.
+    let entries_change = found.iter().any(|f| {
+        matches!(
+            f.code,
+            Code::DirentType | Code::DirentFree | Code::DirentDuplicate
+        )
+    });
+    for f in found {
+        let (lba, off) = split(f.error.offset);
+        let want = expected(f);
+        let fix = |action, lossless| Fix {
+            code: f.code,
+            action,
+            offset: f.error.offset,
+            value: want,
+            lossless,
+        };
+        match (f.code, want) {
+            // No names at all is an orphan (reconnecting is not done here), not nlink 0.
+            (Code::LinkCount, Some(n)) if n >= 1 && !entries_change => {
+                let n32 = u32::try_from(n).unwrap_or(u32::MAX);
+                patches.inode(lba, |r| r.nlink.set(n32))?;
+                fixes.push(fix("nlink set to the references counted", true));
+            }
+            (Code::InodeBlocks, Some(n)) => {
+                patches.inode(lba, |r| r.blocks.set(n))?;
+                fixes.push(fix("blocks set to the extents' total", true));
+            }
+            (Code::DirSize, Some(n)) => {
+                patches.inode(lba, |r| r.size.set(n))?;
+                fixes.push(fix("directory size set to its mapped blocks", true));
+            }
+            (Code::DirParent, Some(n)) => {
+                patches.inode(lba, |r| r.parent.set(n))?;
+                fixes.push(fix("parent set to the directory naming it", true));
+            }
+            (Code::DirentType, Some(t)) => {
+                let t8 = u8::try_from(t).unwrap_or(0);
+                patches.dirent(lba, off.saturating_sub(10), |d| d.file_type = t8)?;
+                fixes.push(fix("file_type set to the inode's", true));
+            }
+            (Code::DirentFree, _) => {
+                patches.dirent(lba, off, |d| {
+                    *d = RawDirEntry::read_from_bytes(&[0u8; 266][..]).unwrap_or(*d);
+                })?;
+                fixes.push(fix("entry naming an inode not in use removed", false));
+            }
+            (Code::DirentDuplicate, _) => {
+                let mut renamed = false;
+                patches.dirent(lba, off.saturating_sub(11), |d| {
+                    let len = usize::from(d.name_len.get()).min(255);
+                    let mut suffix = [0u8; 21];
+                    let n = write_suffix(&mut suffix, d.inode.get());
+                    let keep = len.min(255usize.saturating_sub(n));
+                    if let (Some(dst), Some(src)) = (
+                        d.name.get_mut(keep..keep.saturating_add(n)),
+                        suffix.get(..n),
+                    ) {
+                        dst.copy_from_slice(src);
+                        d.name_len
+                            .set(u16::try_from(keep.saturating_add(n)).unwrap_or(255));
+                        renamed = true;
+                    }
+                })?;
+                if renamed {
+                    fixes.push(fix(
+                        "repeated name renamed with ~ and the inode number",
+                        false,
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// `~` and the decimal `ino` into `out`; returns the length.
+fn write_suffix(out: &mut [u8; 21], ino: u64) -> usize {
+    let mut digits = [0u8; 20];
+    let mut n = 0usize;
+    let mut v = ino;
+    loop {
+        if let Some(d) = digits.get_mut(n) {
+            *d = b'0'.saturating_add(u8::try_from(v % 10).unwrap_or(0));
+        }
+        n = n.saturating_add(1);
+        v /= 10;
+        if v == 0 || n >= 20 {
+            break;
+        }
+    }
+    if let Some(o) = out.first_mut() {
+        *o = b'~';
+    }
+    for k in 0..n {
+        if let (Some(dst), Some(src)) = (
+            out.get_mut(k.saturating_add(1)),
+            digits.get(n.saturating_sub(1).saturating_sub(k)),
+        ) {
+            *dst = *src;
+        }
+    }
+    n.saturating_add(1)
+}
+
+fn set_bit(b: &mut Block, i: u64, on: bool) {
+    if let Some(byte) = usize::try_from(i / 8).ok().and_then(|k| b.get_mut(k)) {
+        let m = 1u8 << (i % 8);
+        if on {
+            *byte |= m;
+        } else {
+            *byte &= !m;
+        }
+    }
+}
+
+/// Data bitmaps equal to the ownership map (padding bits set), and free counts that
+/// match them, per block group and per zone group.
+fn rebuild_bitmaps<D: BlockDeviceMut>(
+    fs: &Fs<D>,
+    own: &OwnershipMap,
+    patches: &mut Patches<'_, D>,
+    fixes: &mut Vec<Fix>,
+) -> Result<(), Error> {
+    let sb = *fs.superblock();
+    let mut buf: Block = [0; BLOCK_SIZE];
+    for z in 0..sb.zone_group_count() {
+        let zg = fs.zone_group(z, &mut buf)?;
+        let first = zg.cold().first_bg_id.get();
+        let mut zone_free = 0u64;
+        for bi in first..first.saturating_add(zg.cold().bg_count.get()) {
+            let bg = fs.block_group(bi, &mut buf)?;
+            let raw = *bg.raw();
+            let data = raw.data_block_count.get();
+            let dbm = bitmap_blocks(raw.length_blocks.get());
+            let mut used = 0u64;
+            for k in 0..dbm {
+                let lba = raw.start_block.get().saturating_add(1).saturating_add(k);
+                let base = k.saturating_mul(BITS_PER_BITMAP_BLOCK);
+                let mut want: Block = [0; BLOCK_SIZE];
+                for i in 0..BITS_PER_BITMAP_BLOCK {
+                    let abs = base.saturating_add(i);
+                    let on = abs >= data || own.owned(bi, abs);
+                    if on && abs < data {
+                        used = used.saturating_add(1);
+                    }
+                    set_bit(&mut want, i, on);
+                }
+                let b = patches.block(lba)?;
+                if *b != want {
+                    *b = want;
+                    fixes.push(Fix {
+                        code: Code::BlockLeaked,
+                        action: "data bitmap rebuilt from the blocks files, trees and queues own",
+                        offset: lba.saturating_mul(BLOCK_SIZE_U64),
+                        value: None,
+                        lossless: true,
+                    });
+                }
+            }
+            let free = data.saturating_sub(used);
+            zone_free = zone_free.saturating_add(free);
+            if free != raw.free_data_blocks.get() {
+                let lba = bg.lba();
+                let b = patches.block(lba)?;
+                let mut d = RawBlockGroup::read_from_bytes(b.get(..128).unwrap_or(&[]))
+                    .map_err(|_| Error::new(ErrorKind::Invalid, "block group", lba))?;
+                d.free_data_blocks.set(free);
+                d.checksum.set(crc32c_skipping(d.as_bytes(), 112));
+                if let Some(dst) = b.get_mut(..128) {
+                    dst.copy_from_slice(d.as_bytes());
+                }
+                fixes.push(Fix {
+                    code: Code::GroupFreeCount,
+                    action: "block group free_data_blocks set from its bitmap",
+                    offset: lba.saturating_mul(BLOCK_SIZE_U64).saturating_add(64),
+                    value: Some(free),
+                    lossless: true,
+                });
+            }
+        }
+        if zone_free != zg.hot().free_data_blocks.get() {
+            let lba = zg.lba();
+            let b = patches.block(lba)?;
+            let mut h = RawZoneGroupHot::read_from_bytes(b.get(..64).unwrap_or(&[]))
+                .map_err(|_| Error::new(ErrorKind::Invalid, "zone group", lba))?;
+            h.free_data_blocks.set(zone_free);
+            h.hot_checksum.set(crc32c_skipping(h.as_bytes(), 56));
+            if let Some(dst) = b.get_mut(..64) {
+                dst.copy_from_slice(h.as_bytes());
+            }
+            fixes.push(Fix {
+                code: Code::ZoneFreeCount,
+                action: "zone group free_data_blocks set to its groups' sum",
+                offset: lba.saturating_mul(BLOCK_SIZE_U64).saturating_add(16),
+                value: Some(zone_free),
+                lossless: true,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Writes `blocks` through a clean journal as committed transactions of at most one
+/// journal's slots each, replaying each before the next.
+fn apply<D: BlockDeviceMut>(
+    fs: &Fs<D>,
+    blocks: &BTreeMap<u64, Block>,
+    opts: &RepairOptions,
+    txn: &mut u64,
+    bufs: &mut Buffers,
+) -> Result<(), RepairError> {
+    let sb = *fs.superblock();
+    let slots = fs.journal_slots();
+    let row = (0..sb.node_capacity())
+        .find(|r| {
+            fs.journal_flag(*r, &mut bufs.data)
+                .is_ok_and(|f| f.raw().state.get() == JOURNAL_CLEAN)
+        })
+        .ok_or(RepairError::NoJournal)?;
+    if slots == 0 {
+        return Err(RepairError::NoJournal);
+    }
+    // The group tables are hot-sector records (section 1): written by compare-and-write
+    // of their first 512 bytes, after the journaled blocks, never through a journal
+    // (whose targets lie past them).
+    let tables_end = sb.raw().inode_bitmap_start.get();
+    let list: Vec<(&u64, &Block)> = blocks.iter().filter(|(l, _)| **l >= tables_end).collect();
+    let hot: Vec<(&u64, &Block)> = blocks.iter().filter(|(l, _)| **l < tables_end).collect();
+    let per = usize::try_from(slots).unwrap_or(1).max(1);
+    let start = fs.journal_start(row);
+    for batch in list.chunks(per) {
+        *txn = txn.saturating_add(1);
+        let n = u32::try_from(batch.len()).unwrap_or(0);
+        for (k, (target, new)) in batch.iter().enumerate() {
+            let k32 = u32::try_from(k).unwrap_or(0);
+            fs.device().read_block(**target, &mut bufs.data)?;
+            let mut h = RawSlotHeader::read_from_bytes(&[0u8; 64][..])
+                .map_err(|_| Error::new(ErrorKind::Invalid, "slot", 0))?;
+            h.magic = JS_MAGIC;
+            h.flags.set(if k32.saturating_add(1) == n {
+                F_COMMIT
+            } else {
+                0
+            });
+            h.txn_id.set(*txn);
+            h.target_lba.set(**target);
+            h.payload_checksum.set(u64::from(crc32c(&new[..])));
+            h.pre_checksum.set(u64::from(crc32c(&bufs.data[..])));
+            h.txn_index.set(k32);
+            h.txn_slots.set(n);
+            h.header_checksum.set(crc32c_skipping(h.as_bytes(), 56));
+            let hdr = start
+                .saturating_add(1)
+                .saturating_add(u64::from(k32).saturating_mul(2));
+            let mut hb: Block = [0; BLOCK_SIZE];
+            if let Some(dst) = hb.get_mut(..64) {
+                dst.copy_from_slice(h.as_bytes());
+            }
+            fs.device().write_block(hdr.saturating_add(1), new)?;
+            fs.device().write_block(hdr, &hb)?;
+        }
+        // The rest of the journal's slots: empty, so no stale slot joins the transaction.
+        let empty: Block = [0; BLOCK_SIZE];
+        for k in u64::from(n)..slots {
+            let hdr = start.saturating_add(1).saturating_add(k.saturating_mul(2));
+            fs.device().read_block(hdr, &mut bufs.data)?;
+            if bufs.data.iter().any(|b| *b != 0) {
+                fs.device().write_block(hdr, &empty)?;
+            }
+        }
+        fs.device().flush()?;
+        // Commit: the flag goes DIRTY by compare-and-write of its hot sector.
+        fs.device().read_block(start, &mut bufs.data)?;
+        let mut old = [0u8; 512];
+        old.copy_from_slice(bufs.data.get(..512).unwrap_or(&[0; 512]));
+        let mut flag = RawJournalFlag::read_from_bytes(bufs.data.get(..64).unwrap_or(&[]))
+            .map_err(|_| Error::new(ErrorKind::Invalid, "journal flag", start))?;
+        flag.state.set(JOURNAL_DIRTY);
+        flag.seq.set(flag.seq.get().wrapping_add(1));
+        flag.checksum.set(crc32c_skipping(flag.as_bytes(), 56));
+        let mut new = old;
+        if let Some(dst) = new.get_mut(..64) {
+            dst.copy_from_slice(flag.as_bytes());
+        }
+        if !fs.device().compare_and_write(start, &old, &new)? {
+            return Err(RepairError::NoJournal);
+        }
+        fs.device().flush()?;
+        replay_all(fs, opts, bufs)?;
+    }
+    for (lba, new) in hot {
+        fs.device().read_block(*lba, &mut bufs.data)?;
+        let mut old = [0u8; 512];
+        old.copy_from_slice(bufs.data.get(..512).unwrap_or(&[0; 512]));
+        let mut sector = [0u8; 512];
+        sector.copy_from_slice(new.get(..512).unwrap_or(&[0; 512]));
+        if old != sector && !fs.device().compare_and_write(*lba, &old, &sector)? {
+            return Err(RepairError::NoJournal);
+        }
+    }
+    fs.device().flush()?;
+    Ok(())
+}
+
+fn replay_all<D: BlockDeviceMut>(
+    fs: &Fs<D>,
+    opts: &RepairOptions,
+    bufs: &mut Buffers,
+) -> Result<ReplayReport, ReplayError> {
+    let n = fs.committed_slots(&mut [], bufs);
+    let mut table = vec![Committed::default(); n];
+    replay(
+        fs,
+        ReplayOptions {
+            node_id: opts.node_id,
+            force: true,
+        },
+        &mut table,
+        bufs,
+        &mut |_: &Finding| {},
+    )
+}
+
+/// Repairs the image on `dev` (see the module docs). `decide` is asked about every fix
+/// the mode allows and may refuse it (interactive repair); with [`Mode::No`] nothing is
+/// written and `fixes` lists what one round would do.
+pub fn repair<D: BlockDeviceMut>(
+    dev: D,
+    mode: Mode,
+    opts: &RepairOptions,
+    decide: &mut dyn FnMut(&Fix) -> bool,
+) -> Result<RepairOutcome, RepairError> {
+    let mut out = RepairOutcome::default();
+    let mut bufs = Buffers::new();
+    let check_opts = fsck::Options {
+        memory_limit: opts.memory_limit,
+    };
+    let errors_of = |found: &[Finding]| -> Vec<Finding> {
+        found
+            .iter()
+            .filter(|f| f.severity() == Severity::Error)
+            .copied()
+            .collect()
+    };
+    let fs = match Fs::open(&dev, &mut bufs.data) {
+        Ok(fs) => fs,
+        Err(_) => {
+            // A mount failure is not repaired here: report the check's findings.
+            let (found, _) = fsck::findings(&dev, &check_opts);
+            out.left = errors_of(&found);
+            return Ok(out);
+        }
+    };
+    if !opts.force {
+        for row in 0..fs.superblock().node_capacity() {
+            if let Ok(Some(n)) = fs.node_row(row, &mut bufs.data) {
+                if n.raw().state.get() == 1 {
+                    return Err(RepairError::Mounted {
+                        row,
+                        node_id: n.raw().node_id.get(),
+                    });
+                }
+            }
+        }
+    }
+    if mode != Mode::No {
+        out.replay = replay_all(&fs, opts, &mut bufs)?;
+    }
+    let mut txn = u64::from(u32::MAX);
+    loop {
+        let mut found: Vec<Finding> = Vec::new();
+        let (_, own) =
+            fsck::check_keeping_maps(&dev, &check_opts, &mut |f: &Finding| found.push(*f));
+        let fs = Fs::open(&dev, &mut bufs.data)?;
+        let mut patches = Patches {
+            fs: &fs,
+            blocks: BTreeMap::new(),
+        };
+        let mut planned = Vec::new();
+        plan(&fs, &found, own.as_ref(), &mut patches, &mut planned)?;
+        let allowed: Vec<Fix> = planned
+            .iter()
+            .filter(|f| match mode {
+                Mode::No => true,
+                Mode::Preen => f.lossless,
+                Mode::Yes => true,
+            })
+            .copied()
+            .collect();
+        if mode == Mode::No || allowed.is_empty() || out.rounds >= MAX_ROUNDS {
+            if mode == Mode::No {
+                out.fixes = allowed;
+            }
+            out.left = errors_of(&found);
+            return Ok(out);
+        }
+        // Only the blocks of the fixes allowed and accepted.
+        let mut accepted = Vec::new();
+        for f in &allowed {
+            if decide(f) {
+                accepted.push(*f);
+            }
+        }
+        if accepted.is_empty() {
+            out.left = errors_of(&found);
+            return Ok(out);
+        }
+        let keep: BTreeMap<u64, Block> = if accepted.len() == planned.len() {
+            patches.blocks
+        } else {
+            // A refused fix's block is not written; a block shared by an accepted and a
+            // refused fix is left whole (refusing wins).
+            let refused: Vec<u64> = planned
+                .iter()
+                .filter(|p| !accepted.contains(p))
+                .map(|p| p.offset / BLOCK_SIZE_U64)
+                .collect();
+            patches
+                .blocks
+                .into_iter()
+                .filter(|(lba, _)| !refused.contains(lba))
+                .collect()
+        };
+        if keep.is_empty() {
+            out.left = errors_of(&found);
+            return Ok(out);
+        }
+        apply(&fs, &keep, opts, &mut txn, &mut bufs)?;
+        out.fixes.extend(accepted);
+        out.rounds = out.rounds.saturating_add(1);
+    }
+}
