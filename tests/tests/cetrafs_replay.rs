@@ -276,7 +276,6 @@ fn a_power_cut_at_any_write_of_a_repair_then_repair_again_converges() {
         let ia = fs.resolve(b"/a", &mut bufs).unwrap().lba() as usize * B;
         let bg0 = fs.superblock().raw().bg_table_start.get() as usize * B;
         let ib = fs.superblock().raw().inode_bitmap_start.get() as usize * B;
-        drop(fs);
         img0[ia + 28] = 3; // nlink
         img0[bg0 + 64] ^= 1; // free_data_blocks
         img0[ib + B - 1] &= 0x7F; // a padding bit
