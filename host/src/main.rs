@@ -233,7 +233,8 @@ enum Command {
     /// every fix; without one of them it asks per fix on a terminal. Exit 0 nothing to
     /// fix, 1 all corrected, 4 problems left, 8 operational error, 16 usage error.
     Repair {
-        /// The file (replaced atomically unless -o is given).
+        /// The file (.tet: replaced atomically unless -o is given; cetrafs: repaired in
+        /// place through its journal).
         file: PathBuf,
         /// Report what would be done; change nothing.
         #[arg(short = 'n', conflicts_with_all = ["preen", "yes"])]
@@ -251,6 +252,13 @@ enum Command {
         /// recording each loss in the history footer. Lossy: needs -y or a yes.
         #[arg(long)]
         zero_bad_chunks: bool,
+        /// cetrafs: repair although the registry shows nodes ACTIVE (the filesystem may
+        /// be mounted), and replay their journals.
+        #[arg(long)]
+        force: bool,
+        /// cetrafs: print JSON.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         read: ReadArgs,
     },
@@ -475,30 +483,33 @@ fn main() -> ExitCode {
             yes,
             output,
             zero_bad_chunks,
+            force,
+            json,
             read,
-        } => with_input_mode(&file, read.no_mmap, |b| {
-            if detect(b) == Format::Cetrafs {
-                eprintln!(
-                    "tet-host: {}: repair handles .tet files; cetrafs images are checked \
-                     with `tet-host verify`",
-                    file.display()
-                );
-                return Exit::Usage;
-            }
+        } => {
             let mode = match (no, preen, yes) {
                 (true, _, _) => tet_repair::Mode::No,
                 (_, true, _) => tet_repair::Mode::Preen,
                 (_, _, true) => tet_repair::Mode::Yes,
                 _ => tet_repair::Mode::Ask,
             };
-            let o = tet_repair::RepairOptions {
-                mode,
-                output: output.as_deref(),
-                zero_bad_chunks,
-                decode: read.decode(),
-            };
-            tet_repair::repair(&file, b, &o)
-        }),
+            match sniff(&file) {
+                Err(e) => e,
+                Ok(Some(_)) => {
+                    let out = if json { Output::Json } else { Output::Human };
+                    cetrafs_cmd::repair(&file, mode, force, out)
+                }
+                Ok(None) => with_input_mode(&file, read.no_mmap, |b| {
+                    let o = tet_repair::RepairOptions {
+                        mode,
+                        output: output.as_deref(),
+                        zero_bad_chunks,
+                        decode: read.decode(),
+                    };
+                    tet_repair::repair(&file, b, &o)
+                }),
+            }
+        }
         Command::Verify {
             file,
             json,

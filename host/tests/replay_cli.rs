@@ -92,3 +92,50 @@ fn replay_once_then_nothing_and_live_nodes_refused() {
     assert_eq!(code, 1, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn repair_conventions_on_a_cetrafs_image() {
+    use tet_alloc::cetrafs::reseal;
+    let dir = std::env::temp_dir().join(format!("tet-host-crepair-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut img = dirty_image(false);
+    // A wrong link count on /a, and a group free count off by one.
+    {
+        let mut bufs = Buffers::new();
+        let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+        let ia = fs.resolve(b"/a", &mut bufs).unwrap().lba() as usize * 4096;
+        let bg = fs.superblock().raw().bg_table_start.get() as usize * 4096;
+        img[ia + 28] = 5;
+        img[bg + 64] ^= 2;
+        reseal(&mut img);
+    }
+    std::fs::write(dir.join("img"), &img).unwrap();
+    assert_eq!(run(&["verify", "img"], &dir).0, 4);
+    // -n: reports, exit 4, changes no byte.
+    let (code, out, _) = run(&["repair", "-n", "img"], &dir);
+    assert_eq!(code, 4);
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.contains("would fix[link-count] nlink set to the references counted"),
+        "{out}"
+    );
+    assert!(std::fs::read(dir.join("img")).unwrap() == img);
+    // No mode and no terminal: a usage error.
+    assert_eq!(run(&["repair", "img"], &dir).0, 16);
+    // -p: replays, fixes, exit 1; then clean.
+    let (code, out, err) = run(&["repair", "-p", "img"], &dir);
+    assert_eq!(code, 1, "{err}");
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains("replayed 1 journal(s)"), "{out}");
+    assert!(out.contains("fixed[group-free-count]"), "{out}");
+    assert_eq!(run(&["verify", "img"], &dir).0, 0);
+    assert_eq!(run(&["cat", "--no-journal", "img", "/a"], &dir).1, b"new\n");
+    assert_eq!(run(&["repair", "-p", "img"], &dir).0, 0);
+    // A live node: refused without --force.
+    std::fs::write(dir.join("live"), dirty_image(true)).unwrap();
+    let (code, _, err) = run(&["repair", "-y", "live"], &dir);
+    assert_eq!(code, 8);
+    assert!(err.contains("node 7 (registry row 0) is ACTIVE"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
