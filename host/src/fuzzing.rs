@@ -442,3 +442,38 @@ pub fn cetrafs_path(path: &[u8]) {
         }
     }
 }
+
+/// Repairs (`-y`, forced) a copy of the base image mutated as in [`cetrafs_open_walk`]
+/// and checks the invariant: either repair reports findings it left (exit 4), or the
+/// image now verifies with no error. Never panics, never loops.
+pub fn cetrafs_repair(data: &[u8]) {
+    use tet_alloc::cetrafs_repair::{repair, Mode, RepairOptions};
+    use tet_core::block::MemDeviceMut;
+    let mut img = cetrafs_base().to_vec();
+    for rec in data.chunks_exact(5) {
+        let off = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]) as usize;
+        if let Some(len) = std::num::NonZeroUsize::new(img.len()) {
+            img[off % len.get()] = rec[4];
+        }
+    }
+    reseal(&mut img);
+    let opts = RepairOptions {
+        node_id: u64::MAX,
+        force: true,
+        memory_limit: 1 << 28,
+    };
+    let Ok(out) = repair(MemDeviceMut::new(&mut img), Mode::Yes, &opts, &mut |_| true) else {
+        return;
+    };
+    if out.left.is_empty() {
+        let (found, _) = tet_alloc::fsck::findings(MemDevice::new(&img), &Default::default());
+        let errors: Vec<_> = found
+            .iter()
+            .filter(|f| f.severity() == Severity::Error)
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "repair left nothing, yet verify finds {errors:?}"
+        );
+    }
+}

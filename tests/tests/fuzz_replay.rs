@@ -87,3 +87,8 @@ fn errors(img: &[u8]) -> Vec<tet_core::cetrafs::Finding> {
     .filter(|f| f.severity() == tet_core::finding::Severity::Error)
     .collect()
 }
+
+#[test]
+fn replay_cetrafs_repair() {
+    assert!(replay("cetrafs_repair", tet_host::fuzzing::cetrafs_repair) >= 4);
+}
