@@ -22,7 +22,9 @@ fn every_cetrafs_code_is_documented_with_its_rule() {
     use tet_core::cetrafs::Code as C;
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/cetrafs.md"))
         .unwrap();
-    let section = &doc[doc.find("## 13.").unwrap()..];
+    let start = doc.find("## 13.").unwrap();
+    let end = doc[start..].find("## 14.").map_or(doc.len(), |e| start + e);
+    let section = &doc[start..end];
     for code in C::ALL {
         let row = format!(
             "| `{}` | {} | {} |",
