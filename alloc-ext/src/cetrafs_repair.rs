@@ -12,9 +12,10 @@
 //! zone group free counts; bitmap padding bits; link counts set to the references
 //! counted; `blocks`, a directory's `size` and `parent`, and an entry's `file_type` set to
 //! the values the structure implies (all lossless, so `-p` applies them); entries naming
-//! inodes that are not in use removed, and repeated names renamed with a `~` and the
-//! inode number (`-y` only). Everything else is reported and left: orphans, blocks owned
-//! twice, directory loops and hard links, broken trees, checksums, features.
+//! inodes that are not in use removed, a directory's second name (a hard link, or the
+//! entry closing a loop) removed, and repeated names renamed with a `~` and the inode
+//! number (`-y` only). Everything else is reported and left: orphans, blocks owned twice,
+//! broken trees, checksums, features.
 
 use alloc::collections::BTreeMap;
 use alloc::vec;
@@ -239,7 +240,7 @@ fn plan<D: BlockDeviceMut>(
     let entries_change = found.iter().any(|f| {
         matches!(
             f.code,
-            Code::DirentType | Code::DirentFree | Code::DirentDuplicate
+            Code::DirentType | Code::DirentFree | Code::DirentDuplicate | Code::DirLinked
         )
     });
     for f in found {
@@ -275,6 +276,14 @@ fn plan<D: BlockDeviceMut>(
                 let t8 = u8::try_from(t).unwrap_or(0);
                 patches.dirent(lba, off.saturating_sub(10), |d| d.file_type = t8)?;
                 fixes.push(fix("file_type set to the inode's", true));
+            }
+            // A directory named twice (a hard link, or the entry closing a loop): the
+            // later entry goes; the directory stays reachable through the first.
+            (Code::DirLinked, _) => {
+                patches.dirent(lba, off, |d| {
+                    *d = RawDirEntry::read_from_bytes(&[0u8; 266][..]).unwrap_or(*d);
+                })?;
+                fixes.push(fix("entry naming a directory a second time removed", false));
             }
             (Code::DirentFree, _) => {
                 patches.dirent(lba, off, |d| {

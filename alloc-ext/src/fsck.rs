@@ -816,6 +816,31 @@ fn connectivity(
             ),
         )),
     }
+    // The entry a directory keeps when several name it: the one in the directory its
+    // `parent` names, else the first; every other is the extra link.
+    let mut keeper: BTreeMap<u64, usize> = BTreeMap::new();
+    for (k, e) in entries.iter().enumerate() {
+        if e.ftype != FileType::Directory || e.target == root {
+            continue;
+        }
+        let Some(t) = info_mut(infos, e.target).map(|t| *t) else {
+            continue;
+        };
+        if t.kind != Some(FileType::Directory) {
+            continue;
+        }
+        match keeper.get(&e.target).copied() {
+            None => {
+                keeper.insert(e.target, k);
+            }
+            Some(prev) => {
+                let prev_right = entries.get(prev).is_some_and(|p| p.dir == t.parent);
+                if !prev_right && e.dir == t.parent {
+                    keeper.insert(e.target, k);
+                }
+            }
+        }
+    }
     // Entries that count: the target is in use and parsed, and the type agrees.
     let mut live: Vec<bool> = Vec::new();
     live.resize(entries.len(), false);
@@ -862,7 +887,7 @@ fn connectivity(
         }
         t.refs = t.refs.saturating_add(1);
         let is_dir = t.kind == Some(FileType::Directory);
-        let (refs, parent) = (t.refs, t.parent);
+        let parent = t.parent;
         if let Some(l) = live.get_mut(k) {
             *l = true;
         }
@@ -870,7 +895,7 @@ fn connectivity(
             if let Some(d) = info_mut(infos, e.dir) {
                 d.subdirs = d.subdirs.saturating_add(1);
             }
-            if refs > 1 || e.target == root {
+            if keeper.get(&e.target) != Some(&k) || e.target == root {
                 sink.report(
                     &Finding::new(
                         Code::DirLinked,

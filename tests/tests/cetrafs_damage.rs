@@ -922,6 +922,7 @@ mod repair {
         Code::DirentType,
         Code::DirentFree,
         Code::DirentDuplicate,
+        Code::DirLinked,
         Code::GroupFreeCount,
         Code::ZoneFreeCount,
         Code::BlockLeaked,
