@@ -14,8 +14,8 @@
 //! the values the structure implies (all lossless, so `-p` applies them); entries naming
 //! inodes that are not in use removed, a directory's second name (a hard link, or the
 //! entry closing a loop) removed, and repeated names renamed with a `~` and the inode
-//! number (`-y` only). Everything else is reported and left: orphans, blocks owned twice,
-//! broken trees, checksums, features.
+//! number (`-y` only); orphans named in `/lost+found` by their inode number. Everything
+//! else is reported and left: blocks owned twice, broken trees, checksums, features.
 
 use alloc::collections::BTreeMap;
 use alloc::vec;
@@ -317,6 +317,282 @@ fn plan<D: BlockDeviceMut>(
             }
             _ => {}
         }
+    }
+    // Orphans, once nothing else in this round changes entries or bitmaps (the new
+    // directory's blocks are allocated from what the bitmaps say is free).
+    let busy = entries_change
+        || !patches.blocks.is_empty()
+        || has(Code::BlockLeaked)
+        || has(Code::BlockUnmarked);
+    if !busy {
+        if let Some(own) = own {
+            reconnect_orphans(fs, found, own, patches, fixes)?;
+        }
+    }
+    Ok(())
+}
+
+/// The name `lost+found`.
+const LOST_FOUND: &[u8] = b"lost+found";
+
+/// The first empty entry slot of directory `dir`'s blocks: (block, byte offset).
+fn free_slot<D: BlockDeviceMut>(
+    fs: &Fs<D>,
+    dir: &tet_core::cetrafs::Inode,
+    patches: &mut Patches<'_, D>,
+    taken: &[(u64, usize)],
+) -> Result<Option<(u64, usize)>, Error> {
+    let mut bufs = Buffers::new();
+    let mut blocks = Vec::new();
+    let _ = fs.for_each_extent(dir, &mut bufs.tree, |e| {
+        for b in 0..u64::from(e.len) {
+            blocks.push(e.physical.saturating_add(b));
+        }
+        Ok(core::ops::ControlFlow::Continue(()))
+    })?;
+    for lba in blocks {
+        let b = patches.block(lba)?;
+        for k in 0..tet_core::cetrafs::DIRENTS_PER_BLOCK {
+            let off = k.saturating_mul(266);
+            let empty = b
+                .get(off..off.saturating_add(8))
+                .is_some_and(|x| x.iter().all(|v| *v == 0));
+            if empty && !taken.contains(&(lba, off)) {
+                return Ok(Some((lba, off)));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// A clear bit below `limit` in the bitmap blocks from `start` (`count` of them), not
+/// in `avoid`; returns its index.
+fn free_bit<D: BlockDeviceMut>(
+    patches: &mut Patches<'_, D>,
+    start: u64,
+    count: u64,
+    limit: u64,
+    skip: impl Fn(u64) -> bool,
+) -> Result<Option<u64>, Error> {
+    for k in 0..count {
+        let base = k.saturating_mul(BITS_PER_BITMAP_BLOCK);
+        let b = *patches.block(start.saturating_add(k))?;
+        for i in 0..BITS_PER_BITMAP_BLOCK {
+            let abs = base.saturating_add(i);
+            if abs >= limit {
+                return Ok(None);
+            }
+            let set = usize::try_from(i / 8)
+                .ok()
+                .and_then(|x| b.get(x))
+                .is_some_and(|x| x & (1u8 << (i % 8)) != 0);
+            if !set && !skip(abs) {
+                return Ok(Some(abs));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Names every orphan in `/lost+found` (made if absent) by its inode number, as
+/// e2fsck does. A directory moved there gets `/lost+found` as its parent; link counts
+/// follow in the next round. Orphans beyond the free entry slots wait for later rounds.
+fn reconnect_orphans<D: BlockDeviceMut>(
+    fs: &Fs<D>,
+    found: &[Finding],
+    own: &OwnershipMap,
+    patches: &mut Patches<'_, D>,
+    fixes: &mut Vec<Fix>,
+) -> Result<(), Error> {
+    let orphans: Vec<u64> = found
+        .iter()
+        .filter(|f| f.code == Code::Orphan)
+        .filter_map(|f| f.ino)
+        .collect();
+    if orphans.is_empty() {
+        return Ok(());
+    }
+    let sb = *fs.superblock();
+    let mut bufs = Buffers::new();
+    let root = fs.inode(sb.root_inode(), &mut bufs.data)?;
+    let itable = sb.raw().inode_table_start.get();
+    let found_dir = fs.lookup(&root, LOST_FOUND, &mut bufs)?;
+    let lf_ino = match found_dir {
+        Some(i) if fs.inode(i, &mut bufs.data).is_ok_and(|x| x.is_dir()) => i,
+        Some(_) => return Ok(()), // a file by that name: leave the orphans
+        None => {
+            // A new directory: an inode, one block, an entry in the root.
+            let Some((root_blk, root_off)) = free_slot(fs, &root, patches, &[])? else {
+                return Ok(());
+            };
+            let ib = sb.raw().inode_bitmap_start.get();
+            let Some(ino) = free_bit(
+                patches,
+                ib,
+                sb.raw().inode_bitmap_blocks.get(),
+                sb.inode_count(),
+                |i| i == 0,
+            )?
+            else {
+                return Ok(());
+            };
+            // A data block free in the bitmap and owned by nothing.
+            let mut block = None;
+            for bi in 0..sb.block_group_count() {
+                let bg = fs.block_group(bi, &mut bufs.data)?;
+                let raw = *bg.raw();
+                let start = raw.start_block.get().saturating_add(1);
+                let dbm = bitmap_blocks(raw.length_blocks.get());
+                if let Some(i) = free_bit(patches, start, dbm, raw.data_block_count.get(), |i| {
+                    own.owned(bi, i)
+                })? {
+                    block = Some((bi, i, bg.data_start().saturating_add(i)));
+                    break;
+                }
+            }
+            let Some((bi, bit, lba)) = block else {
+                return Ok(());
+            };
+            // The directory block, empty.
+            let b = patches.block(lba)?;
+            *b = [0; BLOCK_SIZE];
+            let mut tail = tet_core::cetrafs::raw::RawTail::read_from_bytes(&[0u8; 16][..])
+                .map_err(|_| Error::new(ErrorKind::Invalid, "tail", lba))?;
+            tail.magic = tet_core::cetrafs::TAIL_DIR;
+            if let Some(dst) = b.get_mut(TAIL_AT..) {
+                dst.copy_from_slice(tail.as_bytes());
+            }
+            let c = crc32c_skipping(&b[..], TAIL_AT.saturating_add(8));
+            if let Some(dst) = b.get_mut(TAIL_AT.saturating_add(8)..) {
+                dst.copy_from_slice(&c.to_le_bytes());
+            }
+            // The inode.
+            let ilba = itable.saturating_add(ino);
+            let ib_blk = patches.block(ilba)?;
+            *ib_blk = [0; BLOCK_SIZE];
+            patches.inode(ilba, |r| {
+                r.magic = tet_core::cetrafs::INODE_MAGIC;
+                r.ino.set(ino);
+                r.mode.set(0o040_700);
+                r.nlink.set(2);
+                r.size.set(BLOCK_SIZE_U64);
+                r.blocks.set(1);
+                r.parent.set(sb.root_inode());
+                r.extent_header.magic.set(tet_core::cetrafs::EXTENT_MAGIC);
+                r.extent_header.entries.set(1);
+                r.extent_header.max.set(4);
+                let mut e = [0u8; 16];
+                e[4..8].copy_from_slice(&1u32.to_le_bytes());
+                e[8..16].copy_from_slice(&lba.to_le_bytes());
+                r.slots[..16].copy_from_slice(&e);
+            })?;
+            // Bitmaps and counts.
+            let ibm = patches.block(ib.saturating_add(ino / BITS_PER_BITMAP_BLOCK))?;
+            set_bit(ibm, ino % BITS_PER_BITMAP_BLOCK, true);
+            let bg = fs.block_group(bi, &mut bufs.data)?;
+            let dbm_lba = bg
+                .raw()
+                .start_block
+                .get()
+                .saturating_add(1)
+                .saturating_add(bit / BITS_PER_BITMAP_BLOCK);
+            let dbm = patches.block(dbm_lba)?;
+            set_bit(dbm, bit % BITS_PER_BITMAP_BLOCK, true);
+            let glba = bg.lba();
+            let g = patches.block(glba)?;
+            let mut d = RawBlockGroup::read_from_bytes(g.get(..128).unwrap_or(&[]))
+                .map_err(|_| Error::new(ErrorKind::Invalid, "block group", glba))?;
+            d.free_data_blocks
+                .set(d.free_data_blocks.get().saturating_sub(1));
+            d.checksum.set(crc32c_skipping(d.as_bytes(), 112));
+            if let Some(dst) = g.get_mut(..128) {
+                dst.copy_from_slice(d.as_bytes());
+            }
+            let owner = bg.raw().owner_zg.get();
+            let zg = fs.zone_group(owner, &mut bufs.data)?;
+            let zlba = zg.lba();
+            let z = patches.block(zlba)?;
+            let mut h = RawZoneGroupHot::read_from_bytes(z.get(..64).unwrap_or(&[]))
+                .map_err(|_| Error::new(ErrorKind::Invalid, "zone group", zlba))?;
+            h.free_data_blocks
+                .set(h.free_data_blocks.get().saturating_sub(1));
+            h.hot_checksum.set(crc32c_skipping(h.as_bytes(), 56));
+            if let Some(dst) = z.get_mut(..64) {
+                dst.copy_from_slice(h.as_bytes());
+            }
+            // The root's entry and link count.
+            patches.dirent(root_blk, root_off, |e| {
+                e.inode.set(ino);
+                e.name_len.set(10);
+                e.file_type = 2;
+                if let Some(dst) = e.name.get_mut(..LOST_FOUND.len()) {
+                    dst.copy_from_slice(LOST_FOUND);
+                }
+            })?;
+            patches.inode(root.lba(), |r| r.nlink.set(r.nlink.get().saturating_add(1)))?;
+            fixes.push(Fix {
+                code: Code::Orphan,
+                action: "/lost+found created",
+                offset: ilba.saturating_mul(BLOCK_SIZE_U64),
+                value: Some(ino),
+                lossless: true,
+            });
+            // Its entries are written below, in the block just made.
+            ino
+        }
+    };
+    let lf = if found_dir.is_some() {
+        fs.inode(lf_ino, &mut bufs.data)?
+    } else {
+        // Not on the device yet: parse it from the patch.
+        let ilba = itable.saturating_add(lf_ino);
+        let b = *patches.block(ilba)?;
+        tet_core::cetrafs::Inode::parse(&b, ilba, lf_ino)?
+    };
+    let mut taken: Vec<(u64, usize)> = Vec::new();
+    let mut subdirs = 0u32;
+    for o in orphans {
+        let Ok(inode) = fs.inode(o, &mut bufs.data) else {
+            continue;
+        };
+        let Some((blk, off)) = free_slot(fs, &lf, patches, &taken)? else {
+            break;
+        };
+        taken.push((blk, off));
+        let ftype = if inode.is_dir() {
+            2
+        } else if inode.is_symlink() {
+            7
+        } else {
+            1
+        };
+        let mut name = [0u8; 21];
+        let n = write_suffix(&mut name, o);
+        let digits = name.get(1..n).unwrap_or(&[]).to_vec();
+        patches.dirent(blk, off, |e| {
+            e.inode.set(o);
+            e.name_len.set(u16::try_from(digits.len()).unwrap_or(0));
+            e.file_type = ftype;
+            if let Some(dst) = e.name.get_mut(..digits.len()) {
+                dst.copy_from_slice(&digits);
+            }
+        })?;
+        if inode.is_dir() {
+            patches.inode(inode.lba(), |r| r.parent.set(lf_ino))?;
+            subdirs = subdirs.saturating_add(1);
+        }
+        fixes.push(Fix {
+            code: Code::Orphan,
+            action: "orphan named in /lost+found by its inode number",
+            offset: inode.lba().saturating_mul(BLOCK_SIZE_U64),
+            value: Some(o),
+            lossless: true,
+        });
+    }
+    if subdirs > 0 {
+        patches.inode(lf.lba(), |r| {
+            r.nlink.set(r.nlink.get().saturating_add(subdirs))
+        })?;
     }
     Ok(())
 }

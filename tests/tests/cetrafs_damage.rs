@@ -923,6 +923,7 @@ mod repair {
         Code::DirentFree,
         Code::DirentDuplicate,
         Code::DirLinked,
+        Code::Orphan,
         Code::GroupFreeCount,
         Code::ZoneFreeCount,
         Code::BlockLeaked,
@@ -1032,4 +1033,44 @@ mod repair {
             .filter(|f| f.severity() == tet_core::cetrafs::check::Severity::Error)
             .collect()
     }
+}
+
+#[test]
+fn orphans_are_named_in_lost_and_found() {
+    use tet_alloc::cetrafs_repair::{repair, Mode};
+    use tet_core::block::MemDeviceMut;
+    let mut img = base();
+    let at = Img::dirent(&img, DIR, b"b");
+    img[at..at + 266].fill(0);
+    let at = Img::dirent(&img, DIR, b"sub");
+    img[at..at + 266].fill(0);
+    reseal(&mut img);
+    let out = repair(
+        MemDeviceMut::new(&mut img),
+        Mode::Preen,
+        &repair::opts(),
+        &mut |_| true,
+    )
+    .unwrap();
+    assert!(out.left.is_empty(), "{:?}", out.left);
+    assert!(out.fixes.iter().any(|f| f.action == "/lost+found created"));
+    assert_eq!(verify(&img), vec![]);
+    let mut bufs = Buffers::new();
+    let fs = fs(&img);
+    let b = fs
+        .resolve(format!("/lost+found/{FB}").as_bytes(), &mut bufs)
+        .unwrap();
+    let mut got = vec![0u8; b.size() as usize];
+    fs.read(&b, 0, &mut got, &mut bufs).unwrap();
+    assert_eq!(got, vec![2u8; B]);
+    // The orphaned directory keeps its subtree, with `..` now /lost+found.
+    let c = fs
+        .resolve(format!("/lost+found/{SUB}/c").as_bytes(), &mut bufs)
+        .unwrap();
+    assert_eq!(c.size(), 2 * B as u64);
+    let sub = fs
+        .resolve(format!("/lost+found/{SUB}").as_bytes(), &mut bufs)
+        .unwrap();
+    let lf = fs.resolve(b"/lost+found", &mut bufs).unwrap();
+    assert_eq!(sub.raw().parent.get(), lf.ino());
 }
