@@ -14,8 +14,9 @@
 //! the values the structure implies (all lossless, so `-p` applies them); entries naming
 //! inodes that are not in use removed, a directory's second name (a hard link, or the
 //! entry closing a loop) removed, and repeated names renamed with a `~` and the inode
-//! number (`-y` only); orphans named in `/lost+found` by their inode number. Everything
-//! else is reported and left: blocks owned twice, broken trees, checksums, features.
+//! number, and a block owned twice cloned for its later owner (`-y` only); orphans named
+//! in `/lost+found` by their inode number. Everything else is reported and left: tree
+//! blocks owned twice, broken trees, checksums, features.
 
 use alloc::collections::BTreeMap;
 use alloc::vec;
@@ -327,8 +328,133 @@ fn plan<D: BlockDeviceMut>(
     if !busy {
         if let Some(own) = own {
             reconnect_orphans(fs, found, own, patches, fixes)?;
+            if patches.blocks.is_empty() {
+                if let Some(f) = found
+                    .iter()
+                    .find(|f| f.code == Code::BlockShared && f.error.what == fsck::EXTENT_SHARED)
+                {
+                    clone_extent(fs, f, own, patches, fixes)?;
+                }
+            }
         }
     }
+    Ok(())
+}
+
+/// A block owned twice: the later claimant's extent gets a copy of its blocks in free
+/// space (as e2fsck clones), one extent per round. No room: left.
+fn clone_extent<D: BlockDeviceMut>(
+    fs: &Fs<D>,
+    f: &Finding,
+    own: &OwnershipMap,
+    patches: &mut Patches<'_, D>,
+    fixes: &mut Vec<Fix>,
+) -> Result<(), Error> {
+    let (elba, field) = split(f.error.offset);
+    let entry = field.saturating_sub(8);
+    let raw = *patches.block(elba)?;
+    let Some(bytes) = raw.get(entry..entry.saturating_add(16)) else {
+        return Ok(());
+    };
+    let ext = tet_core::cetrafs::raw::RawExtent::read_from_bytes(bytes)
+        .map_err(|_| Error::new(ErrorKind::Invalid, "extent", elba))?;
+    let len = u64::from(ext.len.get() & !tet_core::cetrafs::EXTENT_UNINIT);
+    let old = ext.physical.get();
+    if len == 0 || len > 4096 {
+        return Ok(());
+    }
+    let sb = *fs.superblock();
+    let mut buf: Block = [0; BLOCK_SIZE];
+    // A run of `len` blocks free in the bitmap and owned by nothing, in one group.
+    let mut found_run = None;
+    'groups: for bi in 0..sb.block_group_count() {
+        let bg = fs.block_group(bi, &mut buf)?;
+        let r = *bg.raw();
+        let start = r.start_block.get().saturating_add(1);
+        let mut run = 0u64;
+        for i in 0..r.data_block_count.get() {
+            let k = i / BITS_PER_BITMAP_BLOCK;
+            let b = patches.block(start.saturating_add(k))?;
+            let bit = i % BITS_PER_BITMAP_BLOCK;
+            let set = usize::try_from(bit / 8)
+                .ok()
+                .and_then(|x| b.get(x))
+                .is_some_and(|x| x & (1u8 << (bit % 8)) != 0);
+            run = if set || own.owned(bi, i) {
+                0
+            } else {
+                run.saturating_add(1)
+            };
+            if run == len {
+                let first = i.saturating_add(1).saturating_sub(len);
+                found_run = Some((bi, first, bg.data_start().saturating_add(first)));
+                break 'groups;
+            }
+        }
+    }
+    let Some((bi, first, new)) = found_run else {
+        return Ok(());
+    };
+    for k in 0..len {
+        fs.device().read_block(old.saturating_add(k), &mut buf)?;
+        let dst = patches.block(new.saturating_add(k))?;
+        *dst = buf;
+    }
+    // The extent points at the copy; the block holding it is resealed.
+    let is_inode = elba >= sb.raw().inode_table_start.get()
+        && elba
+            < sb.raw()
+                .inode_table_start
+                .get()
+                .saturating_add(sb.inode_count());
+    let b = patches.block(elba)?;
+    if let Some(dst) = b.get_mut(entry.saturating_add(8)..entry.saturating_add(16)) {
+        dst.copy_from_slice(&new.to_le_bytes());
+    }
+    if is_inode {
+        patches.inode(elba, |_| {})?;
+    } else {
+        let c = crc32c_skipping(&b[..], TAIL_AT.saturating_add(8));
+        if let Some(dst) = b.get_mut(TAIL_AT.saturating_add(8)..) {
+            dst.copy_from_slice(&c.to_le_bytes());
+        }
+    }
+    // Bitmap bits and free counts for the copy.
+    let bg = fs.block_group(bi, &mut buf)?;
+    let start = bg.raw().start_block.get().saturating_add(1);
+    for k in 0..len {
+        let i = first.saturating_add(k);
+        let b = patches.block(start.saturating_add(i / BITS_PER_BITMAP_BLOCK))?;
+        set_bit(b, i % BITS_PER_BITMAP_BLOCK, true);
+    }
+    let glba = bg.lba();
+    let g = patches.block(glba)?;
+    let mut d = RawBlockGroup::read_from_bytes(g.get(..128).unwrap_or(&[]))
+        .map_err(|_| Error::new(ErrorKind::Invalid, "block group", glba))?;
+    d.free_data_blocks
+        .set(d.free_data_blocks.get().saturating_sub(len));
+    d.checksum.set(crc32c_skipping(d.as_bytes(), 112));
+    if let Some(dst) = g.get_mut(..128) {
+        dst.copy_from_slice(d.as_bytes());
+    }
+    let zg = fs.zone_group(bg.raw().owner_zg.get(), &mut buf)?;
+    let zlba = zg.lba();
+    let z = patches.block(zlba)?;
+    let mut h = RawZoneGroupHot::read_from_bytes(z.get(..64).unwrap_or(&[]))
+        .map_err(|_| Error::new(ErrorKind::Invalid, "zone group", zlba))?;
+    h.free_data_blocks
+        .set(h.free_data_blocks.get().saturating_sub(len));
+    h.hot_checksum.set(crc32c_skipping(h.as_bytes(), 56));
+    if let Some(dst) = z.get_mut(..64) {
+        dst.copy_from_slice(h.as_bytes());
+    }
+    fixes.push(Fix {
+        code: Code::BlockShared,
+        action: "extent cloned: its blocks copied to free space for the later owner",
+        offset: f.error.offset,
+        value: Some(new),
+        lossless: false,
+    });
     Ok(())
 }
 

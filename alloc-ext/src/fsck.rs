@@ -124,6 +124,9 @@ impl Ownership {
     }
 }
 
+/// The `what` of a block-shared finding about a file's extent (repair clones it).
+pub const EXTENT_SHARED: &str = "extent.physical (a block another owner holds)";
+
 /// An inode in use that parsed.
 #[derive(Clone, Copy)]
 struct Info {
@@ -200,6 +203,19 @@ impl Scan<'_> {
         at: (u64, usize),
         sink: &mut dyn Sink<Finding>,
     ) {
+        self.claim_as(lba, count, ino, at, "block (already owned)", sink);
+    }
+
+    /// [`Scan::claim`], naming what claims (`what`) in the finding.
+    fn claim_as(
+        &mut self,
+        lba: u64,
+        count: u64,
+        ino: u64,
+        at: (u64, usize),
+        shared: &'static str,
+        sink: &mut dyn Sink<Finding>,
+    ) {
         for b in lba..lba.saturating_add(count) {
             let Some(i) = self.own.index(b) else {
                 continue;
@@ -212,7 +228,7 @@ impl Scan<'_> {
                         "block (also waiting in a pending-free queue)",
                     )
                 } else {
-                    (Code::BlockShared, "block (already owned)")
+                    (Code::BlockShared, shared)
                 };
                 sink.report(
                     &Finding::new(code, err(ErrorKind::Overlap { other: b }, what, at.0, at.1))
@@ -246,11 +262,12 @@ impl Scan<'_> {
                 continue;
             }
             end = start.saturating_add(e.len.into());
-            self.claim(
+            self.claim_as(
                 e.physical,
                 e.len.into(),
                 ino,
                 (*lba, at.saturating_add(8)),
+                EXTENT_SHARED,
                 sink,
             );
         }
