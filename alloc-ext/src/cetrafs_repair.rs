@@ -123,6 +123,8 @@ impl From<Error> for RepairError {
 struct Patches<'f, D: BlockDeviceMut> {
     fs: &'f Fs<D>,
     blocks: BTreeMap<u64, Block>,
+    /// Blocks allocated this round (nothing references them yet): written first.
+    fresh: Vec<u64>,
 }
 
 impl<D: BlockDeviceMut> Patches<'_, D> {
@@ -397,6 +399,7 @@ fn clone_extent<D: BlockDeviceMut>(
     };
     for k in 0..len {
         fs.device().read_block(old.saturating_add(k), &mut buf)?;
+        patches.fresh.push(new.saturating_add(k));
         let dst = patches.block(new.saturating_add(k))?;
         *dst = buf;
     }
@@ -580,6 +583,8 @@ fn reconnect_orphans<D: BlockDeviceMut>(
                 return Ok(());
             };
             // The directory block, empty.
+            patches.fresh.push(lba);
+            patches.fresh.push(itable.saturating_add(ino));
             let b = patches.block(lba)?;
             *b = [0; BLOCK_SIZE];
             let mut tail = tet_core::cetrafs::raw::RawTail::read_from_bytes(&[0u8; 16][..])
@@ -855,6 +860,7 @@ fn rebuild_bitmaps<D: BlockDeviceMut>(
 fn apply<D: BlockDeviceMut>(
     fs: &Fs<D>,
     blocks: &BTreeMap<u64, Block>,
+    fresh: &[u64],
     opts: &RepairOptions,
     txn: &mut u64,
     bufs: &mut Buffers,
@@ -874,7 +880,28 @@ fn apply<D: BlockDeviceMut>(
     // of their first 512 bytes, after the journaled blocks, never through a journal
     // (whose targets lie past them).
     let tables_end = sb.raw().inode_bitmap_start.get();
-    let list: Vec<(&u64, &Block)> = blocks.iter().filter(|(l, _)| **l >= tables_end).collect();
+    // Batches are atomic, their order is not: blocks nothing references yet go first,
+    // then bitmaps, then the blocks that reference them, so a cut between batches leaves
+    // at worst an unreferenced block or a leaked bit, which the next round fixes.
+    let ib = sb.raw().inode_bitmap_start.get();
+    let ib_end = ib.saturating_add(sb.raw().inode_bitmap_blocks.get());
+    let mut bitmap_blocks_set: Vec<(u64, u64)> = vec![(ib, ib_end)];
+    for bi in 0..sb.block_group_count() {
+        let (start, len) = sb.bg_span(bi);
+        let first = start.saturating_add(1);
+        bitmap_blocks_set.push((first, first.saturating_add(bitmap_blocks(len))));
+    }
+    let rank = |l: u64| -> u8 {
+        if fresh.contains(&l) {
+            0
+        } else if bitmap_blocks_set.iter().any(|(a, b)| l >= *a && l < *b) {
+            1
+        } else {
+            2
+        }
+    };
+    let mut list: Vec<(&u64, &Block)> = blocks.iter().filter(|(l, _)| **l >= tables_end).collect();
+    list.sort_by_key(|(l, _)| (rank(**l), **l));
     let hot: Vec<(&u64, &Block)> = blocks.iter().filter(|(l, _)| **l < tables_end).collect();
     let per = usize::try_from(slots).unwrap_or(1).max(1);
     let start = fs.journal_start(row);
@@ -1025,6 +1052,7 @@ pub fn repair<D: BlockDeviceMut>(
         let mut patches = Patches {
             fs: &fs,
             blocks: BTreeMap::new(),
+            fresh: Vec::new(),
         };
         let mut planned = Vec::new();
         plan(&fs, &found, own.as_ref(), &mut patches, &mut planned)?;
@@ -1075,7 +1103,7 @@ pub fn repair<D: BlockDeviceMut>(
             out.left = errors_of(&found);
             return Ok(out);
         }
-        apply(&fs, &keep, opts, &mut txn, &mut bufs)?;
+        apply(&fs, &keep, &patches.fresh, opts, &mut txn, &mut bufs)?;
         out.fixes.extend(accepted);
         out.rounds = out.rounds.saturating_add(1);
     }

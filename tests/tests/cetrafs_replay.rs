@@ -5,17 +5,17 @@
 
 use std::cell::Cell;
 
+mod power;
+use power::PowerCut;
+
 use tet_alloc::cetrafs::{
     register_node, write_journal_txn, ImageBuilder, Params, Placement, Sparse,
 };
 use tet_alloc::fsck;
-use tet_core::block::{
-    Block, BlockDevice, BlockDeviceMut, MemDevice, MemDeviceMut, BLOCK_SIZE, SECTOR,
-};
+use tet_core::block::{BlockDeviceMut, MemDevice, MemDeviceMut, BLOCK_SIZE};
 use tet_core::cetrafs::check::Severity;
 use tet_core::cetrafs::replay::{replay, ReplayError, ReplayOptions, ReplayReport};
 use tet_core::cetrafs::{Buffers, Committed, Fs};
-use tet_core::{Error, ErrorKind, Result};
 
 const B: usize = BLOCK_SIZE;
 const ME: u64 = 0xFEED;
@@ -156,58 +156,6 @@ fn a_live_nodes_journal_is_refused_unless_forced() {
     assert!(img == before, "a refused replay writes nothing");
     run(MemDeviceMut::new(&mut img), true).unwrap();
     assert_eq!(read_file(&img, b"/a"), a);
-}
-
-/// A device that loses power: writes after the `cut`-th fail, and with `tear` the
-/// `cut`-th block write lands only its first `tear` sectors.
-struct PowerCut<'a> {
-    inner: MemDeviceMut<'a>,
-    writes: Cell<u64>,
-    cut: u64,
-    tear: usize,
-}
-
-impl BlockDevice for PowerCut<'_> {
-    fn block_count(&self) -> u64 {
-        self.inner.block_count()
-    }
-    fn read_block(&self, lba: u64, buf: &mut Block) -> Result<()> {
-        self.inner.read_block(lba, buf)
-    }
-}
-
-impl PowerCut<'_> {
-    /// The number of this write, or the cut.
-    fn tick(&self) -> std::result::Result<u64, Error> {
-        let n = self.writes.get() + 1;
-        self.writes.set(n);
-        if n > self.cut {
-            return Err(Error::new(ErrorKind::Io, "power cut", 0));
-        }
-        Ok(n)
-    }
-}
-
-impl BlockDeviceMut for PowerCut<'_> {
-    fn write_block(&self, lba: u64, buf: &Block) -> Result<()> {
-        let n = self.tick()?;
-        if n == self.cut && self.tear > 0 {
-            let mut torn = [0u8; BLOCK_SIZE];
-            self.inner.read_block(lba, &mut torn)?;
-            torn[..self.tear * SECTOR].copy_from_slice(&buf[..self.tear * SECTOR]);
-            self.inner.write_block(lba, &torn)?;
-            return Err(Error::new(ErrorKind::Io, "power cut (torn)", 0));
-        }
-        self.inner.write_block(lba, buf)
-    }
-    fn flush(&self) -> Result<()> {
-        Ok(())
-    }
-    fn compare_and_write(&self, lba: u64, e: &[u8; SECTOR], n: &[u8; SECTOR]) -> Result<bool> {
-        // A sector is written whole or not at all.
-        self.tick()?;
-        self.inner.compare_and_write(lba, e, n)
-    }
 }
 
 #[test]
