@@ -1116,7 +1116,8 @@ fn repairs_cut_at_every_write_converge() {
     use tet_core::block::MemDeviceMut;
     let clean = base();
     let want = repair::files(&clean);
-    let cases: [(&str, fn(&mut Vec<u8>)); 3] = [
+    type Case = (&'static str, fn(&mut Vec<u8>));
+    let cases: [Case; 3] = [
         ("orphan and a repeated name", |i| {
             let at = Img::dirent(i, DIR, b"b");
             i[at..at + 266].fill(0);

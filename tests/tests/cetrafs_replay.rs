@@ -3,8 +3,6 @@
 //! write torn at a 512-byte boundary, then replay again, always converges to the image
 //! with every transaction applied, and the checker sees nothing replay would not fix.
 
-use std::cell::Cell;
-
 mod power;
 use power::PowerCut;
 
@@ -163,12 +161,7 @@ fn a_power_cut_at_any_write_then_replay_again_converges() {
     let (img0, a, b) = scenario();
     // Count the writes of an uninterrupted replay.
     let mut probe = img0.clone();
-    let dev = PowerCut {
-        inner: MemDeviceMut::new(&mut probe),
-        writes: Cell::new(0),
-        cut: u64::MAX,
-        tear: 0,
-    };
+    let dev = PowerCut::new(&mut probe, u64::MAX, 0);
     run(&dev, false).unwrap();
     let total = dev.writes.get();
     assert!(total >= 9, "{total} writes");
@@ -179,12 +172,7 @@ fn a_power_cut_at_any_write_then_replay_again_converges() {
                 continue;
             }
             let mut img = img0.clone();
-            let dev = PowerCut {
-                inner: MemDeviceMut::new(&mut img),
-                writes: Cell::new(0),
-                cut,
-                tear,
-            };
+            let dev = PowerCut::new(&mut img, cut, tear);
             let first = run(&dev, false);
             assert_eq!(
                 first.is_ok(),
@@ -235,12 +223,7 @@ fn a_power_cut_at_any_write_of_a_repair_then_repair_again_converges() {
         memory_limit: 1 << 30,
     };
     let mut probe = img0.clone();
-    let dev = PowerCut {
-        inner: MemDeviceMut::new(&mut probe),
-        writes: Cell::new(0),
-        cut: u64::MAX,
-        tear: 0,
-    };
+    let dev = PowerCut::new(&mut probe, u64::MAX, 0);
     let out = repair(&dev, Mode::Yes, &opts, &mut |_| true).unwrap();
     assert!(out.left.is_empty(), "{:?}", out.left);
     assert!(out.fixes.len() >= 3, "{:?}", out.fixes);
@@ -249,12 +232,7 @@ fn a_power_cut_at_any_write_of_a_repair_then_repair_again_converges() {
     for cut in 0..total {
         for tear in [0usize, 2, 5] {
             let mut img = img0.clone();
-            let dev = PowerCut {
-                inner: MemDeviceMut::new(&mut img),
-                writes: Cell::new(0),
-                cut,
-                tear,
-            };
+            let dev = PowerCut::new(&mut img, cut, tear);
             assert!(repair(&dev, Mode::Yes, &opts, &mut |_| true).is_err());
             let out = repair(MemDeviceMut::new(&mut img), Mode::Yes, &opts, &mut |_| true)
                 .unwrap_or_else(|e| panic!("cut {cut} tear {tear}: {e:?}"));
