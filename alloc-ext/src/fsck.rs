@@ -127,6 +127,23 @@ impl Ownership {
 /// The `what` of a block-shared finding about a file's extent (repair clones it).
 pub const EXTENT_SHARED: &str = "extent.physical (a block another owner holds)";
 
+/// The 64-bit words of a bitmap block that hold its first `live` bits, each masked to
+/// those bits, with their index.
+fn live_words(block: &Block, live: u64) -> impl Iterator<Item = (usize, u64)> + '_ {
+    block
+        .chunks_exact(8)
+        .enumerate()
+        .take_while(move |(j, _)| u64_of(*j).saturating_mul(64) < live)
+        .map(move |(j, chunk)| {
+            let mut w = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+            let valid = live.saturating_sub(u64_of(j).saturating_mul(64));
+            if valid < 64 {
+                w &= (1u64 << valid).wrapping_sub(1);
+            }
+            (j, w)
+        })
+}
+
 /// An inode in use that parsed.
 #[derive(Clone, Copy)]
 struct Info {
@@ -568,16 +585,7 @@ fn check_inner<D: BlockDevice>(
             .saturating_sub(base)
             .min(BITS_PER_BITMAP_BLOCK);
         let first_word = base / 64;
-        for (j, chunk) in block.chunks_exact(8).enumerate() {
-            let lo = u64_of(j).saturating_mul(64);
-            if lo >= live {
-                break;
-            }
-            let mut w = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-            let valid = live.saturating_sub(lo);
-            if valid < 64 {
-                w &= (1u64 << valid).wrapping_sub(1);
-            }
+        for (j, w) in live_words(block, live) {
             if let Some(dst) = usize::try_from(first_word.saturating_add(u64_of(j)))
                 .ok()
                 .and_then(|i| in_use.0.get_mut(i))
@@ -677,17 +685,8 @@ fn check_inner<D: BlockDevice>(
         let first_word = u64::from(bi)
             .saturating_mul(words_per_bg)
             .saturating_add(base_bit / 64);
-        for (j, chunk) in block.chunks_exact(8).enumerate() {
+        for (j, disk) in live_words(block, live) {
             let j64 = u64_of(j);
-            let lo = j64.saturating_mul(64);
-            if lo >= live {
-                break;
-            }
-            let mut disk = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-            let valid = live.saturating_sub(lo);
-            if valid < 64 {
-                disk &= (1u64 << valid).wrapping_sub(1);
-            }
             let owned = usize::try_from(first_word.saturating_add(j64))
                 .ok()
                 .and_then(|w| own.bits.0.get(w))

@@ -563,6 +563,25 @@ struct Bounds {
     hi: u64,
 }
 
+/// Reports an index entry (at byte `from.1` of block `from.0`) whose `logical` is not
+/// the lowest block its subtree maps.
+fn check_lowest(lowest: Option<u64>, b: Bounds, from: (u64, usize), f: &mut impl FnMut(TreeEvent)) {
+    if lowest != Some(b.lo) {
+        f(TreeEvent::Problem(
+            TreeProblem::IndexLogical,
+            err(
+                ErrorKind::Mismatch {
+                    expected: lowest.unwrap_or(u64::MAX),
+                    found: b.lo,
+                },
+                "extent_index.logical (not the lowest block of its subtree)",
+                from.0,
+                from.1,
+            ),
+        ));
+    }
+}
+
 /// `logical` of the index entry that follows `l` among a level's entries (the smallest
 /// one greater than `l`), or `hi` when none does.
 fn next_logical(level: &Level<'_>, entries: u16, l: u32, hi: u64) -> u64 {
@@ -732,20 +751,7 @@ impl<D: BlockDevice> Fs<D> {
             }
             lowest
         };
-        if lowest != Some(b.lo) {
-            f(TreeEvent::Problem(
-                TreeProblem::IndexLogical,
-                err(
-                    ErrorKind::Mismatch {
-                        expected: lowest.unwrap_or(u64::MAX),
-                        found: b.lo,
-                    },
-                    "extent_index.logical (not the lowest block of its subtree)",
-                    from.0,
-                    from.1,
-                ),
-            ));
-        }
+        check_lowest(lowest, b, from, f);
     }
 
     /// A leaf below an interior block (depth 0), checked like [`Fs::walk_child`];
@@ -770,20 +776,7 @@ impl<D: BlockDevice> Fs<D> {
             depth: 0,
         });
         let lowest = self.walk_extents(&Level::Block(tree, leaf), n, b, f);
-        if lowest != Some(b.lo) {
-            f(TreeEvent::Problem(
-                TreeProblem::IndexLogical,
-                err(
-                    ErrorKind::Mismatch {
-                        expected: lowest.unwrap_or(u64::MAX),
-                        found: b.lo,
-                    },
-                    "extent_index.logical (not the lowest block of its subtree)",
-                    from.0,
-                    from.1,
-                ),
-            ));
-        }
+        check_lowest(lowest, b, from, f);
         lowest
     }
 }
