@@ -243,7 +243,11 @@ fn plan<D: BlockDeviceMut>(
     let entries_change = found.iter().any(|f| {
         matches!(
             f.code,
-            Code::DirentType | Code::DirentFree | Code::DirentDuplicate | Code::DirLinked
+            Code::DirentType
+                | Code::DirentFree
+                | Code::DirentDuplicate
+                | Code::DirLinked
+                | Code::DirBlock
         )
     });
     for f in found {
@@ -287,6 +291,17 @@ fn plan<D: BlockDeviceMut>(
                     *d = RawDirEntry::read_from_bytes(&[0u8; 266][..]).unwrap_or(*d);
                 })?;
                 fixes.push(fix("entry naming a directory a second time removed", false));
+            }
+            // An entry naming an inode past the table stops its block from parsing: it
+            // goes like one naming a free inode.
+            (Code::DirBlock, _)
+                if f.error.what == "dirent.inode"
+                    && matches!(f.error.kind, ErrorKind::OutOfRange { .. }) =>
+            {
+                patches.dirent(lba, off, |d| {
+                    *d = RawDirEntry::read_from_bytes(&[0u8; 266][..]).unwrap_or(*d);
+                })?;
+                fixes.push(fix("entry naming an inode past the table removed", false));
             }
             (Code::DirentFree, _) => {
                 patches.dirent(lba, off, |d| {

@@ -343,6 +343,11 @@ pub const DAMAGE: &[Damage] = &[
         Code::DirentFree,
     ),
     (
+        "entry names an inode past the table",
+        |i| Img::link(i, DIR, b"far", 100_000, 1),
+        Code::DirBlock,
+    ),
+    (
         "entry names a free inode",
         |i| Img::link(i, DIR, b"ghost", FREE_INO, 1),
         Code::DirentFree,
@@ -999,7 +1004,8 @@ mod repair {
             let warning = code.severity() == tet_core::cetrafs::check::Severity::Warning;
             // A tree block owned twice is reported against the tree, which is not cloned.
             let left_anyway = *name == "a file's extent maps its own tree block";
-            if FIXED.contains(code) && !left_anyway {
+            let fixed_anyway = *name == "entry names an inode past the table";
+            if (FIXED.contains(code) || fixed_anyway) && !left_anyway {
                 if !left.is_empty()
                     || (out.fixes.is_empty() && out.replay.journals == 0 && !warning)
                 {
