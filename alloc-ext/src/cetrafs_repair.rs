@@ -206,7 +206,21 @@ fn plan<D: BlockDeviceMut>(
             || has(Code::ZoneFreeCount)
             || has(Code::BitmapPadding)
         {
-            rebuild_bitmaps(fs, own, patches, fixes)?;
+            // When an inode in use, or part of its tree, could not be read, the blocks
+            // it owns are unknown: bits are only ever set then, never cleared, so no
+            // block of an unreadable file is handed out again.
+            let unknown_owners = found.iter().any(|f| {
+                f.ino.is_some()
+                    && matches!(
+                        f.code,
+                        Code::Inode
+                            | Code::Checksum
+                            | Code::Magic
+                            | Code::ExtentTree
+                            | Code::ReadFailed
+                    )
+            });
+            rebuild_bitmaps(fs, own, unknown_owners, patches, fixes)?;
         }
     }
     if has(Code::BitmapPadding) {
@@ -302,6 +316,24 @@ fn plan<D: BlockDeviceMut>(
                     *d = RawDirEntry::read_from_bytes(&[0u8; 266][..]).unwrap_or(*d);
                 })?;
                 fixes.push(fix("entry naming an inode past the table removed", false));
+            }
+            // An inode whose checksum alone is wrong: resealed when, with the checksum
+            // recomputed, it passes every other inode rule (its tree and data are checked
+            // again next round).
+            (Code::Checksum, _) if f.error.what == "inode.checksum" => {
+                let itable = fs.superblock().raw().inode_table_start.get();
+                let ino = lba.saturating_sub(itable);
+                let before = *patches.block(lba)?;
+                patches.inode(lba, |_| {})?;
+                let after = *patches.block(lba)?;
+                if tet_core::cetrafs::Inode::parse(&after, lba, ino).is_ok() {
+                    fixes.push(fix(
+                        "inode checksum recomputed (the inode is otherwise sound)",
+                        true,
+                    ));
+                } else if let Some(b) = patches.blocks.get_mut(&lba) {
+                    *b = before;
+                }
             }
             (Code::DirentFree, _) => {
                 patches.dirent(lba, off, |d| {
@@ -788,6 +820,7 @@ fn set_bit(b: &mut Block, i: u64, on: bool) {
 fn rebuild_bitmaps<D: BlockDeviceMut>(
     fs: &Fs<D>,
     own: &OwnershipMap,
+    keep_set: bool,
     patches: &mut Patches<'_, D>,
     fixes: &mut Vec<Fix>,
 ) -> Result<(), Error> {
@@ -806,10 +839,15 @@ fn rebuild_bitmaps<D: BlockDeviceMut>(
             for k in 0..dbm {
                 let lba = raw.start_block.get().saturating_add(1).saturating_add(k);
                 let base = k.saturating_mul(BITS_PER_BITMAP_BLOCK);
+                let disk = *patches.block(lba)?;
                 let mut want: Block = [0; BLOCK_SIZE];
                 for i in 0..BITS_PER_BITMAP_BLOCK {
                     let abs = base.saturating_add(i);
-                    let on = abs >= data || own.owned(bi, abs);
+                    let was = usize::try_from(i / 8)
+                        .ok()
+                        .and_then(|x| disk.get(x))
+                        .is_some_and(|x| x & (1u8 << (i % 8)) != 0);
+                    let on = abs >= data || own.owned(bi, abs) || (keep_set && was);
                     if on && abs < data {
                         used = used.saturating_add(1);
                     }

@@ -1185,3 +1185,36 @@ fn repairs_cut_at_every_write_converge() {
         }
     }
 }
+
+#[test]
+fn an_inode_with_only_a_bad_checksum_is_resealed_by_preen() {
+    use tet_alloc::cetrafs_repair::{repair, Mode};
+    use tet_core::block::MemDeviceMut;
+    let mut img = base();
+    let at = Img::inode_at(&img, C);
+    img[at + 248] ^= 0x40; // the checksum itself
+    assert!(verify(&img).iter().any(|f| f.code == Code::Checksum));
+    let out = repair(
+        MemDeviceMut::new(&mut img),
+        Mode::Preen,
+        &repair::opts(),
+        &mut |_| true,
+    )
+    .unwrap();
+    assert!(out.left.is_empty(), "{:?}", out.left);
+    assert_eq!(verify(&img), vec![]);
+    // A flipped field as well: the inode is not sound, so nothing is resealed.
+    let mut img = base();
+    let at = Img::inode_at(&img, C);
+    img[at + 4] ^= 1; // flags, which must be zero
+    let before = img.clone();
+    let out = repair(
+        MemDeviceMut::new(&mut img),
+        Mode::Preen,
+        &repair::opts(),
+        &mut |_| true,
+    )
+    .unwrap();
+    assert!(out.left.iter().any(|f| f.code == Code::Checksum));
+    assert!(img == before, "an unsound inode is left as it is");
+}
