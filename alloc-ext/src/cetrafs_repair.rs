@@ -442,6 +442,49 @@ fn clone_extent<D: BlockDeviceMut>(
         }
     }
     let Some((bi, first, new)) = found_run else {
+        // No room for a copy: the later owner's extent is cleared, its range becomes a
+        // hole (as e2fsck does). Only an extent held in the inode itself; one in a tree
+        // block is left.
+        let is_inode = elba >= sb.raw().inode_table_start.get()
+            && elba
+                < sb.raw()
+                    .inode_table_start
+                    .get()
+                    .saturating_add(sb.inode_count());
+        let Some(k) = entry.checked_sub(116).map(|x| x / 16).filter(|k| *k < 4) else {
+            return Ok(());
+        };
+        if !is_inode {
+            return Ok(());
+        }
+        patches.inode(elba, |r| {
+            let n = usize::from(r.extent_header.entries.get()).min(4);
+            if r.extent_header.depth.get() != 0 || k >= n {
+                return;
+            }
+            let mut slots = [0u8; 64];
+            let mut w = 0usize;
+            for (i, slot) in r.slots.chunks_exact(16).enumerate().take(n) {
+                if i != k {
+                    if let Some(dst) = slots.get_mut(w..w.saturating_add(16)) {
+                        dst.copy_from_slice(slot);
+                    }
+                    w = w.saturating_add(16);
+                }
+            }
+            r.slots = slots;
+            r.extent_header
+                .entries
+                .set(u16::try_from(n.saturating_sub(1)).unwrap_or(0));
+            r.blocks.set(r.blocks.get().saturating_sub(len));
+        })?;
+        fixes.push(Fix {
+            code: Code::BlockShared,
+            action: "extent cleared (no free space for a copy): its range reads as a hole",
+            offset: f.error.offset,
+            value: Some(old),
+            lossless: false,
+        });
         return Ok(());
     };
     for k in 0..len {

@@ -1218,3 +1218,87 @@ fn an_inode_with_only_a_bad_checksum_is_resealed_by_preen() {
     assert!(out.left.iter().any(|f| f.code == Code::Checksum));
     assert!(img == before, "an unsound inode is left as it is");
 }
+
+#[test]
+fn with_no_free_space_the_later_owners_extent_is_cleared() {
+    use tet_alloc::cetrafs_repair::{repair, Mode};
+    use tet_core::block::MemDeviceMut;
+    // A small image whose data area is full.
+    let p = Params {
+        size_bytes: 1 << 20,
+        bg_size_blocks: 256,
+        zone_groups: 1,
+        nodes: 1,
+        inodes: 16,
+        journal_blocks: 9,
+        pending_slots: 1,
+        ..Params::default()
+    };
+    let mut b = ImageBuilder::new(p.clone());
+    let a = b
+        .add_file(ROOT, b"a", vec![1; B], Sparse::Dense, Placement::Contiguous)
+        .unwrap();
+    let bb = b
+        .add_file(ROOT, b"b", vec![2; B], Sparse::Dense, Placement::Contiguous)
+        .unwrap();
+    let img = b.build().unwrap();
+    let free = Img::bg(&img, 0).free_data_blocks.get() as usize;
+    let mut b = ImageBuilder::new(p);
+    b.add_file(ROOT, b"a", vec![1; B], Sparse::Dense, Placement::Contiguous)
+        .unwrap();
+    b.add_file(ROOT, b"b", vec![2; B], Sparse::Dense, Placement::Contiguous)
+        .unwrap();
+    let fill = b
+        .add_file(
+            ROOT,
+            b"fill",
+            vec![3; free * B],
+            Sparse::Dense,
+            Placement::Contiguous,
+        )
+        .unwrap();
+    let mut img = b.build().unwrap();
+    assert_eq!(Img::bg(&img, 0).free_data_blocks.get(), 0);
+    // b's extent moves onto a's block, and `fill` grows back over b's old one, so no
+    // block is left free for a copy.
+    let shared = Img::first_block(&img, a);
+    let old_b = Img::first_block(&img, bb);
+    let at = Img::inode_at(&img, bb) + 116;
+    patch::<RawExtent>(&mut img, at, |e| e.physical.set(shared));
+    let at = Img::inode_at(&img, fill) + 116;
+    patch::<RawExtent>(&mut img, at, |e| {
+        assert_eq!(e.physical.get(), old_b + 1);
+        e.physical.set(old_b);
+        e.len.set(e.len.get() + 1);
+    });
+    Img::inode(&mut img, fill, |n| {
+        n.size.set(n.size.get() + B as u64);
+        n.blocks.set(n.blocks.get() + 1);
+    });
+    reseal(&mut img);
+    let out = repair(
+        MemDeviceMut::new(&mut img),
+        Mode::Yes,
+        &repair::opts(),
+        &mut |_| true,
+    )
+    .unwrap();
+    assert!(out.left.is_empty(), "{:?}", out.left);
+    assert!(
+        out.fixes
+            .iter()
+            .any(|f| f.action.starts_with("extent cleared")),
+        "{:?}",
+        out.fixes.iter().map(|f| f.action).collect::<Vec<_>>()
+    );
+    assert_eq!(verify(&img), vec![]);
+    let mut bufs = Buffers::new();
+    let fs = fs(&img);
+    let i = fs.resolve(b"/b", &mut bufs).unwrap();
+    let mut got = vec![9u8; B];
+    fs.read(&i, 0, &mut got, &mut bufs).unwrap();
+    assert_eq!(got, vec![0u8; B], "b's range is a hole now");
+    let i = fs.resolve(b"/a", &mut bufs).unwrap();
+    fs.read(&i, 0, &mut got, &mut bufs).unwrap();
+    assert_eq!(got, vec![1u8; B], "a keeps its block");
+}
