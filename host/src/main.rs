@@ -329,18 +329,28 @@ fn main() -> ExitCode {
             node_id,
             force,
             json,
-        } => match device::FileDevice::open_rw(&image) {
-            Ok(d) => cetrafs_cmd::replay(
-                &image,
-                &d,
-                node_id,
-                force,
-                if json { Output::Json } else { Output::Human },
-            ),
-            Err(e) => {
-                eprintln!("tet-host: cannot write {}: {e}", image.display());
-                Exit::Operational
+        } => match sniff(&image).map(|d| d.is_some()) {
+            Err(e) => e,
+            Ok(false) => {
+                eprintln!(
+                    "tet-host: {}: not a cetrafs image (no CTFS magic); replay reads cetrafs images",
+                    image.display()
+                );
+                Exit::Usage
             }
+            Ok(true) => match device::FileDevice::open_rw(&image) {
+                Ok(d) => cetrafs_cmd::replay(
+                    &image,
+                    &d,
+                    node_id,
+                    force,
+                    if json { Output::Json } else { Output::Human },
+                ),
+                Err(e) => {
+                    eprintln!("tet-host: cannot write {}: {e}", image.display());
+                    Exit::Operational
+                }
+            },
         },
         Command::Ls {
             image,

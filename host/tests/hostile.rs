@@ -191,21 +191,22 @@ fn hostile_input_matrix() {
     huge.set_len(1 << 40).unwrap();
     let bin = env!("CARGO_BIN_EXE_tet-host");
     let dir = d.to_str().unwrap().to_string();
-    // (input, expected exit of: info, verify, repair -n, ls, cat, stat, query, convert)
-    let rows: &[(&str, [i32; 8])] = &[
-        ("empty", [4, 4, 4, 16, 16, 16, 4, 16]),
-        ("one", [4, 4, 4, 16, 16, 16, 4, 16]),
-        ("random", [4, 4, 4, 16, 16, 16, 4, 16]),
-        ("huge.tet", [4, 4, 4, 16, 16, 16, 4, 16]),
-        (&dir, [8; 8]),
-        ("/dev/zero", [8; 8]),
-        ("/dev/null", [8; 8]),
-        ("fifo", [8; 8]),
-        ("missing", [8; 8]),
-        ("noperm", [8; 8]),
+    // (input, expected exit of: info, verify, repair -n, ls, cat, stat, query, convert,
+    // replay)
+    let rows: &[(&str, [i32; 9])] = &[
+        ("empty", [4, 4, 4, 16, 16, 16, 4, 16, 16]),
+        ("one", [4, 4, 4, 16, 16, 16, 4, 16, 16]),
+        ("random", [4, 4, 4, 16, 16, 16, 4, 16, 16]),
+        ("huge.tet", [4, 4, 4, 16, 16, 16, 4, 16, 16]),
+        (&dir, [8; 9]),
+        ("/dev/zero", [8; 9]),
+        ("/dev/null", [8; 9]),
+        ("fifo", [8; 9]),
+        ("missing", [8; 9]),
+        ("noperm", [8; 9]),
     ];
     for (input, want) in rows {
-        let cmds: [Vec<&str>; 8] = [
+        let cmds: [Vec<&str>; 9] = [
             vec!["info", input],
             vec!["verify", input],
             vec!["repair", "-n", input],
@@ -214,6 +215,7 @@ fn hostile_input_matrix() {
             vec!["stat", input, "/"],
             vec!["query", r#"{"dataset": "a", "sum": []}"#, "-t", input],
             vec!["convert", input, "out.tet"],
+            vec!["replay", input],
         ];
         for (cmd, want) in cmds.iter().zip(want) {
             // As nobody, so `noperm` is unreadable even though the tests run as root.
