@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every check CI runs, runnable on a fresh machine: installs what it needs, then runs
 # fmt, clippy (warnings denied), all tests, the thumbv7m-none-eabi builds of tet-core and
-# tet-alloc, and a fuzz smoke run of every target. FUZZ_SECONDS sets the per-target fuzz time (>= 30).
+# tet-alloc, the firmware examples under QEMU (installed with apt when missing) compared
+# with their expected output, and a fuzz smoke run of every target. FUZZ_SECONDS sets the per-target fuzz time (>= 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +41,25 @@ cargo build -p tet-core --target thumbv7m-none-eabi --release --locked --feature
 cargo build -p tet-alloc --target thumbv7m-none-eabi --release --locked
 cargo test -p tet-core --locked --features crc-no-table --lib checksum 2>&1 | tee -a "$log"
 cargo test -p tet-core --locked --features crc-table-16k --lib checksum 2>&1 | tee -a "$log"
+
+step "firmware examples under QEMU (thumbv7m-none-eabi, LM3S6965)"
+if ! command -v qemu-system-arm >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends qemu-system-arm >/dev/null
+  else
+    sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends qemu-system-arm >/dev/null
+  fi
+fi
+(cd firmware-examples && cargo fmt --check)
+for expected in firmware-examples/expected/*.out; do
+  name=$(basename "$expected" .out)
+  got=$(mktemp)
+  # Exit status 0 only when every check in the example passed; the output must match.
+  (cd firmware-examples && timeout 120 cargo run -q --release --locked --example "$name") > "$got"
+  diff -u "$expected" "$got"
+  echo "firmware example $name: ok"
+  rm -f "$got"
+done
 
 step "fuzz smoke run"
 fuzz_seconds=${FUZZ_SECONDS:-30}
