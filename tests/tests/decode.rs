@@ -263,7 +263,15 @@ proptest! {
         let b = one_chunk(n, &frame);
         let r = decode_with(&b, Ruzstd::new());
         let c = decode_with(&b, CZstd::new());
-        prop_assert_eq!(&r, &c);
+        // One known difference, documented in docs/tet-v1.md: some damaged frames the C
+        // decoder rejects, ruzstd decodes (to the right length; the content checksum
+        // then decides). The host reports those as zstd-frame. Only that direction.
+        let known = (flip.is_some() || cut.is_some())
+            && r.is_ok()
+            && c == Err(Some(tet_core::tet::Code::ZstdFrame));
+        if !known {
+            prop_assert_eq!(&r, &c);
+        }
         if flip.is_none() && cut.is_none() {
             prop_assert_eq!(r.unwrap(), raw);
         }
