@@ -1023,6 +1023,10 @@ mod repair {
             } else if left.is_empty() {
                 problems.push(format!("{name}: expected left, repaired"));
             }
+            // An image that does not mount is never written.
+            if *code == Code::Mount && img != damaged {
+                problems.push(format!("{name}: wrote to an image that does not mount"));
+            }
             if !left.is_empty() && left != out.left {
                 problems.push(format!("{name}: outcome's left differs from a fresh check"));
             }
