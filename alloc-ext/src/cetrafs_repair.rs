@@ -34,7 +34,7 @@ use tet_core::cetrafs::{
 };
 use tet_core::checksum::{crc32c, crc32c_skipping};
 use tet_core::{Error, ErrorKind};
-use zerocopy::{FromBytes, IntoBytes};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::fsck::{self, OwnershipMap};
 
@@ -139,17 +139,42 @@ impl<D: BlockDeviceMut> Patches<'_, D> {
             .ok_or(Error::new(ErrorKind::Invalid, "repair patch", 0))
     }
 
-    /// Changes the inode in block `lba` and reseals it.
-    fn inode(&mut self, lba: u64, f: impl FnOnce(&mut RawInode)) -> Result<(), Error> {
+    /// Changes the `T` at the start of block `lba` through its fields and recomputes its
+    /// checksum (the 8 bytes at `crc_at` of `T`).
+    fn record<T: FromBytes + IntoBytes + KnownLayout + Immutable>(
+        &mut self,
+        lba: u64,
+        crc_at: usize,
+        f: impl FnOnce(&mut T),
+    ) -> Result<(), Error> {
+        let len = core::mem::size_of::<T>();
         let b = self.block(lba)?;
-        let mut r = RawInode::read_from_bytes(b.get(..256).unwrap_or(&[]))
-            .map_err(|_| Error::new(ErrorKind::Invalid, "inode", lba))?;
+        let mut r = T::read_from_bytes(b.get(..len).unwrap_or(&[]))
+            .map_err(|_| Error::new(ErrorKind::Invalid, "repaired structure", lba))?;
         f(&mut r);
-        r.checksum.set(crc32c_skipping(r.as_bytes(), 248));
-        if let Some(dst) = b.get_mut(..256) {
+        let c = crc32c_skipping(r.as_bytes(), crc_at);
+        if let Some(dst) = b.get_mut(..len) {
             dst.copy_from_slice(r.as_bytes());
         }
+        if let Some(dst) = b.get_mut(crc_at..crc_at.saturating_add(8)) {
+            dst.copy_from_slice(&c.to_le_bytes());
+        }
         Ok(())
+    }
+
+    /// Changes the inode in block `lba` and reseals it.
+    fn inode(&mut self, lba: u64, f: impl FnOnce(&mut RawInode)) -> Result<(), Error> {
+        self.record(lba, 248, f)
+    }
+
+    /// Changes block group descriptor `lba` and reseals it.
+    fn group(&mut self, lba: u64, f: impl FnOnce(&mut RawBlockGroup)) -> Result<(), Error> {
+        self.record(lba, 112, f)
+    }
+
+    /// Changes the hot part of zone group descriptor `lba` and reseals it.
+    fn zone(&mut self, lba: u64, f: impl FnOnce(&mut RawZoneGroupHot)) -> Result<(), Error> {
+        self.record(lba, 56, f)
     }
 
     /// Changes the directory entry at byte `off` of block `lba` and reseals the block.
@@ -167,11 +192,43 @@ impl<D: BlockDeviceMut> Patches<'_, D> {
         if let Some(dst) = b.get_mut(off..end) {
             dst.copy_from_slice(d.as_bytes());
         }
-        let c = crc32c_skipping(&b[..], TAIL_AT.saturating_add(8));
-        if let Some(dst) = b.get_mut(TAIL_AT.saturating_add(8)..) {
-            dst.copy_from_slice(&c.to_le_bytes());
-        }
+        reseal_tail(b);
         Ok(())
+    }
+
+    /// Empties the directory entry at byte `off` of block `lba`.
+    fn clear_dirent(&mut self, lba: u64, off: usize) -> Result<(), Error> {
+        self.dirent(lba, off, |d| d.as_mut_bytes().fill(0))
+    }
+
+    /// Marks `len` data blocks from data block `first` of block group `bi` in use, and
+    /// takes them from the group's and its zone group's free counts.
+    fn take_blocks(&mut self, bi: u32, first: u64, len: u64) -> Result<(), Error> {
+        let mut buf: Block = [0; BLOCK_SIZE];
+        let bg = self.fs.block_group(bi, &mut buf)?;
+        let zg = self.fs.zone_group(bg.raw().owner_zg.get(), &mut buf)?;
+        let start = bg.raw().start_block.get().saturating_add(1);
+        for k in 0..len {
+            let i = first.saturating_add(k);
+            let b = self.block(start.saturating_add(i / BITS_PER_BITMAP_BLOCK))?;
+            set_bit(b, i % BITS_PER_BITMAP_BLOCK, true);
+        }
+        self.group(bg.lba(), |d| {
+            d.free_data_blocks
+                .set(d.free_data_blocks.get().saturating_sub(len));
+        })?;
+        self.zone(zg.lba(), |h| {
+            h.free_data_blocks
+                .set(h.free_data_blocks.get().saturating_sub(len));
+        })
+    }
+}
+
+/// Recomputes the tail checksum of a tree, directory or xattr block.
+fn reseal_tail(b: &mut Block) {
+    let c = crc32c_skipping(&b[..], TAIL_AT.saturating_add(8));
+    if let Some(dst) = b.get_mut(TAIL_AT.saturating_add(8)..) {
+        dst.copy_from_slice(&c.to_le_bytes());
     }
 }
 
@@ -301,9 +358,7 @@ fn plan<D: BlockDeviceMut>(
             // A directory named twice (a hard link, or the entry closing a loop): the
             // later entry goes; the directory stays reachable through the first.
             (Code::DirLinked, _) => {
-                patches.dirent(lba, off, |d| {
-                    *d = RawDirEntry::read_from_bytes(&[0u8; 266][..]).unwrap_or(*d);
-                })?;
+                patches.clear_dirent(lba, off)?;
                 fixes.push(fix("entry naming a directory a second time removed", false));
             }
             // An entry naming an inode past the table stops its block from parsing: it
@@ -312,9 +367,7 @@ fn plan<D: BlockDeviceMut>(
                 if f.error.what == "dirent.inode"
                     && matches!(f.error.kind, ErrorKind::OutOfRange { .. }) =>
             {
-                patches.dirent(lba, off, |d| {
-                    *d = RawDirEntry::read_from_bytes(&[0u8; 266][..]).unwrap_or(*d);
-                })?;
+                patches.clear_dirent(lba, off)?;
                 fixes.push(fix("entry naming an inode past the table removed", false));
             }
             // An inode whose checksum alone is wrong: resealed when, with the checksum
@@ -336,9 +389,7 @@ fn plan<D: BlockDeviceMut>(
                 }
             }
             (Code::DirentFree, _) => {
-                patches.dirent(lba, off, |d| {
-                    *d = RawDirEntry::read_from_bytes(&[0u8; 266][..]).unwrap_or(*d);
-                })?;
+                patches.clear_dirent(lba, off)?;
                 fixes.push(fix("entry naming an inode not in use removed", false));
             }
             (Code::DirentDuplicate, _) => {
@@ -507,40 +558,10 @@ fn clone_extent<D: BlockDeviceMut>(
     if is_inode {
         patches.inode(elba, |_| {})?;
     } else {
-        let c = crc32c_skipping(&b[..], TAIL_AT.saturating_add(8));
-        if let Some(dst) = b.get_mut(TAIL_AT.saturating_add(8)..) {
-            dst.copy_from_slice(&c.to_le_bytes());
-        }
+        reseal_tail(b);
     }
     // Bitmap bits and free counts for the copy.
-    let bg = fs.block_group(bi, &mut buf)?;
-    let start = bg.raw().start_block.get().saturating_add(1);
-    for k in 0..len {
-        let i = first.saturating_add(k);
-        let b = patches.block(start.saturating_add(i / BITS_PER_BITMAP_BLOCK))?;
-        set_bit(b, i % BITS_PER_BITMAP_BLOCK, true);
-    }
-    let glba = bg.lba();
-    let g = patches.block(glba)?;
-    let mut d = RawBlockGroup::read_from_bytes(g.get(..128).unwrap_or(&[]))
-        .map_err(|_| Error::new(ErrorKind::Invalid, "block group", glba))?;
-    d.free_data_blocks
-        .set(d.free_data_blocks.get().saturating_sub(len));
-    d.checksum.set(crc32c_skipping(d.as_bytes(), 112));
-    if let Some(dst) = g.get_mut(..128) {
-        dst.copy_from_slice(d.as_bytes());
-    }
-    let zg = fs.zone_group(bg.raw().owner_zg.get(), &mut buf)?;
-    let zlba = zg.lba();
-    let z = patches.block(zlba)?;
-    let mut h = RawZoneGroupHot::read_from_bytes(z.get(..64).unwrap_or(&[]))
-        .map_err(|_| Error::new(ErrorKind::Invalid, "zone group", zlba))?;
-    h.free_data_blocks
-        .set(h.free_data_blocks.get().saturating_sub(len));
-    h.hot_checksum.set(crc32c_skipping(h.as_bytes(), 56));
-    if let Some(dst) = z.get_mut(..64) {
-        dst.copy_from_slice(h.as_bytes());
-    }
+    patches.take_blocks(bi, first, len)?;
     fixes.push(Fix {
         code: Code::BlockShared,
         action: "extent cloned: its blocks copied to free space for the later owner",
@@ -677,16 +698,10 @@ fn reconnect_orphans<D: BlockDeviceMut>(
             patches.fresh.push(itable.saturating_add(ino));
             let b = patches.block(lba)?;
             *b = [0; BLOCK_SIZE];
-            let mut tail = tet_core::cetrafs::raw::RawTail::read_from_bytes(&[0u8; 16][..])
-                .map_err(|_| Error::new(ErrorKind::Invalid, "tail", lba))?;
-            tail.magic = tet_core::cetrafs::TAIL_DIR;
-            if let Some(dst) = b.get_mut(TAIL_AT..) {
-                dst.copy_from_slice(tail.as_bytes());
+            if let Some(dst) = b.get_mut(TAIL_AT..TAIL_AT.saturating_add(4)) {
+                dst.copy_from_slice(&tet_core::cetrafs::TAIL_DIR);
             }
-            let c = crc32c_skipping(&b[..], TAIL_AT.saturating_add(8));
-            if let Some(dst) = b.get_mut(TAIL_AT.saturating_add(8)..) {
-                dst.copy_from_slice(&c.to_le_bytes());
-            }
+            reseal_tail(b);
             // The inode.
             let ilba = itable.saturating_add(ino);
             let ib_blk = patches.block(ilba)?;
@@ -710,37 +725,7 @@ fn reconnect_orphans<D: BlockDeviceMut>(
             // Bitmaps and counts.
             let ibm = patches.block(ib.saturating_add(ino / BITS_PER_BITMAP_BLOCK))?;
             set_bit(ibm, ino % BITS_PER_BITMAP_BLOCK, true);
-            let bg = fs.block_group(bi, &mut bufs.data)?;
-            let dbm_lba = bg
-                .raw()
-                .start_block
-                .get()
-                .saturating_add(1)
-                .saturating_add(bit / BITS_PER_BITMAP_BLOCK);
-            let dbm = patches.block(dbm_lba)?;
-            set_bit(dbm, bit % BITS_PER_BITMAP_BLOCK, true);
-            let glba = bg.lba();
-            let g = patches.block(glba)?;
-            let mut d = RawBlockGroup::read_from_bytes(g.get(..128).unwrap_or(&[]))
-                .map_err(|_| Error::new(ErrorKind::Invalid, "block group", glba))?;
-            d.free_data_blocks
-                .set(d.free_data_blocks.get().saturating_sub(1));
-            d.checksum.set(crc32c_skipping(d.as_bytes(), 112));
-            if let Some(dst) = g.get_mut(..128) {
-                dst.copy_from_slice(d.as_bytes());
-            }
-            let owner = bg.raw().owner_zg.get();
-            let zg = fs.zone_group(owner, &mut bufs.data)?;
-            let zlba = zg.lba();
-            let z = patches.block(zlba)?;
-            let mut h = RawZoneGroupHot::read_from_bytes(z.get(..64).unwrap_or(&[]))
-                .map_err(|_| Error::new(ErrorKind::Invalid, "zone group", zlba))?;
-            h.free_data_blocks
-                .set(h.free_data_blocks.get().saturating_sub(1));
-            h.hot_checksum.set(crc32c_skipping(h.as_bytes(), 56));
-            if let Some(dst) = z.get_mut(..64) {
-                dst.copy_from_slice(h.as_bytes());
-            }
+            patches.take_blocks(bi, bit, 1)?;
             // The root's entry and link count.
             patches.dirent(root_blk, root_off, |e| {
                 e.inode.set(ino);
@@ -912,14 +897,7 @@ fn rebuild_bitmaps<D: BlockDeviceMut>(
             zone_free = zone_free.saturating_add(free);
             if free != raw.free_data_blocks.get() {
                 let lba = bg.lba();
-                let b = patches.block(lba)?;
-                let mut d = RawBlockGroup::read_from_bytes(b.get(..128).unwrap_or(&[]))
-                    .map_err(|_| Error::new(ErrorKind::Invalid, "block group", lba))?;
-                d.free_data_blocks.set(free);
-                d.checksum.set(crc32c_skipping(d.as_bytes(), 112));
-                if let Some(dst) = b.get_mut(..128) {
-                    dst.copy_from_slice(d.as_bytes());
-                }
+                patches.group(lba, |d| d.free_data_blocks.set(free))?;
                 fixes.push(Fix {
                     code: Code::GroupFreeCount,
                     action: "block group free_data_blocks set from its bitmap",
@@ -931,14 +909,7 @@ fn rebuild_bitmaps<D: BlockDeviceMut>(
         }
         if zone_free != zg.hot().free_data_blocks.get() {
             let lba = zg.lba();
-            let b = patches.block(lba)?;
-            let mut h = RawZoneGroupHot::read_from_bytes(b.get(..64).unwrap_or(&[]))
-                .map_err(|_| Error::new(ErrorKind::Invalid, "zone group", lba))?;
-            h.free_data_blocks.set(zone_free);
-            h.hot_checksum.set(crc32c_skipping(h.as_bytes(), 56));
-            if let Some(dst) = b.get_mut(..64) {
-                dst.copy_from_slice(h.as_bytes());
-            }
+            patches.zone(lba, |h| h.free_data_blocks.set(zone_free))?;
             fixes.push(Fix {
                 code: Code::ZoneFreeCount,
                 action: "zone group free_data_blocks set to its groups' sum",
