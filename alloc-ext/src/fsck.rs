@@ -26,7 +26,7 @@ use tet_core::cetrafs::check::{
     check_registry, report_replay, Counting, InodeVisitor, Sink, Summary,
 };
 use tet_core::cetrafs::{
-    bitmap_blocks, Buffers, Code, Committed, DirEntry, Extent, FileType, Finding, Fs,
+    bitmap_blocks, Buffers, Code, Committed, DirEntry, Extent, FileType, Finding, Fs, Overlay,
     OverlayDevice, SlotClass, BITS_PER_BITMAP_BLOCK, SB_CLEAN,
 };
 use tet_core::{Error, ErrorKind};
@@ -458,17 +458,19 @@ fn check_inner<D: BlockDevice>(
 
     // Pass 1: journals, read as they are on disk.
     let mut oom = false;
-    for row in 0..sb.node_capacity() {
-        check_journal(&raw_fs, row, &mut bufs, &mut sink, &mut |_| {});
-    }
-    let needed = raw_fs.committed_slots(&mut [], &mut bufs);
+    // One walk of the journals both checks them and gathers the committed slots.
     let mut committed: Vec<Committed> = Vec::new();
-    if committed.try_reserve_exact(needed).is_err() {
-        oom = true;
+    for row in 0..sb.node_capacity() {
+        check_journal(&raw_fs, row, &mut bufs, &mut sink, &mut |c| {
+            if c.dirty {
+                if committed.try_reserve(1).is_ok() {
+                    committed.push(c);
+                } else {
+                    oom = true;
+                }
+            }
+        });
     }
-    committed.resize(needed.min(committed.capacity()), Committed::default());
-    let got = raw_fs.committed_slots(&mut committed, &mut bufs);
-    committed.truncate(got);
     let replay_rows = classify(&raw_fs, &mut committed, &mut bitmap, &mut sink);
     if !replay_rows.is_empty() && sb.raw().sb_flags.get() & SB_CLEAN != 0 {
         sink.report(&Finding::new(
@@ -478,16 +480,9 @@ fn check_inner<D: BlockDevice>(
     }
     // Passes 2 to 7 check the filesystem as it will be after replay: through the
     // overlay of every block replay would write, so nothing replay fixes is reported.
-    let overlay = match raw_fs.overlay(&mut committed, &mut bufs) {
-        Ok(o) => o,
-        Err(e) => {
-            sink.report(&Finding::structural(Code::JournalSlot, e));
-            return Outcome {
-                summary: sink.summary,
-                ..Outcome::default()
-            };
-        }
-    };
+    // The slots pass 1 classified make the overlay; nothing is read again.
+    let n = committed.len();
+    let overlay = Overlay::from_classified(&mut committed, n);
     let odev = OverlayDevice::new(&dev, &overlay);
     let fs = match Fs::open(odev, &mut bufs.data) {
         Ok(fs) => fs,

@@ -19,7 +19,6 @@ use super::{
     XATTRS_PER_BLOCK, ZG_NO_OWNER,
 };
 use crate::block::{Block, BlockDevice, BLOCK_SIZE_U64};
-use crate::checksum::crc32c;
 use crate::error::{Error, ErrorKind};
 use crate::finding::codes;
 pub use crate::finding::{Report, Severity, Sink};
@@ -800,11 +799,7 @@ pub fn check_journal<D: BlockDevice>(
                             err(
                                 ErrorKind::ChecksumMismatch {
                                     stored: x.header.payload_checksum.get(),
-                                    computed: {
-                                        let _ =
-                                            fs.device().read_block(x.payload_lba, &mut bufs.tree);
-                                        u64::from(crc32c(&bufs.tree[..]))
-                                    },
+                                    computed: x.payload_crc,
                                 },
                                 "slot.payload_checksum (committed transaction)",
                                 x.lba,
@@ -906,10 +901,18 @@ pub fn verify<D: BlockDevice>(
 ) -> Summary {
     let mut sink = Counting::new(sink);
     let sb = *fs.superblock();
+    // One walk of the journals both checks them and gathers the committed slots.
+    let mut needed = 0usize;
     for row in 0..sb.node_capacity() {
-        let _ = check_journal(fs, row, bufs, &mut sink, &mut |_| {});
+        let _ = check_journal(fs, row, bufs, &mut sink, &mut |c| {
+            if c.dirty {
+                if let Some(t) = table.get_mut(needed) {
+                    *t = c;
+                }
+                needed = needed.saturating_add(1);
+            }
+        });
     }
-    let needed = fs.committed_slots(table, bufs);
     let mut replay_needed = false;
     if needed > table.len() {
         sink.report(&Finding::new(

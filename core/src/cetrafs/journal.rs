@@ -40,6 +40,7 @@ pub struct Slot {
     pub(crate) lba: u64,
     pub(crate) payload_lba: u64,
     pub(crate) payload_ok: bool,
+    pub(crate) payload_crc: u64,
 }
 
 impl Slot {
@@ -62,6 +63,10 @@ impl Slot {
     /// Whether the payload matches `payload_checksum`.
     pub fn payload_ok(&self) -> bool {
         self.payload_ok
+    }
+    /// The checksum the payload block has.
+    pub fn payload_crc(&self) -> u64 {
+        self.payload_crc
     }
 }
 
@@ -317,13 +322,15 @@ impl<D: BlockDevice> Fs<D> {
         }
         let payload_lba = base.saturating_add(1);
         self.device().read_block(payload_lba, &mut bufs.data)?;
-        let payload_ok = u64::from(crc32c(&bufs.data[..])) == h.payload_checksum.get();
+        let payload_crc = u64::from(crc32c(&bufs.data[..]));
+        let payload_ok = payload_crc == h.payload_checksum.get();
         Ok(Some(Slot {
             index: s,
             header: h,
             lba: base,
             payload_lba,
             payload_ok,
+            payload_crc,
         }))
     }
 
@@ -428,9 +435,20 @@ impl<D: BlockDevice> Fs<D> {
         }
         let slots = table.get_mut(..needed).unwrap_or(&mut []);
         self.classify_chains(slots, &mut bufs.data)?;
+        Ok(Overlay::from_classified(table, needed))
+    }
+}
+
+impl<'t> Overlay<'t> {
+    /// The overlay of the first `len` slots of `table`, already classified by
+    /// [`Fs::classify_chains`]: each target needing replay served at its last version.
+    /// Sorts and compacts `table` in place.
+    pub fn from_classified(table: &'t mut [Committed], len: usize) -> Overlay<'t> {
+        let slots = table.get_mut(..len).unwrap_or(&mut []);
+        slots.sort_unstable_by_key(|c| (c.target, c.txn_id, c.row, c.slot));
         // Compact in place: the last slot needing replay of each target, in target
-        // order (slots are sorted by target, then txn_id).
-        let mut len = 0usize;
+        // order.
+        let mut kept = 0usize;
         for k in 0..slots.len() {
             let Some(c) = slots.get(k).copied() else {
                 break;
@@ -438,19 +456,19 @@ impl<D: BlockDevice> Fs<D> {
             if c.class != Some(SlotClass::NeedsReplay) {
                 continue;
             }
-            let same = len
+            let same = kept
                 .checked_sub(1)
                 .and_then(|p| slots.get(p))
                 .is_some_and(|p| p.target == c.target);
-            let at = if same { len.saturating_sub(1) } else { len };
+            let at = if same { kept.saturating_sub(1) } else { kept };
             if let Some(dst) = slots.get_mut(at) {
                 *dst = c;
             }
             if !same {
-                len = len.saturating_add(1);
+                kept = kept.saturating_add(1);
             }
         }
-        Ok(Overlay { table, len })
+        Overlay { table, len: kept }
     }
 }
 
