@@ -89,6 +89,9 @@ pub struct RepairOutcome {
     pub left: Vec<Finding>,
     /// Rounds run.
     pub rounds: u32,
+    /// Whether the first check (after replay) found an error or a journal awaiting
+    /// replay: with [`RepairOutcome::replay`], whether there was anything to repair.
+    pub found: bool,
 }
 
 /// Why a repair stopped.
@@ -1092,6 +1095,7 @@ pub fn repair<D: BlockDeviceMut>(
             // A mount failure is not repaired here: report the check's findings.
             let (found, _) = fsck::findings(&dev, &check_opts);
             out.left = errors_of(&found);
+            out.found = true;
             return Ok(out);
         }
     };
@@ -1115,6 +1119,11 @@ pub fn repair<D: BlockDeviceMut>(
         let mut found: Vec<Finding> = Vec::new();
         let (_, own) =
             fsck::check_keeping_maps(&dev, &check_opts, &mut |f: &Finding| found.push(*f));
+        if out.rounds == 0 {
+            out.found = found
+                .iter()
+                .any(|f| f.severity() == Severity::Error || f.code == Code::JournalReplay);
+        }
         let fs = Fs::open(&dev, &mut bufs.data)?;
         let mut patches = Patches {
             fs: &fs,

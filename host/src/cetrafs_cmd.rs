@@ -729,12 +729,6 @@ pub fn repair(path: &Path, mode: crate::tet_repair::Mode, force: bool, output: O
             return Exit::Operational;
         }
     };
-    // What the image had before: decides between "clean" and "fixed".
-    let (before, _) = fsck::findings(&dev, &fsck::Options::default());
-    let had_errors = before
-        .iter()
-        .any(|f| f.severity() == tet_core::finding::Severity::Error);
-    let had_replay = before.iter().any(|f| f.code == tet_core::cetrafs::Code::JournalReplay);
     let opts = RepairOptions {
         node_id: u64::MAX,
         force,
@@ -824,9 +818,10 @@ pub fn repair(path: &Path, mode: crate::tet_repair::Mode, force: bool, output: O
             }
         }
     }
-    if !out.left.is_empty() || (m == Mode::No && (had_errors || had_replay)) {
+    let had = out.found || out.replay.journals > 0;
+    if !out.left.is_empty() || (m == Mode::No && had) {
         Exit::Problems
-    } else if had_errors || had_replay || !out.fixes.is_empty() {
+    } else if had || !out.fixes.is_empty() {
         Exit::Fixed
     } else {
         Exit::Clean
