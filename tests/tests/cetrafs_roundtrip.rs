@@ -6,7 +6,7 @@ use std::ops::ControlFlow;
 
 use proptest::prelude::*;
 use tet_alloc::cetrafs::{ImageBuilder, Params, Placement, Sparse};
-use tet_core::block::MemDevice;
+use tet_core::block::{Block, MemDevice};
 use tet_core::cetrafs::{Buffers, Fs};
 
 fn open(img: &[u8]) -> Fs<MemDevice<'_>> {
@@ -14,12 +14,34 @@ fn open(img: &[u8]) -> Fs<MemDevice<'_>> {
     Fs::open(MemDevice::new(img), &mut b.data).unwrap()
 }
 
+/// Reads a whole file with two buffers, and checks that the one-block paths (resolve,
+/// read, and stream, which bootloaders use) see the same bytes.
 fn read_all(fs: &Fs<MemDevice<'_>>, path: &str) -> Vec<u8> {
     let mut b = Buffers::new();
     let ino = fs.resolve(path.as_bytes(), &mut b).unwrap();
     let mut out = vec![0u8; ino.size() as usize];
     let n = fs.read(&ino, 0, &mut out, &mut b).unwrap();
     assert_eq!(n, out.len());
+
+    let mut one: Block = [0; 4096];
+    let ino1 = fs.resolve(path.as_bytes(), &mut one).unwrap();
+    assert_eq!(ino1.ino(), ino.ino(), "{path}: one-block resolve");
+    let mut out1 = vec![0u8; out.len()];
+    assert_eq!(fs.read(&ino1, 0, &mut out1, &mut one).unwrap(), out.len());
+    assert!(out1 == out, "{path}: one-block read");
+    let mut streamed = Vec::with_capacity(out.len());
+    let mut calls = 0usize;
+    let flow = fs
+        .stream(&ino1, &mut one, |bytes| {
+            assert!(!bytes.is_empty() && bytes.len() <= 4096);
+            streamed.extend_from_slice(bytes);
+            calls += 1;
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+    assert_eq!(flow, ControlFlow::Continue(()));
+    assert!(streamed == out, "{path}: one-block stream");
+    assert_eq!(calls, out.len().div_ceil(4096), "{path}: a call per block");
     out
 }
 
@@ -218,4 +240,107 @@ proptest! {
             prop_assert_eq!(&read_all(&fs, path), data, "{}", path);
         }
     }
+}
+
+/// Counts block reads, to show what the one-block paths cost.
+struct Counting<'a> {
+    dev: MemDevice<'a>,
+    reads: std::cell::Cell<u64>,
+}
+
+impl tet_core::block::BlockDevice for Counting<'_> {
+    fn block_count(&self) -> u64 {
+        self.dev.block_count()
+    }
+    fn read_block(&self, lba: u64, buf: &mut Block) -> tet_core::Result<()> {
+        self.reads.set(self.reads.get() + 1);
+        self.dev.read_block(lba, buf)
+    }
+}
+
+#[test]
+fn one_block_paths_match_two_and_skip_holes() {
+    let mut b = ImageBuilder::new(Params::default());
+    let frag = pattern(1100 * 4096 + 123, 7);
+    b.add_file(
+        ImageBuilder::ROOT,
+        b"frag",
+        frag.clone(),
+        Sparse::Dense,
+        Placement::Fragmented,
+    )
+    .unwrap();
+    // A 4 GiB-class sparse file would take a million callbacks; 4000 holes make the
+    // point: two data blocks, no per-hole lookups.
+    let mut sparse = vec![0u8; 4000 * 4096];
+    sparse[5 * 4096] = 1;
+    sparse[3999 * 4096 + 17] = 9;
+    let holes = b
+        .add_file(
+            ImageBuilder::ROOT,
+            b"holes",
+            sparse.clone(),
+            Sparse::Holes,
+            Placement::Contiguous,
+        )
+        .unwrap();
+    b.set_xattr(holes, b"user.crc", b"abc").unwrap();
+    let img = b.build().unwrap();
+    let dev = Counting {
+        dev: MemDevice::new(&img),
+        reads: 0.into(),
+    };
+    let mut one: Block = [0; 4096];
+    let fs = Fs::open(&dev, &mut one).unwrap();
+    let mut two = Buffers::new();
+
+    // Partial reads at block edges agree between one block and two.
+    let f1 = fs.resolve(b"/frag", &mut one).unwrap();
+    assert_eq!(f1.depth(), 2);
+    for (off, len) in [
+        (0, 1),
+        (4095, 2),
+        (4096 * 17 + 5, 70_000),
+        (4096 * 1099, 9000),
+    ] {
+        let mut a = vec![0u8; len];
+        let mut c = vec![0u8; len];
+        let na = fs.read(&f1, off as u64, &mut a, &mut one).unwrap();
+        let nc = fs.read(&f1, off as u64, &mut c, &mut two).unwrap();
+        let end = (off + len).min(frag.len());
+        assert_eq!((na, nc), (end - off, end - off), "read at {off}");
+        assert!(
+            a[..na] == frag[off..end] && c[..nc] == frag[off..end],
+            "at {off}"
+        );
+    }
+
+    // A stream that breaks stops at once.
+    let mut calls = 0;
+    let flow = fs
+        .stream(&f1, &mut one, |_| {
+            calls += 1;
+            ControlFlow::Break(())
+        })
+        .unwrap();
+    assert_eq!((flow, calls), (ControlFlow::Break(()), 1));
+
+    // Holes are mapped a run at a time: the inode, then only the two data blocks.
+    let h = fs.resolve(b"/holes", &mut one).unwrap();
+    assert_eq!(h.depth(), 0);
+    let before = dev.reads.get();
+    let mut got = Vec::new();
+    let flow = fs
+        .stream(&h, &mut one, |bytes| {
+            got.extend_from_slice(bytes);
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+    assert!(flow.is_continue() && got == sparse);
+    assert_eq!(dev.reads.get() - before, 2, "two data blocks read");
+
+    // Xattrs through one block.
+    let mut v = [0u8; 8];
+    let n = fs.xattr(&h, b"user.crc", &mut v, &mut one).unwrap();
+    assert_eq!(&v[..n], b"abc");
 }

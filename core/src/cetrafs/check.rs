@@ -14,6 +14,7 @@ use super::groups::{BlockGroup, NodeRow, PendingFree};
 pub use super::journal::Committed;
 use super::journal::SlotClass;
 use super::tree::{Extent, Inode, TreeEvent, TreeProblem};
+use super::Scratch;
 use super::{
     bitmap_blocks, err, Buffers, DirEntry, Fs, BITS_PER_BITMAP_BLOCK, F_COMMIT, SB_CLEAN,
     XATTRS_PER_BLOCK, ZG_NO_OWNER,
@@ -677,11 +678,11 @@ pub fn check_pending<D: BlockDevice>(
 pub fn check_journal<D: BlockDevice>(
     fs: &Fs<D>,
     row: u32,
-    bufs: &mut Buffers,
+    bufs: &mut impl Scratch,
     sink: &mut dyn Sink<Finding>,
     on_committed: &mut dyn FnMut(Committed),
 ) -> Option<bool> {
-    let flag = match fs.journal_flag(row, &mut bufs.data) {
+    let flag = match fs.journal_flag(row, bufs.block()) {
         Ok(f) => f,
         Err(e) => {
             sink.report(&Finding::structural(Code::JournalFlag, e));

@@ -7,7 +7,7 @@ use zerocopy::FromBytes;
 use super::check_tail;
 use super::raw::{RawDirEntry, RawXattr};
 use super::tree::Inode;
-use super::{err, Buffers, Fs, DIRENTS_PER_BLOCK, TAIL_AT, TAIL_DIR, TAIL_XATTR, XATTRS_PER_BLOCK};
+use super::{err, Fs, Scratch, DIRENTS_PER_BLOCK, TAIL_AT, TAIL_DIR, TAIL_XATTR, XATTRS_PER_BLOCK};
 use crate::block::{Block, BlockDevice, BLOCK_SIZE_U64};
 use crate::error::{ErrorKind, Result};
 
@@ -213,7 +213,7 @@ impl<D: BlockDevice> Fs<D> {
     pub fn read_dir(
         &self,
         dir: &Inode,
-        bufs: &mut Buffers,
+        scratch: &mut impl Scratch,
         mut f: impl FnMut(&DirEntry) -> ControlFlow<()>,
     ) -> Result<()> {
         if !dir.is_dir() {
@@ -229,8 +229,7 @@ impl<D: BlockDevice> Fs<D> {
         // however its (unordered, possibly overlapping) extents are arranged.
         let budget = self.superblock().total_blocks();
         let mut reads: u64 = 0;
-        let data = &mut bufs.data;
-        let _stopped_early = self.for_each_extent(dir, &mut bufs.tree, |e| {
+        let _stopped_early = self.for_each_extent_with(dir, scratch, |e, data| {
             if e.uninit {
                 return Err(err(
                     ErrorKind::Invalid,
@@ -267,9 +266,14 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// The inode `name` names in directory `dir`, if any.
-    pub fn lookup(&self, dir: &Inode, name: &[u8], bufs: &mut Buffers) -> Result<Option<u64>> {
+    pub fn lookup(
+        &self,
+        dir: &Inode,
+        name: &[u8],
+        scratch: &mut impl Scratch,
+    ) -> Result<Option<u64>> {
         let mut found = None;
-        self.read_dir(dir, bufs, |e| {
+        self.read_dir(dir, scratch, |e| {
             if e.name() == name {
                 found = Some(e.inode);
                 ControlFlow::Break(())
@@ -282,9 +286,9 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Resolves an absolute or root-relative path (`/a/b`, `a/b`); `.` and `..` are
     /// handled through the inode's `parent`. Symlinks are not followed.
-    pub fn resolve(&self, path: &[u8], bufs: &mut Buffers) -> Result<Inode> {
+    pub fn resolve(&self, path: &[u8], scratch: &mut impl Scratch) -> Result<Inode> {
         let root = self.superblock().root_inode();
-        let mut cur = self.inode(root, &mut bufs.data)?;
+        let mut cur = self.inode(root, scratch.block())?;
         for (n, comp) in path
             .split(|b| *b == b'/')
             .filter(|c| !c.is_empty())
@@ -305,7 +309,7 @@ impl<D: BlockDevice> Fs<D> {
                 b"." => {}
                 b".." => {
                     let parent = cur.raw.parent.get();
-                    cur = self.inode(parent, &mut bufs.data)?;
+                    cur = self.inode(parent, scratch.block())?;
                 }
                 name => {
                     if !cur.is_dir() {
@@ -316,13 +320,13 @@ impl<D: BlockDevice> Fs<D> {
                             16,
                         ));
                     }
-                    let ino = self.lookup(&cur, name, bufs)?.ok_or(err(
+                    let ino = self.lookup(&cur, name, scratch)?.ok_or(err(
                         ErrorKind::NotFound,
                         "path",
                         cur.lba,
                         0,
                     ))?;
-                    cur = self.inode(ino, &mut bufs.data)?;
+                    cur = self.inode(ino, scratch.block())?;
                 }
             }
         }
@@ -333,7 +337,7 @@ impl<D: BlockDevice> Fs<D> {
     pub fn xattrs(
         &self,
         inode: &Inode,
-        bufs: &mut Buffers,
+        scratch: &mut impl Scratch,
         mut f: impl FnMut(&Xattr) -> ControlFlow<()>,
     ) -> Result<()> {
         let lba = inode.raw.xattr_block.get();
@@ -341,8 +345,9 @@ impl<D: BlockDevice> Fs<D> {
             return Ok(());
         }
         self.check_data_range(lba, 1, "inode.xattr_block", inode.lba, 96)?;
-        self.device().read_block(lba, &mut bufs.data)?;
-        let block = &bufs.data;
+        let block = scratch.block();
+        self.device().read_block(lba, block)?;
+        let block = &*block;
         check_tail(
             block,
             lba,
@@ -421,10 +426,10 @@ impl<D: BlockDevice> Fs<D> {
         inode: &Inode,
         key: &[u8],
         out: &mut [u8],
-        bufs: &mut Buffers,
+        scratch: &mut impl Scratch,
     ) -> Result<usize> {
         let mut result = Err(err(ErrorKind::NotFound, "xattr.key", inode.lba, 96));
-        self.xattrs(inode, bufs, |x| {
+        self.xattrs(inode, scratch, |x| {
             if x.key() != key {
                 return ControlFlow::Continue(());
             }

@@ -36,6 +36,41 @@ impl Default for Buffers {
     }
 }
 
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Buffers {}
+    impl Sealed for crate::block::Block {}
+}
+
+/// The working memory a walk reads through: [`Buffers`] (8 KiB: an extent tree block
+/// stays cached while data blocks are read) or one [`Block`] (4 KiB: the tree blocks
+/// are read again after data blocks have reused the buffer, which costs up to two block
+/// reads per extent). Every walk, lookup and read takes either.
+pub trait Scratch: sealed::Sealed {
+    /// The block tree walks read into and, with two buffers, a separate one for data.
+    fn split(&mut self) -> (&mut Block, Option<&mut Block>);
+    /// The block single reads use (inodes, directory, xattr and journal blocks).
+    fn block(&mut self) -> &mut Block;
+}
+
+impl Scratch for Buffers {
+    fn split(&mut self) -> (&mut Block, Option<&mut Block>) {
+        (&mut self.tree, Some(&mut self.data))
+    }
+    fn block(&mut self) -> &mut Block {
+        &mut self.data
+    }
+}
+
+impl Scratch for Block {
+    fn split(&mut self) -> (&mut Block, Option<&mut Block>) {
+        (self, None)
+    }
+    fn block(&mut self) -> &mut Block {
+        self
+    }
+}
+
 /// Reads spanning more blocks than this walk the extent tree once instead of looking up
 /// every block (a lookup costs up to two tree block reads and checksums).
 const SWEEP_THRESHOLD: u64 = 64;
@@ -379,95 +414,129 @@ impl<D: BlockDevice> Fs<D> {
         inode: &Inode,
         offset: u64,
         out: &mut [u8],
-        bufs: &mut super::Buffers,
+        scratch: &mut impl Scratch,
     ) -> Result<usize> {
         let size = inode.size();
         let want = u64_of(out.len()).min(size.saturating_sub(offset));
+        let out = out.get_mut(..usize::try_from(want).unwrap_or(usize::MAX));
+        let out = out.ok_or(err(ErrorKind::Overflow, "read", inode.lba, 0))?;
         let first = offset / BLOCK_SIZE_U64;
         let blocks = offset
             .saturating_add(want)
             .div_ceil(BLOCK_SIZE_U64)
             .saturating_sub(first);
-        if blocks > SWEEP_THRESHOLD && inode.depth() > 0 {
-            return self.read_sweep(inode, offset, want, out, bufs);
+        if let (tree, Some(data)) = scratch.split() {
+            if blocks > SWEEP_THRESHOLD && inode.depth() > 0 {
+                return self.read_sweep(inode, offset, out, tree, data);
+            }
         }
         let mut done: u64 = 0;
-        while done < want {
-            let pos = offset.saturating_add(done);
-            let logical = u32::try_from(pos / BLOCK_SIZE_U64)
-                .map_err(|_| err(ErrorKind::Overflow, "read offset", inode.lba, 32))?;
-            let in_block = pos % BLOCK_SIZE_U64;
-            let mapping = self.map_block(inode, logical, &mut bufs.tree)?;
-            // Copy as many whole blocks of this run as fit, one block at a time.
+        let _whole = self.stream_range(inode, offset, want, scratch, |bytes| {
+            let end = done.saturating_add(u64_of(bytes.len()));
+            let (s, e) = (
+                usize::try_from(done).unwrap_or(usize::MAX),
+                usize::try_from(end).unwrap_or(usize::MAX),
+            );
+            if let Some(dst) = out.get_mut(s..e) {
+                dst.copy_from_slice(bytes);
+            }
+            done = end;
+            ControlFlow::Continue(())
+        })?;
+        usize::try_from(done).map_err(|_| err(ErrorKind::Overflow, "read", inode.lba, 0))
+    }
+
+    /// Calls `f` with the bytes of `inode` in file order, a block at a time (less at the
+    /// end of the file), through `scratch` alone: with one [`Block`] this checksums or
+    /// copies a file of any size in 4 KiB of RAM. Holes and uninitialized extents give
+    /// zeros. Returns `Break` when `f` stopped the stream.
+    pub fn stream(
+        &self,
+        inode: &Inode,
+        scratch: &mut impl Scratch,
+        f: impl FnMut(&[u8]) -> ControlFlow<()>,
+    ) -> Result<ControlFlow<()>> {
+        self.stream_range(inode, 0, inode.size(), scratch, f)
+    }
+
+    /// `stream` of the `len` bytes at `offset` (clipped to the file). Each run of blocks
+    /// (an extent's remainder, or a hole up to the next extent) is mapped once, reading
+    /// up to two tree blocks, then read block by block into the data block, which with
+    /// one buffer is the tree block itself.
+    fn stream_range(
+        &self,
+        inode: &Inode,
+        offset: u64,
+        len: u64,
+        scratch: &mut impl Scratch,
+        mut f: impl FnMut(&[u8]) -> ControlFlow<()>,
+    ) -> Result<ControlFlow<()>> {
+        let end = offset.saturating_add(len).min(inode.size());
+        let overflow = || err(ErrorKind::Overflow, "read offset", inode.lba, 32);
+        let mut pos = offset;
+        while pos < end {
+            let logical = u32::try_from(pos / BLOCK_SIZE_U64).map_err(|_| overflow())?;
+            let (tree, data) = scratch.split();
+            let (mapping, hole) = self.map_run(inode, logical, tree)?;
+            let data = data.unwrap_or(tree);
             let run = match mapping {
-                Mapping::Hole => 1,
-                Mapping::Mapped { run, .. } => run.max(1),
+                Mapping::Hole => hole,
+                Mapping::Mapped { run, .. } => run,
             };
-            let mut b: u32 = 0;
-            let mut in_block = in_block;
-            while b < run && done < want {
+            for b in 0..run.max(1) {
+                if pos >= end {
+                    break;
+                }
+                let at = pos % BLOCK_SIZE_U64;
                 let n = BLOCK_SIZE_U64
-                    .saturating_sub(in_block)
-                    .min(want.saturating_sub(done));
-                let (s, e) = (
-                    usize::try_from(done).unwrap_or(usize::MAX),
-                    usize::try_from(done.saturating_add(n)).unwrap_or(usize::MAX),
-                );
-                let dst =
-                    out.get_mut(s..e)
-                        .ok_or(err(ErrorKind::Overflow, "read", inode.lba, 0))?;
+                    .saturating_sub(at)
+                    .min(end.saturating_sub(pos));
                 match mapping {
                     Mapping::Mapped {
                         physical,
                         uninit: false,
                         ..
-                    } => {
-                        self.dev
-                            .read_block(physical.saturating_add(b.into()), &mut bufs.data)?;
-                        let src_start = usize::try_from(in_block).unwrap_or(0);
-                        let src = bufs
-                            .data
-                            .get(src_start..src_start.saturating_add(dst.len()))
-                            .ok_or(err(ErrorKind::Overflow, "read", inode.lba, 0))?;
-                        dst.copy_from_slice(src);
-                    }
-                    _ => dst.fill(0),
+                    } => self
+                        .dev
+                        .read_block(physical.saturating_add(b.into()), data)?,
+                    // Zeros, written once per run (`f` cannot change them).
+                    _ if b == 0 => data.fill(0),
+                    _ => {}
                 }
-                done = done.saturating_add(n);
-                in_block = 0;
-                b = b.saturating_add(1);
+                let from = usize::try_from(at).map_err(|_| overflow())?;
+                let to = usize::try_from(at.saturating_add(n)).map_err(|_| overflow())?;
+                let bytes = data.get(from..to).ok_or_else(overflow)?;
+                if f(bytes).is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+                pos = pos.saturating_add(n);
             }
         }
-        usize::try_from(done).map_err(|_| err(ErrorKind::Overflow, "read", inode.lba, 0))
+        Ok(ControlFlow::Continue(()))
     }
 
-    /// `read` for large ranges: zero the output, then walk every extent once and copy the
-    /// blocks that intersect the range. Valid extents never overlap, so more block reads
-    /// than blocks in the range prove overlapping extents, which is reported instead of
-    /// being allowed to multiply the work.
+    /// `read` for large ranges with two buffers: zero the output, then walk every extent
+    /// once and copy the blocks that intersect the range. Valid extents never overlap,
+    /// so more block reads than blocks in the range prove overlapping extents, which is
+    /// reported instead of being allowed to multiply the work.
     fn read_sweep(
         &self,
         inode: &Inode,
         offset: u64,
-        want: u64,
         out: &mut [u8],
-        bufs: &mut super::Buffers,
+        tree: &mut Block,
+        data: &mut Block,
     ) -> Result<usize> {
-        let want_usize =
-            usize::try_from(want).map_err(|_| err(ErrorKind::Overflow, "read", inode.lba, 0))?;
-        let out =
-            out.get_mut(..want_usize)
-                .ok_or(err(ErrorKind::Overflow, "read", inode.lba, 0))?;
         out.fill(0);
+        let want = u64_of(out.len());
         let end = offset.saturating_add(want);
         let first = offset / BLOCK_SIZE_U64;
         let last = end.div_ceil(BLOCK_SIZE_U64);
         let budget = last.saturating_sub(first);
         let mut reads: u64 = 0;
-        let data = &mut bufs.data;
-        let _all = self.for_each_extent(inode, &mut bufs.tree, |e| {
+        let _all = self.for_each_extent(inode, tree, |e| {
             if e.uninit {
-                return Ok(core::ops::ControlFlow::Continue(()));
+                return Ok(ControlFlow::Continue(()));
             }
             let lo = u64::from(e.logical).max(first);
             let hi = u64::from(e.logical).saturating_add(e.len.into()).min(last);
@@ -499,8 +568,8 @@ impl<D: BlockDevice> Fs<D> {
                 };
                 dst.copy_from_slice(src);
             }
-            Ok(core::ops::ControlFlow::Continue(()))
+            Ok(ControlFlow::Continue(()))
         })?;
-        Ok(want_usize)
+        Ok(out.len())
     }
 }

@@ -3,7 +3,7 @@
 
 use super::raw::{RawJournalFlag, RawSlotHeader};
 use super::sealed;
-use super::{err, zero, Buffers, Fs, F_COMMIT, F_FRESH, JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC};
+use super::{err, zero, Fs, Scratch, F_COMMIT, F_FRESH, JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC};
 use crate::block::{Block, BlockDevice};
 use crate::checksum::crc32c;
 use crate::error::{Error, ErrorKind, Result};
@@ -240,13 +240,19 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Slot `s` of row `row`'s journal (`None` when empty). Reads the payload to check it.
-    pub fn journal_slot(&self, row: u32, s: u64, bufs: &mut Buffers) -> Result<Option<Slot>> {
+    pub fn journal_slot(
+        &self,
+        row: u32,
+        s: u64,
+        scratch: &mut impl Scratch,
+    ) -> Result<Option<Slot>> {
+        let buf = scratch.block();
         let base = self
             .journal_start(row)
             .saturating_add(1)
             .saturating_add(s.saturating_mul(2));
-        self.device().read_block(base, &mut bufs.data)?;
-        let bytes = bufs.data.get(..64).unwrap_or(&[]);
+        self.device().read_block(base, buf)?;
+        let bytes = buf.get(..64).unwrap_or(&[]);
         if bytes.iter().all(|b| *b == 0) {
             return Ok(None);
         }
@@ -321,8 +327,8 @@ impl<D: BlockDevice> Fs<D> {
             ));
         }
         let payload_lba = base.saturating_add(1);
-        self.device().read_block(payload_lba, &mut bufs.data)?;
-        let payload_crc = u64::from(crc32c(&bufs.data[..]));
+        self.device().read_block(payload_lba, buf)?;
+        let payload_crc = u64::from(crc32c(&buf[..]));
         let payload_ok = payload_crc == h.payload_checksum.get();
         Ok(Some(Slot {
             index: s,
@@ -338,13 +344,13 @@ impl<D: BlockDevice> Fs<D> {
     /// slot order, into `table`; returns how many there are (more than `table.len()`
     /// means the table was too small and only its length was filled). Malformed slots
     /// are skipped here; the checker reports them.
-    pub fn committed_slots(&self, table: &mut [Committed], bufs: &mut Buffers) -> usize {
+    pub fn committed_slots(&self, table: &mut [Committed], scratch: &mut impl Scratch) -> usize {
         let mut n = 0usize;
         for row in 0..self.superblock().node_capacity() {
             let _ = crate::cetrafs::check::check_journal(
                 self,
                 row,
-                bufs,
+                scratch,
                 &mut |_: &crate::cetrafs::check::Finding| {},
                 &mut |c| {
                     if c.dirty {
@@ -420,9 +426,9 @@ impl<D: BlockDevice> Fs<D> {
     pub fn overlay<'t>(
         &self,
         table: &'t mut [Committed],
-        bufs: &mut Buffers,
+        scratch: &mut impl Scratch,
     ) -> Result<Overlay<'t>> {
-        let needed = self.committed_slots(table, bufs);
+        let needed = self.committed_slots(table, scratch);
         if needed > table.len() {
             return Err(Error::new(
                 ErrorKind::BufferTooSmall {
@@ -434,7 +440,7 @@ impl<D: BlockDevice> Fs<D> {
             ));
         }
         let slots = table.get_mut(..needed).unwrap_or(&mut []);
-        self.classify_chains(slots, &mut bufs.data)?;
+        self.classify_chains(slots, scratch.block())?;
         Ok(Overlay::from_classified(table, needed))
     }
 }

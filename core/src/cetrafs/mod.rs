@@ -1,6 +1,7 @@
 //! cetrafs format 0x0006 (`docs/cetrafs.md`): raw structures, validated views, a
 //! read-only filesystem over any [`BlockDevice`](crate::block::BlockDevice), and journal
-//! inspection. No allocation: every walk uses caller-owned [`Buffers`].
+//! inspection. No allocation: every walk uses caller-owned [`Buffers`], or one [`Block`]
+//! where RAM is tight (see [`Scratch`]).
 
 pub mod check;
 pub mod raw;
@@ -15,7 +16,7 @@ mod tree;
 
 pub use check::{Code, Finding};
 pub use dir::{DirEntry, FileType, Xattr, MAX_PATH_COMPONENTS};
-pub use fs::{Buffers, Fs, Stat};
+pub use fs::{Buffers, Fs, Scratch, Stat};
 pub use groups::{BlockGroup, NodeRow, PendingFree, ZoneGroup};
 pub use journal::{Committed, JournalFlag, Overlay, OverlayDevice, Slot, SlotClass};
 pub use superblock::{Features, Region, Superblock, REGION_NAMES};

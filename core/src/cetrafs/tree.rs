@@ -7,6 +7,7 @@ use core::ops::ControlFlow;
 use zerocopy::FromBytes;
 
 use super::check_tail;
+use super::fs::Scratch;
 use super::raw::{RawExtent, RawExtentHeader, RawExtentIndex, RawInode};
 use super::sealed;
 use super::{
@@ -397,10 +398,29 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Where logical block `logical` of `inode` lives. Reads at most two tree blocks.
     pub fn map_block(&self, inode: &Inode, logical: u32, tree: &mut Block) -> Result<Mapping> {
+        self.map_run(inode, logical, tree).map(|(m, _)| m)
+    }
+
+    /// [`Fs::map_block`], and for a hole how many blocks it spans: up to the next
+    /// extent or index entry that starts after `logical` (to the end of the 2^32-block
+    /// address space when none does), so a sparse file is skipped a run at a time.
+    pub(crate) fn map_run(
+        &self,
+        inode: &Inode,
+        logical: u32,
+        tree: &mut Block,
+    ) -> Result<(Mapping, u32)> {
         let root = inode.raw.extent_header;
         let mut depth = root.depth.get();
         let mut entries = root.entries.get();
         let slots = inode.raw.slots;
+        // The first logical block after `logical` that some entry starts at.
+        let mut next: u64 = 1 << 32;
+        let mut after = |start: u32| {
+            if start > logical {
+                next = next.min(start.into());
+            }
+        };
         // `None` while in the inode's inline slots, then the tree block held in `tree`.
         let mut in_block: Option<u64> = None;
         loop {
@@ -416,31 +436,36 @@ impl<D: BlockDevice> Fs<D> {
                         && u64::from(logical) < u64::from(e.logical).saturating_add(e.len.into())
                     {
                         let off = logical.saturating_sub(e.logical);
-                        return Ok(Mapping::Mapped {
+                        let m = Mapping::Mapped {
                             physical: e.physical.saturating_add(off.into()),
                             run: e.len.saturating_sub(off),
                             uninit: e.uninit,
-                        });
+                        };
+                        return Ok((m, 0));
                     }
+                    after(e.logical);
                 }
-                return Ok(Mapping::Hole);
+                break;
             }
             let mut best: Option<(u32, u64, usize)> = None;
             for i in 0..entries {
                 let (at, ix) = level.index(i)?;
                 let l = ix.logical.get();
+                after(l);
                 if l <= logical && best.is_none_or(|(b, _, _)| l > b) {
                     best = Some((l, ix.child.get(), at));
                 }
             }
             let Some((_, child, at)) = best else {
-                return Ok(Mapping::Hole);
+                break;
             };
             let parent = level.lba();
             depth = depth.saturating_sub(1);
             entries = self.read_tree_block(child, depth, tree, parent, at)?;
             in_block = Some(child);
         }
+        let hole = next.saturating_sub(logical.into());
+        Ok((Mapping::Hole, u32::try_from(hole).unwrap_or(u32::MAX)))
     }
 
     /// Calls `f` with every extent of `inode`, in on-disk (unordered) order. Uses only
@@ -451,6 +476,33 @@ impl<D: BlockDevice> Fs<D> {
         tree: &mut Block,
         mut f: impl FnMut(Extent) -> Result<ControlFlow<()>>,
     ) -> Result<ControlFlow<()>> {
+        self.each_extent(inode, tree, false, &mut |e, _| f(e))
+    }
+
+    /// `for_each_extent` whose `f` also gets a block for its own reads: the data block
+    /// of [`Buffers`](super::Buffers), or with one block the tree buffer itself, in
+    /// which case the leaf (and interior) block is read again before the next extent.
+    pub(crate) fn for_each_extent_with(
+        &self,
+        inode: &Inode,
+        scratch: &mut impl Scratch,
+        mut f: impl FnMut(Extent, &mut Block) -> Result<ControlFlow<()>>,
+    ) -> Result<ControlFlow<()>> {
+        match scratch.split() {
+            (tree, Some(data)) => self.each_extent(inode, tree, false, &mut |e, _| f(e, data)),
+            (one, None) => self.each_extent(inode, one, true, &mut f),
+        }
+    }
+
+    /// The extent walk. `f` gets the tree buffer too; `shared` says it may overwrite it,
+    /// so tree blocks are read again before each use that follows a call.
+    fn each_extent(
+        &self,
+        inode: &Inode,
+        tree: &mut Block,
+        shared: bool,
+        f: &mut impl FnMut(Extent, &mut Block) -> Result<ControlFlow<()>>,
+    ) -> Result<ControlFlow<()>> {
         let root = inode.raw.extent_header;
         let slots = inode.raw.slots;
         let inline = Level::Inline(&slots, inode.lba);
@@ -459,7 +511,7 @@ impl<D: BlockDevice> Fs<D> {
             0 => {
                 for i in 0..n {
                     let (at, raw) = inline.extent(i)?;
-                    if f(self.valid_extent(&raw, inode.lba, at)?)?.is_break() {
+                    if f(self.valid_extent(&raw, inode.lba, at)?, tree)?.is_break() {
                         return Ok(ControlFlow::Break(()));
                     }
                 }
@@ -469,7 +521,7 @@ impl<D: BlockDevice> Fs<D> {
                     let (at, ix) = inline.index(i)?;
                     let leaf = ix.child.get();
                     if self
-                        .leaf_extents(leaf, tree, inode.lba, at, &mut f)?
+                        .leaf_extents(leaf, tree, shared, inode.lba, at, f)?
                         .is_break()
                     {
                         return Ok(ControlFlow::Break(()));
@@ -488,7 +540,7 @@ impl<D: BlockDevice> Fs<D> {
                         }
                         let (jat, jx) = Level::Block(tree, interior).index(j)?;
                         if self
-                            .leaf_extents(jx.child.get(), tree, interior, jat, &mut f)?
+                            .leaf_extents(jx.child.get(), tree, shared, interior, jat, f)?
                             .is_break()
                         {
                             return Ok(ControlFlow::Break(()));
@@ -504,15 +556,19 @@ impl<D: BlockDevice> Fs<D> {
         &self,
         leaf: u64,
         tree: &mut Block,
+        shared: bool,
         parent: u64,
         at: usize,
-        f: &mut impl FnMut(Extent) -> Result<ControlFlow<()>>,
+        f: &mut impl FnMut(Extent, &mut Block) -> Result<ControlFlow<()>>,
     ) -> Result<ControlFlow<()>> {
         let m = self.read_tree_block(leaf, 0, tree, parent, at)?;
         for k in 0..m {
+            if shared && k > 0 {
+                self.read_tree_block(leaf, 0, tree, parent, at)?;
+            }
             let (kat, raw) = Level::Block(tree, leaf).extent(k)?;
             let e = self.valid_extent(&raw, leaf, kat)?;
-            if f(e)?.is_break() {
+            if f(e, tree)?.is_break() {
                 return Ok(ControlFlow::Break(()));
             }
         }
