@@ -8,9 +8,9 @@ use tet_core::tet::{Codec, DType, DatasetId};
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
-    std::fs::copy("memory.x", out.join("memory.x")).unwrap();
+    std::fs::copy("lm3s6965.x", out.join("memory.x")).unwrap();
     println!("cargo:rustc-link-search={}", out.display());
-    println!("cargo:rerun-if-changed=memory.x");
+    println!("cargo:rerun-if-changed=lm3s6965.x");
     println!("cargo:rerun-if-changed=build.rs");
 
     // catalog.tet: a 16 × 24 i16 field in 5 × 7 chunks (clipped at the edges, raw), and

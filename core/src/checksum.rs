@@ -28,6 +28,50 @@ pub fn crc32c_software(buf: &[u8]) -> u32 {
     CRC.checksum(buf)
 }
 
+/// CRC-32C of bytes that arrive in pieces (a file streamed a block at a time):
+/// `update` with each piece in order, then `finish`; the result equals [`crc32c`] of
+/// the pieces joined.
+#[derive(Clone, Copy, Debug)]
+pub struct Crc32c {
+    /// The register before the final complement (`!0` before any byte).
+    state: u32,
+}
+
+impl Crc32c {
+    /// Nothing hashed yet.
+    pub const fn new() -> Self {
+        Crc32c { state: 0 }
+    }
+
+    /// Hashes `bytes` after what came before.
+    pub fn update(&mut self, bytes: &[u8]) {
+        #[cfg(feature = "crc-hw")]
+        {
+            self.state = crc32c::crc32c_append(self.state, bytes);
+        }
+        #[cfg(not(feature = "crc-hw"))]
+        {
+            // Resume the register where the last piece left it: `finish` is the register
+            // complemented, and `crc` reflects a custom initial value for this
+            // reflected algorithm, so hand it the reflection.
+            let mut d = CRC.digest_with_initial((!self.state).reverse_bits());
+            d.update(bytes);
+            self.state = d.finalize();
+        }
+    }
+
+    /// The CRC-32C of everything hashed.
+    pub const fn finish(&self) -> u32 {
+        self.state
+    }
+}
+
+impl Default for Crc32c {
+    fn default() -> Self {
+        Crc32c::new()
+    }
+}
+
 /// CRC-32C of `buf` with the 8 bytes at `field` read as zero (the checksum field itself).
 /// A `field` outside `buf` is treated as absent.
 pub fn crc32c_skipping(buf: &[u8], field: usize) -> u64 {
@@ -66,5 +110,21 @@ mod tests {
         assert_eq!(with, u64::from(crc32c(&b)));
         b[8..16].copy_from_slice(&with.to_le_bytes());
         assert_eq!(crc32c_skipping(&b, 8), with);
+    }
+
+    #[test]
+    fn incremental_matches_whole() {
+        let data: [u8; 300] = core::array::from_fn(|i| (i * 7 + 3) as u8);
+        for split in [0, 1, 9, 150, 299, 300] {
+            let mut c = Crc32c::new();
+            c.update(&data[..split]);
+            c.update(&[]);
+            c.update(&data[split..]);
+            assert_eq!(c.finish(), crc32c(&data), "split at {split}");
+        }
+        assert_eq!(Crc32c::new().finish(), crc32c(&[]));
+        let mut c = Crc32c::default();
+        c.update(b"123456789");
+        assert_eq!(c.finish(), 0xE306_9283);
     }
 }

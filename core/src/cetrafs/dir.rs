@@ -46,41 +46,38 @@ impl FileType {
     }
 }
 
-/// One validated directory entry (name stored inline).
+/// One validated directory entry, borrowing its name from the directory block.
 #[derive(Clone, Copy, Debug)]
-pub struct DirEntry {
+pub struct DirEntry<'b> {
     /// Target inode.
     pub inode: u64,
     /// Type.
     pub file_type: FileType,
-    name: [u8; 255],
-    name_len: u8,
+    name: &'b [u8],
 }
 
-impl DirEntry {
+impl<'b> DirEntry<'b> {
     /// The name bytes.
-    pub fn name(&self) -> &[u8] {
-        self.name.get(..usize::from(self.name_len)).unwrap_or(&[])
+    pub fn name(&self) -> &'b [u8] {
+        self.name
     }
 }
 
-/// One extended attribute (key and value stored inline).
+/// One extended attribute, borrowing its key and value from the xattr block.
 #[derive(Clone, Copy, Debug)]
-pub struct Xattr {
-    key: [u8; 64],
-    key_len: u8,
-    value: [u8; 256],
-    value_len: u16,
+pub struct Xattr<'b> {
+    key: &'b [u8],
+    value: &'b [u8],
 }
 
-impl Xattr {
+impl<'b> Xattr<'b> {
     /// The full key (`user.x`).
-    pub fn key(&self) -> &[u8] {
-        self.key.get(..usize::from(self.key_len)).unwrap_or(&[])
+    pub fn key(&self) -> &'b [u8] {
+        self.key
     }
     /// The value.
-    pub fn value(&self) -> &[u8] {
-        self.value.get(..usize::from(self.value_len)).unwrap_or(&[])
+    pub fn value(&self) -> &'b [u8] {
+        self.value
     }
 }
 
@@ -132,7 +129,7 @@ impl<D: BlockDevice> Fs<D> {
         for k in 0..DIRENTS_PER_BLOCK {
             let off = k.saturating_mul(266);
             let bytes = block.get(off..off.saturating_add(266)).unwrap_or(&[]);
-            let raw = RawDirEntry::read_from_bytes(bytes)
+            let raw = RawDirEntry::ref_from_bytes(bytes)
                 .map_err(|_| err(ErrorKind::Invalid, "dirent", lba, off))?;
             let ino = raw.inode.get();
             if ino == 0 {
@@ -198,8 +195,7 @@ impl<D: BlockDevice> Fs<D> {
             let e = DirEntry {
                 inode: ino,
                 file_type,
-                name: raw.name,
-                name_len,
+                name,
             };
             if f(&e, off).is_break() {
                 return Ok(ControlFlow::Break(()));
@@ -366,7 +362,7 @@ impl<D: BlockDevice> Fs<D> {
         for k in 0..XATTRS_PER_BLOCK {
             let off = k.saturating_mul(322);
             let bytes = block.get(off..off.saturating_add(322)).unwrap_or(&[]);
-            let raw = RawXattr::read_from_bytes(bytes)
+            let raw = RawXattr::ref_from_bytes(bytes)
                 .map_err(|_| err(ErrorKind::Invalid, "xattr", lba, off))?;
             if raw.key[0] == 0 {
                 if let Some(i) = nonzero_at(bytes) {
@@ -407,10 +403,8 @@ impl<D: BlockDevice> Fs<D> {
                 ));
             }
             let x = Xattr {
-                key: raw.key,
-                key_len: u8::try_from(key_len).unwrap_or(64),
-                value: raw.value,
-                value_len: vlen,
+                key,
+                value: raw.value.get(..usize::from(vlen)).unwrap_or(&[]),
             };
             if f(&x).is_break() {
                 break;

@@ -28,7 +28,7 @@ impl ZoneGroup {
     /// Parses the descriptor in `block` (read from `lba`), expected to be zone group `id`.
     pub fn parse(block: &Block, lba: u64, id: u32) -> Result<ZoneGroup> {
         let hot_bytes = block.get(..64).unwrap_or(&[]);
-        let hot: RawZoneGroupHot = sealed(
+        let hot: RawZoneGroupHot = *sealed(
             hot_bytes,
             ZG_MAGIC,
             56,
@@ -39,7 +39,7 @@ impl ZoneGroup {
         let cold_bytes = block
             .get(ZG_COLD_AT..ZG_COLD_AT.saturating_add(64))
             .unwrap_or(&[]);
-        let cold: RawZoneGroupCold = sealed(
+        let cold: RawZoneGroupCold = *sealed(
             cold_bytes,
             ZG_COLD_MAGIC,
             56,
@@ -111,7 +111,7 @@ impl BlockGroup {
         owner: u32,
     ) -> Result<BlockGroup> {
         let bytes = block.get(..128).unwrap_or(&[]);
-        let raw: RawBlockGroup = sealed(
+        let raw: RawBlockGroup = *sealed(
             bytes,
             BG_MAGIC,
             112,
@@ -201,7 +201,7 @@ impl BlockGroup {
     pub fn check_region_header(&self, block: &Block) -> Result<RawRegionHeader> {
         let lba = self.raw.start_block.get();
         let bytes = block.get(..64).unwrap_or(&[]);
-        let rh: RawRegionHeader = sealed(
+        let rh: RawRegionHeader = *sealed(
             bytes,
             RH_MAGIC,
             56,
@@ -254,7 +254,7 @@ impl NodeRow {
         if bytes.iter().all(|b| *b == 0) {
             return Ok(None);
         }
-        let raw: RawNodeRow = sealed(
+        let raw: RawNodeRow = *sealed(
             bytes,
             NODE_MAGIC,
             120,

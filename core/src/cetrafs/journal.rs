@@ -124,6 +124,22 @@ pub struct Committed {
 }
 
 impl Committed {
+    /// An unused table entry, for `static` overlay tables.
+    pub const EMPTY: Committed = Committed {
+        row: 0,
+        dirty: false,
+        slot: 0,
+        lba: 0,
+        payload_lba: 0,
+        txn_id: 0,
+        target: 0,
+        pre: 0,
+        post: 0,
+        fresh: false,
+        class: None,
+        in_replay: false,
+    };
+
     /// From a slot of registry row `row`'s journal.
     pub fn of(row: u32, dirty: bool, replaying_txn: u64, s: &Slot) -> Self {
         Committed {
@@ -205,7 +221,7 @@ impl<D: BlockDevice> Fs<D> {
         let lba = self.journal_start(row);
         self.device().read_block(lba, buf)?;
         let bytes = buf.get(..64).unwrap_or(&[]);
-        let raw: RawJournalFlag = sealed(
+        let raw: RawJournalFlag = *sealed(
             bytes,
             JF_MAGIC,
             56,
@@ -256,7 +272,7 @@ impl<D: BlockDevice> Fs<D> {
         if bytes.iter().all(|b| *b == 0) {
             return Ok(None);
         }
-        let h: RawSlotHeader = sealed(
+        let h: RawSlotHeader = *sealed(
             bytes,
             JS_MAGIC,
             56,
@@ -467,8 +483,10 @@ impl<'t> Overlay<'t> {
                 .and_then(|p| slots.get(p))
                 .is_some_and(|p| p.target == c.target);
             let at = if same { kept.saturating_sub(1) } else { kept };
-            if let Some(dst) = slots.get_mut(at) {
-                *dst = c;
+            // Swapped, not copied (the slot left at `k` is never looked at again): an
+            // overlapping copy would pull `memmove` (1.6 KiB) into firmware.
+            if let Some([first, .., last]) = slots.get_mut(at..=k) {
+                core::mem::swap(first, last);
             }
             if !same {
                 kept = kept.saturating_add(1);

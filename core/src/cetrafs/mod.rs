@@ -22,7 +22,7 @@ pub use journal::{Committed, JournalFlag, Overlay, OverlayDevice, Slot, SlotClas
 pub use superblock::{Features, Region, Superblock, REGION_NAMES};
 pub use tree::{Extent, Inode, Mapping, TreeEvent, TreeProblem};
 
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 use crate::block::{Block, BLOCK_SIZE_U64};
 use crate::error::{Error, ErrorKind};
@@ -160,15 +160,16 @@ pub(crate) fn check_crc(
 /// Reads a structure that starts with a 4-byte magic and carries its own checksum at
 /// `crc_field`: `bytes` are exactly the structure, found at byte `base` of block `lba`.
 /// Checks the magic, then the checksum; `names` are the magic's and checksum's field names.
-pub(crate) fn sealed<T: FromBytes + KnownLayout + Immutable>(
-    bytes: &[u8],
+pub(crate) fn sealed<'b, T: FromBytes + KnownLayout + Immutable + Unaligned>(
+    bytes: &'b [u8],
     magic: [u8; 4],
     crc_field: usize,
     names: (&'static str, &'static str),
     lba: u64,
     base: usize,
-) -> Result<T, Error> {
-    let raw = T::read_from_bytes(bytes).map_err(|_| {
+) -> Result<&'b T, Error> {
+    // A reference, not a copy: structures run to 424 bytes, and small stacks count.
+    let raw = T::ref_from_bytes(bytes).map_err(|_| {
         err(
             ErrorKind::Truncated {
                 needed: crate::arith::u64_of(core::mem::size_of::<T>()),

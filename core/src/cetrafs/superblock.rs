@@ -92,7 +92,7 @@ impl Superblock {
     /// Parses and checks block 0 against a device of `device_blocks` blocks.
     pub fn parse(block: &Block, device_blocks: u64) -> Result<Superblock> {
         let bytes = block.get(..SUPERBLOCK_LEN).unwrap_or(&[]);
-        let raw: RawSuperblock = sealed(
+        let raw: &RawSuperblock = sealed(
             bytes,
             SB_MAGIC,
             SB_CHECKSUM_AT,
@@ -180,7 +180,7 @@ impl Superblock {
             ));
         }
         let sb = Superblock {
-            raw,
+            raw: *raw,
             read_only: features.unknown_ro_compat() != 0,
         };
         sb.check_map(device_blocks)?;

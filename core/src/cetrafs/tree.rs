@@ -68,7 +68,7 @@ impl Inode {
     /// Parses inode `ino` from `block` (read from `lba`).
     pub fn parse(block: &Block, lba: u64, ino: u64) -> Result<Inode> {
         let bytes = block.get(..256).unwrap_or(&[]);
-        let raw: RawInode = sealed(
+        let raw: RawInode = *sealed(
             bytes,
             INODE_MAGIC,
             248,
