@@ -334,11 +334,7 @@ fn check_xattrs<D: BlockDevice>(
             dup = Some(n);
         }
         if let Some(slot) = keys.get_mut(n) {
-            let len = k.len().min(64);
-            if let (Some(dst), Some(src)) = (slot.0.get_mut(..len), k.get(..len)) {
-                dst.copy_from_slice(src);
-            }
-            slot.1 = len;
+            slot.1 = crate::arith::copy_prefix(&mut slot.0, k);
             n = n.saturating_add(1);
         }
         ControlFlow::Continue(())

@@ -429,10 +429,7 @@ impl<D: BlockDevice> Fs<D> {
             }
             let v = x.value();
             result = match out.get_mut(..v.len()) {
-                Some(dst) => {
-                    dst.copy_from_slice(v);
-                    Ok(v.len())
-                }
+                Some(dst) => Ok(crate::arith::copy_prefix(dst, v)),
                 None => Err(err(
                     ErrorKind::BufferTooSmall {
                         needed: crate::arith::u64_of(v.len()),

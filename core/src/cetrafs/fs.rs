@@ -446,7 +446,7 @@ impl<D: BlockDevice> Fs<D> {
                 usize::try_from(end).unwrap_or(usize::MAX),
             );
             if let Some(dst) = out.get_mut(s..e) {
-                dst.copy_from_slice(bytes);
+                crate::arith::copy_prefix(dst, bytes);
             }
             done = end;
             ControlFlow::Continue(())
@@ -574,7 +574,7 @@ impl<D: BlockDevice> Fs<D> {
                 ) else {
                     return Err(err(ErrorKind::Overflow, "read", inode.lba, 0));
                 };
-                dst.copy_from_slice(src);
+                crate::arith::copy_prefix(dst, src);
             }
             Ok(ControlFlow::Continue(()))
         })?;

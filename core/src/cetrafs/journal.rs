@@ -389,7 +389,7 @@ impl<D: BlockDevice> Fs<D> {
     /// `F_FRESH` or its pre-change checksum is the previous version's, and conflicts
     /// otherwise (as does every slot after a conflict). Reads each target once.
     pub fn classify_chains(&self, slots: &mut [Committed], buf: &mut Block) -> Result<()> {
-        slots.sort_unstable_by_key(|c| (c.target, c.txn_id, c.row, c.slot));
+        crate::arith::sort_by_key(slots, |c| (c.target, c.txn_id, c.row, c.slot));
         let mut start = 0usize;
         while start < slots.len() {
             let target = slots.get(start).map_or(0, |c| c.target);
@@ -467,7 +467,7 @@ impl<'t> Overlay<'t> {
     /// Sorts and compacts `table` in place.
     pub fn from_classified(table: &'t mut [Committed], len: usize) -> Overlay<'t> {
         let slots = table.get_mut(..len).unwrap_or(&mut []);
-        slots.sort_unstable_by_key(|c| (c.target, c.txn_id, c.row, c.slot));
+        crate::arith::sort_by_key(slots, |c| (c.target, c.txn_id, c.row, c.slot));
         // Compact in place: the last slot needing replay of each target, in target
         // order.
         let mut kept = 0usize;

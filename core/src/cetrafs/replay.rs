@@ -206,7 +206,7 @@ pub fn replay<D: BlockDeviceMut>(
     // 2. Classify (chains across journals, torn targets included), then write in
     //    txn_id order.
     fs.classify_chains(slots, &mut bufs.data)?;
-    slots.sort_unstable_by_key(|c| (c.txn_id, c.row, c.slot));
+    crate::arith::sort_by_key(slots, |c| (c.txn_id, c.row, c.slot));
     let mut start = 0usize;
     while start < slots.len() {
         let txn = slots.get(start).map_or(0, |c| c.txn_id);

@@ -302,7 +302,9 @@ fn parse_record<'a>(
     )
     .map_err(wrap)?;
     let dims = <[U64]>::ref_from_bytes(dims).map_err(|_| truncated(rec_len, "dataset.shape"))?;
-    let (shape, chunk_shape) = dims.split_at(ndim);
+    let (shape, chunk_shape) = dims
+        .split_at_checked(ndim)
+        .ok_or_else(|| truncated(rec_len, "dataset.shape"))?;
 
     let chunk_offset = shape_offset.saturating_add(dims_len);
     for (i, c) in chunk_shape.iter().enumerate() {

@@ -69,7 +69,7 @@ impl Slice {
         let start = self.start.map_or(0, |s| clamp(s, len));
         let stop = self.stop.map_or(len, |s| clamp(s, len));
         let span = stop.saturating_sub(start);
-        let count = span.div_ceil(step);
+        let count = span.div_ceil(step.max(1));
         Ok(AxisSel { start, step, count })
     }
 }
@@ -169,7 +169,7 @@ impl Iterator for TouchedAxis {
         // Selected indices in [first, end): ordinals next .. next + n.
         let n = end
             .saturating_sub(first)
-            .div_ceil(self.sel.step)
+            .div_ceil(self.sel.step.max(1))
             .min(self.sel.count.saturating_sub(self.next_ordinal));
         let ordinal = self.next_ordinal;
         self.next_ordinal = self.next_ordinal.saturating_add(n.max(1));

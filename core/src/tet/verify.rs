@@ -249,8 +249,12 @@ impl<'a> Rows<'a> {
             ));
             return;
         };
-        let (offsets, rest) = tables.split_at_mut(d);
-        let (firsts, work) = rest.split_at_mut(d);
+        let Some((offsets, rest)) = tables.split_at_mut_checked(d) else {
+            return;
+        };
+        let Some((firsts, work)) = rest.split_at_mut_checked(d) else {
+            return;
+        };
         for ((o, f), ds) in offsets
             .iter_mut()
             .zip(firsts.iter_mut())
@@ -306,7 +310,7 @@ impl<'a> Rows<'a> {
                 None => u64::MAX,
             }
         };
-        work.sort_unstable_by_key(|&i| (pos_of(i), i));
+        crate::arith::sort_by_key(work, |&i| (pos_of(i), i));
         let total_cells = table.total_cells();
         let mut expected: u64 = 0;
         let mut missing: u64 = 0;
@@ -368,7 +372,7 @@ impl<'a> Rows<'a> {
             let end = start.checked_add(len)?;
             (len > 0 && start >= self.area.floor && end <= self.area.limit).then_some((start, end))
         };
-        work.sort_unstable_by_key(|&i| (span_of(i).map_or(u64::MAX, |s| s.0), i));
+        crate::arith::sort_by_key(work, |&i| (span_of(i).map_or(u64::MAX, |s| s.0), i));
         let mut reach: Option<(u64, u64)> = None; // (start, end) of the span reaching furthest
         for &i in work.iter() {
             let Some((start, end)) = span_of(i) else {
