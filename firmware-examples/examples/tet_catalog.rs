@@ -9,13 +9,16 @@ use cortex_m_rt::entry;
 use cortex_m_semihosting::hprintln;
 use tet_core::tet::fold::{Acc, Reduce, Value};
 use tet_core::tet::{verify, Codec, Finding, Severity, TetFile, VerifyOptions};
-use tet_firmware_examples::exit;
+use tet_firmware_examples::{exit, paint_stack, report_stack};
 
 static TET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/catalog.tet"));
 
 #[entry]
 fn main() -> ! {
-    exit(run().is_some())
+    paint_stack();
+    let ok = run().is_some();
+    report_stack();
+    exit(ok)
 }
 
 fn run() -> Option<()> {

@@ -1,19 +1,10 @@
-//! What every example shares: a panic handler that reports and exits non-zero through
-//! semihosting, and the exit itself.
+//! What the LM3S6965 examples share: a panic handler that reports through semihosting
+//! (with `core::fmt`; these examples are not size-constrained) and exits non-zero, and
+//! the exit and stack measurement of `tet-fw-support`.
 #![no_std]
 
-use cortex_m_semihosting::{debug, hprintln};
-
-/// Ends the program under QEMU: status 0 when `ok`, 1 otherwise.
-pub fn exit(ok: bool) -> ! {
-    debug::exit(if ok {
-        debug::EXIT_SUCCESS
-    } else {
-        debug::EXIT_FAILURE
-    });
-    #[allow(clippy::empty_loop)]
-    loop {}
-}
+use cortex_m_semihosting::hprintln;
+pub use tet_fw_support::{exit, paint_stack, report_stack};
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {

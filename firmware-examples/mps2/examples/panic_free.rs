@@ -22,7 +22,7 @@ use tet_core::cetrafs::{Buffers, Committed, Fs, Mapping, OverlayDevice};
 use tet_core::tet::fold::{element_f64, Acc, Reduce};
 use tet_core::tet::select::{for_each_chunk, for_each_run, Selection};
 use tet_core::tet::{self, Codec, TetFile, VerifyOptions};
-use tet_fw_support::{exit, out, out_dec};
+use tet_fw_support::{exit, out, out_dec, paint_stack, report_stack};
 
 static TET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/series.tet"));
 static IMG: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/proof.img"));
@@ -33,6 +33,7 @@ fn main() -> ! {
     static mut BITMAP: Block = [0; BLOCK_SIZE];
     static mut TABLE: [Committed; 8] = [Committed::EMPTY; 8];
     static mut SCRATCH: [u64; 256] = [0; 256];
+    paint_stack();
     let tet = tet_paths(black_box(TET), SCRATCH);
     let cfs = cetrafs_paths(black_box(IMG), BUFS, BITMAP, TABLE);
     out(&[b"tet checks failed: "]);
@@ -40,6 +41,7 @@ fn main() -> ! {
     out(&[b"\ncetrafs checks failed: "]);
     out_dec(cfs);
     out(&[b"\n"]);
+    report_stack();
     exit(tet == 0 && cfs == 0)
 }
 

@@ -18,7 +18,7 @@ use tet_alloc::decode::{ChunkDecoder, Ruzstd};
 use tet_alloc::query::{execute, plan, Axes, Operation};
 use tet_core::tet::fold::{Reduce, Value};
 use tet_core::tet::{Codec, TetFile};
-use tet_fw_support::{exit, out, out_dec};
+use tet_fw_support::{exit, out, out_dec, paint_stack, report_stack};
 
 static TET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/series.tet"));
 
@@ -63,7 +63,9 @@ fn main() -> ! {
     static mut ARENA: [u8; HEAP_BYTES] = [0; HEAP_BYTES];
     // SAFETY: called once, before any allocation, with memory no one else uses.
     unsafe { HEAP.heap.init(ARENA.as_mut_ptr() as usize, HEAP_BYTES) };
+    paint_stack();
     let ok = run();
+    report_stack();
     out(&[b"heap high-water mark: "]);
     out_dec(HEAP.peak.load(Ordering::Relaxed) as u32);
     out(&[b" bytes of "]);
