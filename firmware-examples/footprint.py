@@ -19,6 +19,7 @@ DOC = HERE.parent / "docs" / "firmware.md"
 EXAMPLES = [  # (package directory, example, board)
     (".", "tet_catalog", "LM3S6965"),
     ("boot", "boot_cetrafs", "LM3S6965 (28 KiB / 8 KiB budget)"),
+    ("defmt-log", "defmt_log", "LM3S6965"),
     ("mps2", "tet_zstd_fold", "MPS2-AN386"),
     ("mps2", "panic_free", "MPS2-AN386"),
 ]

@@ -12,6 +12,8 @@ step "toolchain"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 rustup target add thumbv7m-none-eabi
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+# Decodes the defmt example's log on the host (a few minutes to build, once per machine).
+command -v defmt-print >/dev/null 2>&1 || cargo install defmt-print --version 1.2.0 --locked
 
 if [ ! -d ../shared/conformance/tet-upstream ]; then
   if [ -n "${CI:-}" ]; then
@@ -29,6 +31,7 @@ step "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy -p tet-core --target thumbv7m-none-eabi --locked -- -D warnings
 cargo clippy -p tet-alloc --target thumbv7m-none-eabi --locked -- -D warnings
+cargo clippy -p tet-alloc --target thumbv7m-none-eabi --locked --features defmt -- -D warnings
 
 step "tests"
 log=$(mktemp)

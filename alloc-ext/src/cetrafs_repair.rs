@@ -43,6 +43,7 @@ pub const MAX_ROUNDS: u32 = 4;
 
 /// Which fixes to apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Mode {
     /// None: report what would be done.
     No,
@@ -54,6 +55,7 @@ pub enum Mode {
 
 /// Limits and identity of a repair.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct RepairOptions {
     /// The id journals are claimed under.
     pub node_id: u64,
@@ -96,6 +98,7 @@ pub struct RepairOutcome {
 
 /// Why a repair stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum RepairError {
     /// The registry shows nodes `ACTIVE`: the filesystem may be mounted.
     Mounted {

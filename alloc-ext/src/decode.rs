@@ -39,6 +39,7 @@ pub fn budget_from_settings(settings: ExecutionSettings, host_ram: u64) -> u64 {
 
 /// What went wrong decoding one chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum DecodeErrorKind {
     /// Decoding needs more memory than the budget allows. Operational, not corruption.
     OverBudget {
@@ -85,6 +86,7 @@ pub enum DecodeErrorKind {
 
 /// A decode failure, located.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct DecodeError {
     /// What failed.
     pub kind: DecodeErrorKind,
@@ -225,6 +227,7 @@ impl fmt::Display for DecodeError {
 
 /// How a backend's decode of one frame ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Decoded {
     /// Bytes of the span the frame occupied (header, blocks, checksum).
     pub consumed: u64,
@@ -234,6 +237,7 @@ pub struct Decoded {
 
 /// Why a backend could not decode a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum BackendError {
     /// Corrupt or truncated; `at` is the offset inside the span where it was noticed
     /// (0 when the backend cannot tell).

@@ -30,6 +30,7 @@ use crate::decode::{ChunkDecoder, DecodeError, FrameBackend};
 
 /// What to compute.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Operation {
     /// A mergeable reduction.
     Reduce(Reduce),
@@ -49,6 +50,7 @@ impl Operation {
 
 /// Why a query cannot be answered.
 #[derive(Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum QueryError {
     /// The selection is invalid (a step below 1 names its axis).
     Select(SelectError),

@@ -30,6 +30,7 @@ use crate::writer::{footer_tail, Output};
 
 /// What a fix does.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Action {
     /// Overwrite `bytes.len()` bytes at `offset`.
     Patch {

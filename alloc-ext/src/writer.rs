@@ -167,6 +167,7 @@ pub enum WriteError<E> {
 
 /// What is wrong with a chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ChunkProblem {
     /// No such dataset.
     UnknownDataset,

@@ -9,6 +9,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 /// What went wrong, with the values needed to explain it.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ErrorKind {
     /// The structure needs bytes up to `needed` (exclusive end offset) but only
     /// `available` exist.
@@ -102,6 +103,7 @@ pub enum ErrorKind {
 
 /// Coarse grouping of kinds, for exit codes and repair decisions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Category {
     /// The input ends before a structure does.
     Truncated,
@@ -131,6 +133,7 @@ impl ErrorKind {
 /// An error: its kind, the spec field it concerns (`"tidx.entry.payload_offset"`), and
 /// the absolute byte offset of that field in the file or image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Error {
     /// What went wrong.
     pub kind: ErrorKind,

@@ -7,6 +7,7 @@
 
 /// How bad a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Severity {
     /// A rule is broken but every byte of data can still be located and read.
     Warning,
@@ -70,6 +71,7 @@ macro_rules! codes {
         /// Stable finding codes, named after the rule broken. The string form never
         /// changes once released.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
         #[non_exhaustive]
         pub enum Code {
             $(#[doc = $doc] $variant,)*

@@ -46,6 +46,8 @@ pub mod arith;
 pub mod block;
 pub mod cetrafs;
 pub mod checksum;
+#[cfg(feature = "defmt")]
+mod defmt_impls;
 pub mod error;
 pub mod finding;
 pub mod tet;

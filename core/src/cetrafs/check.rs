@@ -76,6 +76,7 @@ codes! {
 
 /// One problem found in an image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Finding {
     /// The rule broken.
     pub code: Code,
@@ -847,6 +848,7 @@ pub fn report_replay(c: &Committed, sink: &mut dyn Sink<Finding>) {
 
 /// What [`verify`] found, counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Summary {
     /// Error-severity findings.
     pub errors: u64,

@@ -16,6 +16,7 @@ pub const MAX_PATH_COMPONENTS: usize = 4096;
 
 /// Directory entry file types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum FileType {
     /// 1.
     Regular,

@@ -77,6 +77,7 @@ const SWEEP_THRESHOLD: u64 = 64;
 
 /// What `stat` shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Stat {
     /// Inode number.
     pub ino: u64,

@@ -73,6 +73,7 @@ impl Slot {
 /// What a committed slot of a dirty journal means for replay (`docs/cetrafs.md`
 /// section 7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum SlotClass {
     /// The target already holds the payload.
     AlreadyApplied,
@@ -95,6 +96,7 @@ impl SlotClass {
 
 /// A slot of a committed transaction in a dirty journal: what replay needs to know.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Committed {
     /// Registry row of the journal.
     pub row: u32,

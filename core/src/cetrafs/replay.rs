@@ -33,6 +33,7 @@ use crate::error::{Error, ErrorKind};
 
 /// Who replays, and whether live nodes' journals may be taken.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ReplayOptions {
     /// The replaying node's id (written to `replay_owner`); nonzero.
     pub node_id: u64,
@@ -43,6 +44,7 @@ pub struct ReplayOptions {
 
 /// What a replay did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ReplayReport {
     /// Dirty journals claimed and made clean.
     pub journals: u32,
@@ -56,6 +58,7 @@ pub struct ReplayReport {
 
 /// Why a replay did not run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ReplayError {
     /// The journal's node is alive (`ACTIVE` in the registry): it replays its own
     /// journal. Override with `force`.

@@ -27,6 +27,7 @@ pub struct Inode {
 
 /// One leaf extent, validated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Extent {
     /// First logical block.
     pub logical: u32,
@@ -40,6 +41,7 @@ pub struct Extent {
 
 /// Where a logical block lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Mapping {
     /// No extent maps it: zeros.
     Hole,
@@ -578,6 +580,7 @@ impl<D: BlockDevice> Fs<D> {
 
 /// What [`Fs::walk_tree`] reports, in on-disk order.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum TreeEvent {
     /// A tree block whose tail, checksum and header are valid.
     Block {
@@ -602,6 +605,7 @@ pub enum TreeEvent {
 
 /// The rule a [`TreeEvent::Problem`] breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum TreeProblem {
     /// A tree block or an extent is malformed (its error says which field).
     Structure,

@@ -25,6 +25,7 @@ pub struct TetFile<'a> {
 
 /// A chunk whose index row passed every row check.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Chunk<'a> {
     /// Owning dataset.
     pub dataset: DatasetId,

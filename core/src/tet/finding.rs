@@ -61,6 +61,7 @@ codes! {
 
 /// One problem found in a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Finding {
     /// What rule was broken.
     pub code: Code,

@@ -13,6 +13,7 @@ use super::DType;
 
 /// A reduction.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Reduce {
     /// Sum (NaN propagates).
     Sum,
@@ -196,6 +197,7 @@ impl Default for Acc {
 
 /// Why a result cannot be given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum FoldError {
     /// The operation needs at least one element (min, max, argmin, mean of nothing).
     Empty,
@@ -207,6 +209,7 @@ pub enum FoldError {
 
 /// A result.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Value {
     /// Unsigned integer (counts, sums of unsigned types, min/max of unsigned types).
     U64(u64),

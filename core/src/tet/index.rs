@@ -12,6 +12,7 @@ use crate::error::{Error, ErrorKind};
 
 /// The execution settings carried by the `TIDX` header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ExecutionSettings {
     /// Basis points of host RAM (10000 = 100 %); 0 = engine default.
     pub memory_budget_percent_bps: u16,

@@ -61,11 +61,13 @@ pub const MAX_NDIM: usize = 8;
 
 /// Typed dataset index (0-based position in the directory).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct DatasetId(pub u32);
 
 /// Element types, by their wire tag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum DType {
     F32,
     F64,
@@ -145,6 +147,7 @@ impl DType {
 
 /// Payload codecs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Codec {
     /// Stored bytes are the tile, `stored_byte_len == raw_byte_len`.
     Raw,

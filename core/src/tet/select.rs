@@ -10,6 +10,7 @@ use super::{Coords, Dataset, MAX_NDIM};
 
 /// One axis of a selection as written by a user (Python slice).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Slice {
     /// First index (default 0); negative counts from the end.
     pub start: Option<i64>,
@@ -21,6 +22,7 @@ pub struct Slice {
 
 /// One axis of a normalised selection: indices `start + k × step` for `k < count`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct AxisSel {
     /// First selected index.
     pub start: u64,
@@ -32,6 +34,7 @@ pub struct AxisSel {
 
 /// Why a selection is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum SelectError {
     /// `step` is 0 or negative on this axis.
     Step {
@@ -179,6 +182,7 @@ impl Iterator for TouchedAxis {
 
 /// One chunk's share of a selection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ChunkPart {
     /// Grid coordinates.
     pub coords: Coords,
@@ -190,6 +194,7 @@ pub struct ChunkPart {
 
 /// A contiguous-in-selection run along the last axis of one chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Run {
     /// Index of the first element inside the decoded tile (row-major, in elements).
     pub tile_index: u64,

@@ -11,6 +11,7 @@ use crate::error::{Error, ErrorKind};
 
 /// A byte span `[offset, offset + len)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Span {
     /// First byte.
     pub offset: u64,
@@ -31,6 +32,7 @@ pub struct VerifyOptions<'s> {
 
 /// What a verification pass saw, besides its findings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct VerifySummary {
     /// Whether the fixed structures parsed far enough to check rows.
     pub rows_checked: bool,

@@ -15,6 +15,7 @@ pub const MAX_WINDOW: u64 = 1 << 27;
 
 /// A parsed frame header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct FrameHeader {
     /// Bytes the header occupies, magic included.
     pub header_len: u64,

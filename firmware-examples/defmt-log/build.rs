@@ -1,0 +1,61 @@
+//! Writes the damaged images the defmt example logs findings about, with the project's
+//! own code, and links the defmt and cortex-m-rt scripts.
+
+use std::path::PathBuf;
+
+use tet_alloc::cetrafs::{reseal, ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::writer::{DatasetSpec, Writer};
+use tet_core::block::BLOCK_SIZE;
+use tet_core::tet::{Codec, DType, DatasetId};
+
+fn main() {
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
+    std::fs::copy("memory.x", out.join("memory.x")).unwrap();
+    println!("cargo:rustc-link-search={}", out.display());
+    println!("cargo:rustc-link-arg-examples=-Tdefmt.x");
+    println!("cargo:rerun-if-changed=memory.x");
+    println!("cargo:rerun-if-changed=build.rs");
+
+    // A .tet file with one raw u16 dataset, cut 4 bytes short: its last payload runs
+    // past the end of the file.
+    let data: Vec<u8> = (0..64u16).flat_map(|i| i.to_le_bytes()).collect();
+    let specs = [DatasetSpec {
+        name: "level",
+        dtype: DType::U16,
+        shape: &[64],
+        chunk_shape: &[16],
+    }];
+    let mut w = Writer::new(Vec::new(), &specs).unwrap();
+    w.write_array(DatasetId(0), &data, Codec::Raw).unwrap();
+    let mut tet = w.finish(None).unwrap();
+    tet.truncate(tet.len() - 4);
+    std::fs::write(out.join("cut.tet"), tet).unwrap();
+
+    // A cetrafs image whose first block group claims one free data block more than its
+    // bitmap has (checksums resealed, so the checker reaches the count).
+    let mut p = Params {
+        bg_size_blocks: 32,
+        zone_groups: 1,
+        nodes: 1,
+        inodes: 16,
+        journal_blocks: 5,
+        pending_slots: 8,
+        ..Params::default()
+    };
+    p.size_bytes = ImageBuilder::min_size_bytes(&p).unwrap() + 4 * BLOCK_SIZE as u64;
+    let mut b = ImageBuilder::new(p);
+    b.add_file(
+        ImageBuilder::ROOT,
+        b"hello",
+        b"hello\n".to_vec(),
+        Sparse::Dense,
+        Placement::Contiguous,
+    )
+    .unwrap();
+    let mut img = b.build().unwrap();
+    let bg0 = 2 * BLOCK_SIZE + 64; // bg_table_start = 1 + zone groups; free_data_blocks at 64
+    let free = u64::from_le_bytes(img[bg0..bg0 + 8].try_into().unwrap());
+    img[bg0..bg0 + 8].copy_from_slice(&(free + 1).to_le_bytes());
+    reseal(&mut img);
+    std::fs::write(out.join("counts.img"), img).unwrap();
+}
