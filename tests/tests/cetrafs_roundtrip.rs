@@ -344,3 +344,32 @@ fn one_block_paths_match_two_and_skip_holes() {
     let n = fs.xattr(&h, b"user.crc", &mut v, &mut one).unwrap();
     assert_eq!(&v[..n], b"abc");
 }
+
+#[test]
+fn open_for_read_skips_only_the_group_tables() {
+    let mut b = ImageBuilder::new(Params::default());
+    b.add_file(
+        ImageBuilder::ROOT,
+        b"f",
+        pattern(5000, 3),
+        Sparse::Dense,
+        Placement::Contiguous,
+    )
+    .unwrap();
+    let mut img = b.build().unwrap();
+    // The zone group table (block 1) loses its magic: the full mount refuses the image,
+    // the read-only mount of a bootloader does not look there and reads the file.
+    img[4096] ^= 0xFF;
+    let mut one: Block = [0; 4096];
+    let e = Fs::open(MemDevice::new(&img), &mut one).unwrap_err();
+    assert_eq!((e.what, e.offset), ("zone_group.magic", 4096));
+    let fs = Fs::open_for_read(MemDevice::new(&img), &mut one).unwrap();
+    let ino = fs.resolve(b"/f", &mut one).unwrap();
+    let mut out = vec![0u8; 5000];
+    assert_eq!(fs.read(&ino, 0, &mut out, &mut one).unwrap(), 5000);
+    assert!(out == pattern(5000, 3));
+    // The superblock is still checked.
+    img[0] ^= 0xFF;
+    let e = Fs::open_for_read(MemDevice::new(&img), &mut one).unwrap_err();
+    assert_eq!((e.what, e.offset), ("superblock.magic", 0));
+}

@@ -237,6 +237,29 @@ fn budget_is_checked_before_allocating() {
     assert_eq!(dec.decode(&chunk).unwrap(), &tile(1 << 20)[..]);
 }
 
+#[test]
+fn ruzstd_budget_follows_the_block_size() {
+    // A zstd block is never larger than the window, which is the output: a small tile
+    // is charged twice its size, six blocks of its size and 32 KiB of tables.
+    let dec = ChunkDecoder::new(Ruzstd::new(), 0);
+    assert_eq!(dec.memory_needed(1600), 1600 + 3200 + 6 * 1600 + 32 * 1024);
+    assert_eq!(
+        dec.memory_needed(1 << 20),
+        (1 << 20) * 3 + 6 * (128 << 10) + 32 * 1024
+    );
+    // Decoding a small tile works at exactly its need and is refused one byte below.
+    let b = one_chunk(400, &c_frame(&tile(400), 3)); // 400 u32: 1600 bytes
+    let file = TetFile::open(&b).unwrap();
+    let ds = file.dataset("a").unwrap();
+    let chunk = file.chunk(&ds, &[0]).unwrap();
+    let need = dec.memory_needed(1600);
+    let mut at = ChunkDecoder::new(Ruzstd::new(), need);
+    assert_eq!(at.decode(&chunk).unwrap(), &tile(400)[..]);
+    let mut below = ChunkDecoder::new(Ruzstd::new(), need - 1);
+    let e = below.decode(&chunk).unwrap_err();
+    assert!(matches!(e.kind, DecodeErrorKind::OverBudget { needed, .. } if needed == need));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
