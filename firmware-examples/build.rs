@@ -1,17 +1,11 @@
 //! Writes the images the examples embed with the project's own writer, and puts
 //! `memory.x` where the linker finds it.
 
-use std::path::PathBuf;
-
 use tet_alloc::writer::{DatasetSpec, Writer};
 use tet_core::tet::{Codec, DType, DatasetId};
 
 fn main() {
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
-    std::fs::copy("lm3s6965.x", out.join("memory.x")).unwrap();
-    println!("cargo:rustc-link-search={}", out.display());
-    println!("cargo:rerun-if-changed=lm3s6965.x");
-    println!("cargo:rerun-if-changed=build.rs");
+    let out = tet_fw_images::out_dir_with_layout(&tet_fw_images::layout("lm3s6965.x"));
 
     // catalog.tet: a 16 × 24 i16 field in 5 × 7 chunks (clipped at the edges, raw), and
     // a small u8 mask in one chunk.

@@ -53,7 +53,7 @@ if ! command -v qemu-system-arm >/dev/null 2>&1; then
     sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends qemu-system-arm >/dev/null
   fi
 fi
-(cd firmware-examples && cargo fmt --check)
+(cd firmware-examples && cargo fmt --check && rustfmt --check --edition 2021 images/src/lib.rs)
 (cd firmware-examples && cargo clippy -q --release --locked --workspace --examples -- -D warnings)
 # Each package keeps its examples' expected output in its own expected/ (each package
 # has its own memory layout; boot_cetrafs's fails to link if it outgrows its budget).

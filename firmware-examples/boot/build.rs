@@ -1,27 +1,22 @@
 //! Writes the cetrafs images the bootloader reads (with the project's own image
 //! builder and its journal test tool) and puts `memory.x` where the linker finds it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use tet_alloc::cetrafs::{register_node, write_journal_txn, ImageBuilder, Params};
+use tet_alloc::cetrafs::{register_node, write_journal_txn, ImageBuilder};
 use tet_alloc::cetrafs::{Placement, Sparse};
 use tet_core::block::BLOCK_SIZE;
 use tet_core::checksum::crc32c;
 
 fn main() {
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
     // The program's flash: FLASH_KIB with no CRC table or the 1 KiB one; the 16 KiB
     // table is for bigger parts and gets 16 KiB more.
     let big = std::env::var_os("CARGO_FEATURE_CRC_TABLE_16K").is_some();
     let flash_kib = FLASH_KIB + if big { 16 } else { 0 };
-    let layout = std::fs::read_to_string("memory.x")
-        .unwrap()
+    let layout = tet_fw_images::layout("memory.x")
         .replace("FLASH_KIB", &flash_kib.to_string())
         .replace("IMAGE_KIB", &(256 - flash_kib).to_string());
-    std::fs::write(out.join("memory.x"), layout).unwrap();
-    println!("cargo:rustc-link-search={}", out.display());
-    println!("cargo:rerun-if-changed=memory.x");
-    println!("cargo:rerun-if-changed=build.rs");
+    let out = tet_fw_images::out_dir_with_layout(&layout);
     boot_images(&out);
 }
 
@@ -47,18 +42,7 @@ fn kernel(version: u8) -> Vec<u8> {
 /// beside it in the xattr `user.crc32c`, 8 hex digits), `/boot/config.txt`, and the
 /// journal of one node, which crashed (its registry row is fenced).
 fn boot_image(version: u8) -> Vec<u8> {
-    let mut p = Params {
-        bg_size_blocks: 32,
-        zone_groups: 1,
-        nodes: 1,
-        inodes: 16,
-        journal_blocks: 9,
-        pending_slots: 8,
-        label: "boot".into(),
-        ..Params::default()
-    };
-    p.size_bytes = ImageBuilder::min_size_bytes(&p).unwrap() + 8 * BLOCK_SIZE as u64;
-    let mut b = ImageBuilder::new(p);
+    let mut b = tet_fw_images::small_image(32, 9, 8);
     let boot = b.mkdir(ImageBuilder::ROOT, b"boot", 0o755).unwrap();
     let k = kernel(version);
     let crc = format!("{:08x}", crc32c(&k));

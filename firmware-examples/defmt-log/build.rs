@@ -1,20 +1,14 @@
 //! Writes the damaged images the defmt example logs findings about, with the project's
 //! own code, and links the defmt and cortex-m-rt scripts.
 
-use std::path::PathBuf;
-
-use tet_alloc::cetrafs::{reseal, ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::{reseal, ImageBuilder, Placement, Sparse};
 use tet_alloc::writer::{DatasetSpec, Writer};
 use tet_core::block::BLOCK_SIZE;
 use tet_core::tet::{Codec, DType, DatasetId};
 
 fn main() {
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
-    std::fs::copy("memory.x", out.join("memory.x")).unwrap();
-    println!("cargo:rustc-link-search={}", out.display());
+    let out = tet_fw_images::out_dir_with_layout(&tet_fw_images::layout("../lm3s6965.x"));
     println!("cargo:rustc-link-arg-examples=-Tdefmt.x");
-    println!("cargo:rerun-if-changed=memory.x");
-    println!("cargo:rerun-if-changed=build.rs");
 
     // A .tet file with one raw u16 dataset, cut 4 bytes short: its last payload runs
     // past the end of the file.
@@ -33,17 +27,7 @@ fn main() {
 
     // A cetrafs image whose first block group claims one free data block more than its
     // bitmap has (checksums resealed, so the checker reaches the count).
-    let mut p = Params {
-        bg_size_blocks: 32,
-        zone_groups: 1,
-        nodes: 1,
-        inodes: 16,
-        journal_blocks: 5,
-        pending_slots: 8,
-        ..Params::default()
-    };
-    p.size_bytes = ImageBuilder::min_size_bytes(&p).unwrap() + 4 * BLOCK_SIZE as u64;
-    let mut b = ImageBuilder::new(p);
+    let mut b = tet_fw_images::small_image(32, 5, 4);
     b.add_file(
         ImageBuilder::ROOT,
         b"hello",

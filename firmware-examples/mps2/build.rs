@@ -1,9 +1,9 @@
 //! Writes the images the MPS2 examples embed, with the project's own writers, and
 //! puts `memory.x` where the linker finds it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use tet_alloc::cetrafs::{register_node, write_journal_txn, ImageBuilder, Params};
+use tet_alloc::cetrafs::{register_node, write_journal_txn, ImageBuilder};
 use tet_alloc::cetrafs::{Placement, Sparse};
 use tet_alloc::writer::{DatasetSpec, Writer};
 use tet_core::block::{MemDevice, BLOCK_SIZE};
@@ -11,11 +11,7 @@ use tet_core::cetrafs::{Buffers, Fs, Mapping};
 use tet_core::tet::{Codec, DType, DatasetId};
 
 fn main() {
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
-    std::fs::copy("memory.x", out.join("memory.x")).unwrap();
-    println!("cargo:rustc-link-search={}", out.display());
-    println!("cargo:rerun-if-changed=memory.x");
-    println!("cargo:rerun-if-changed=build.rs");
+    let out = tet_fw_images::out_dir_with_layout(&tet_fw_images::layout("memory.x"));
     series(&out);
     proof_image(&out);
 }
@@ -57,17 +53,7 @@ fn series(out: &Path) {
 /// tree (fragmented), one with holes, one with uninitialized extents, an xattr, a
 /// symlink, a hard link, and a committed, unreplayed journal transaction.
 fn proof_image(out: &Path) {
-    let mut p = Params {
-        bg_size_blocks: 64,
-        zone_groups: 1,
-        nodes: 1,
-        inodes: 16,
-        journal_blocks: 5,
-        pending_slots: 8,
-        ..Params::default()
-    };
-    p.size_bytes = ImageBuilder::min_size_bytes(&p).unwrap() + 40 * BLOCK_SIZE as u64;
-    let mut b = ImageBuilder::new(p);
+    let mut b = tet_fw_images::small_image(64, 5, 40);
     let d = b.mkdir(ImageBuilder::ROOT, b"d", 0o755).unwrap();
     let data: Vec<u8> = (0..6 * BLOCK_SIZE).map(|i| (i % 251) as u8 | 1).collect();
     let frag = b
