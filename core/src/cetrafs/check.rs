@@ -672,12 +672,16 @@ pub fn check_pending<D: BlockDevice>(
 /// of every committed transaction, in slot order; returns whether the journal is dirty
 /// (`None` when the flag block is bad). A transaction cut short (no `F_COMMIT`, or
 /// interrupted by an empty slot or the journal's end) is a torn write and ignored.
-pub fn check_journal<D: BlockDevice>(
+///
+/// Generic over the sink: a caller that only wants the committed slots (the journal
+/// overlay of a bootloader) passes one that ignores findings, and the optimiser removes
+/// the code that would build them.
+pub fn check_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
     fs: &Fs<D>,
     row: u32,
     bufs: &mut impl Scratch,
-    sink: &mut dyn Sink<Finding>,
-    on_committed: &mut dyn FnMut(Committed),
+    sink: &mut S,
+    on_committed: &mut impl FnMut(Committed),
 ) -> Option<bool> {
     let flag = match fs.journal_flag(row, bufs.block()) {
         Ok(f) => f,
