@@ -57,6 +57,8 @@ impl embedded_storage::ReadStorage for MappedFlash {
             .lbas
             .chunks_exact(4)
             .position(|l| usize::try_from(u32::from_le_bytes([l[0], l[1], l[2], l[3]])) == Ok(lba));
+        // The reader asks for whole blocks or their prefixes, never across a block
+        // boundary, so one block's source serves the whole request.
         let src = match patched {
             Some(k) => self.blocks.get(k * BLOCK_SIZE + within..),
             None => self.base.get(at..),
