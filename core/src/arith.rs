@@ -124,8 +124,36 @@ mod tests {
 /// Sorts `v` by `key`, in place: a heapsort, `O(n log n)` comparisons, no allocation,
 /// and no panicking path. (The standard library's sorts keep bounds checks and
 /// order-violation panics the optimiser cannot remove; the firmware panic-freedom proof
-/// would not link with them.) Not stable: equal keys come out in any order.
+/// would not link with them.) Not stable: equal keys come out in any order. Sorted and
+/// reverse-sorted input is recognised in one pass.
 pub fn sort_by_key<T, K: Ord>(v: &mut [T], mut key: impl FnMut(&T) -> K) {
+    // Input already in order, or in reverse order (a writer that laid rows out
+    // backwards), takes one pass: keys can be expensive to derive.
+    let mut ascending = true;
+    let mut descending = true;
+    for w in v.windows(2) {
+        if let [a, b] = w {
+            let (ka, kb) = (key(a), key(b));
+            ascending &= ka <= kb;
+            descending &= ka > kb;
+            if !ascending && !descending {
+                break;
+            }
+        }
+    }
+    if ascending {
+        return;
+    }
+    if descending {
+        // By hand: the standard `reverse` keeps a panicking path.
+        let (mut i, mut j) = (0usize, v.len());
+        while i.saturating_add(1) < j {
+            j = j.saturating_sub(1);
+            swap_ordered(v, i, j);
+            i = i.saturating_add(1);
+        }
+        return;
+    }
     let n = v.len();
     let mut start = n / 2;
     while let Some(s) = start.checked_sub(1) {
@@ -179,14 +207,12 @@ fn swap_ordered<T>(v: &mut [T], a: usize, b: usize) {
 /// lengths are made equal where the optimiser sees it, so no length-mismatch panic
 /// path is left behind (as `copy_from_slice` leaves one when it cannot prove them).
 pub fn copy_prefix(dst: &mut [u8], src: &[u8]) -> usize {
-    let mut n = 0usize;
     // A zipped loop: the optimiser turns it into a `memcpy` of the shorter length, with
     // no length check to fail.
     for (d, s) in dst.iter_mut().zip(src) {
         *d = *s;
-        n = n.saturating_add(1);
     }
-    n
+    dst.len().min(src.len())
 }
 
 #[cfg(test)]
@@ -213,6 +239,12 @@ mod sort_tests {
             want.reverse();
             assert_eq!(v, &want[..], "n = {n}, reversed");
         }
+        // Distinct keys in reverse order take the one-pass reversal; sorted ones stay.
+        let mut r: [u32; 100] = core::array::from_fn(|i| 1000 - i as u32);
+        sort_by_key(&mut r, |x| *x);
+        assert!(r.windows(2).all(|w| w[0] < w[1]) && r[0] == 901);
+        sort_by_key(&mut r, |x| *x);
+        assert!(r.windows(2).all(|w| w[0] < w[1]));
         let mut d = [0u8; 3];
         assert_eq!(copy_prefix(&mut d, b"abcdef"), 3);
         assert_eq!(&d, b"abc");

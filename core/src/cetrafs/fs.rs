@@ -75,6 +75,13 @@ impl Scratch for Block {
 /// every block (a lookup costs up to two tree block reads and checksums).
 const SWEEP_THRESHOLD: u64 = 64;
 
+/// What a stream hands on: bytes of the file, or a run of zeros it need not copy.
+#[derive(Clone, Copy)]
+enum Piece<'b> {
+    Bytes(&'b [u8]),
+    Zeros(usize),
+}
+
 /// What `stat` shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -439,20 +446,31 @@ impl<D: BlockDevice> Fs<D> {
                 return self.read_sweep(inode, offset, out, tree, data);
             }
         }
-        let mut done: u64 = 0;
-        let _whole = self.stream_range(inode, offset, want, scratch, |bytes| {
-            let end = done.saturating_add(u64_of(bytes.len()));
-            let (s, e) = (
-                usize::try_from(done).unwrap_or(usize::MAX),
-                usize::try_from(end).unwrap_or(usize::MAX),
-            );
-            if let Some(dst) = out.get_mut(s..e) {
-                crate::arith::copy_prefix(dst, bytes);
+        let mut done = 0usize;
+        let _whole = self.stream_range::<true>(inode, offset, want, scratch, |piece| {
+            let n = match piece {
+                Piece::Bytes(b) => b.len(),
+                Piece::Zeros(n) => n,
+            };
+            if let Some(dst) = out.get_mut(done..done.saturating_add(n)) {
+                match piece {
+                    // Whole blocks as arrays: a plain `memcpy`, no length check.
+                    Piece::Bytes(b) => match (
+                        <&mut [u8; BLOCK_SIZE]>::try_from(&mut *dst),
+                        <&[u8; BLOCK_SIZE]>::try_from(b),
+                    ) {
+                        (Ok(d), Ok(s)) => *d = *s,
+                        _ => {
+                            crate::arith::copy_prefix(dst, b);
+                        }
+                    },
+                    Piece::Zeros(_) => dst.fill(0),
+                }
             }
-            done = end;
+            done = done.saturating_add(n);
             ControlFlow::Continue(())
         })?;
-        usize::try_from(done).map_err(|_| err(ErrorKind::Overflow, "read", inode.lba, 0))
+        Ok(done)
     }
 
     /// Calls `f` with the bytes of `inode` in file order, a block at a time (less at the
@@ -463,22 +481,28 @@ impl<D: BlockDevice> Fs<D> {
         &self,
         inode: &Inode,
         scratch: &mut impl Scratch,
-        f: impl FnMut(&[u8]) -> ControlFlow<()>,
+        mut f: impl FnMut(&[u8]) -> ControlFlow<()>,
     ) -> Result<ControlFlow<()>> {
-        self.stream_range(inode, 0, inode.size(), scratch, f)
+        self.stream_range::<false>(inode, 0, inode.size(), scratch, |piece| match piece {
+            Piece::Bytes(b) => f(b),
+            // Not produced without `ZEROS`.
+            Piece::Zeros(_) => ControlFlow::Continue(()),
+        })
     }
 
     /// `stream` of the `len` bytes at `offset` (clipped to the file). Each run of blocks
     /// (an extent's remainder, or a hole up to the next extent) is mapped once, reading
     /// up to two tree blocks, then read block by block into the data block, which with
-    /// one buffer is the tree block itself.
-    fn stream_range(
+    /// one buffer is the tree block itself. Zeros (holes, uninitialized extents) come as
+    /// [`Piece::Zeros`] with `ZEROS` (a reader filling its own buffer), else as bytes of
+    /// a zeroed data block.
+    fn stream_range<const ZEROS: bool>(
         &self,
         inode: &Inode,
         offset: u64,
         len: u64,
         scratch: &mut impl Scratch,
-        mut f: impl FnMut(&[u8]) -> ControlFlow<()>,
+        mut f: impl FnMut(Piece<'_>) -> ControlFlow<()>,
     ) -> Result<ControlFlow<()>> {
         let end = offset.saturating_add(len).min(inode.size());
         let overflow = || err(ErrorKind::Overflow, "read offset", inode.lba, 32);
@@ -500,22 +524,28 @@ impl<D: BlockDevice> Fs<D> {
                 let n = BLOCK_SIZE_U64
                     .saturating_sub(at)
                     .min(end.saturating_sub(pos));
-                match mapping {
+                let from = usize::try_from(at).map_err(|_| overflow())?;
+                let to = usize::try_from(at.saturating_add(n)).map_err(|_| overflow())?;
+                let piece = match mapping {
                     Mapping::Mapped {
                         physical,
                         uninit: false,
                         ..
-                    } => self
-                        .dev
-                        .read_block(physical.saturating_add(b.into()), data)?,
-                    // Zeros, written once per run (`f` cannot change them).
-                    _ if b == 0 => data.fill(0),
-                    _ => {}
-                }
-                let from = usize::try_from(at).map_err(|_| overflow())?;
-                let to = usize::try_from(at.saturating_add(n)).map_err(|_| overflow())?;
-                let bytes = data.get(from..to).ok_or_else(overflow)?;
-                if f(bytes).is_break() {
+                    } => {
+                        self.dev
+                            .read_block(physical.saturating_add(b.into()), data)?;
+                        Piece::Bytes(data.get(from..to).ok_or_else(overflow)?)
+                    }
+                    _ if ZEROS => Piece::Zeros(to.saturating_sub(from)),
+                    _ => {
+                        // Zeros, written once per run (`f` cannot change them).
+                        if b == 0 {
+                            data.fill(0);
+                        }
+                        Piece::Bytes(data.get(from..to).ok_or_else(overflow)?)
+                    }
+                };
+                if f(piece).is_break() {
                     return Ok(ControlFlow::Break(()));
                 }
                 pos = pos.saturating_add(n);
