@@ -476,7 +476,9 @@ impl<D: BlockDevice> Fs<D> {
     /// Calls `f` with the bytes of `inode` in file order, a block at a time (less at the
     /// end of the file), through `scratch` alone: with one [`Block`] this checksums or
     /// copies a file of any size in 4 KiB of RAM. Holes and uninitialized extents give
-    /// zeros. Returns `Break` when `f` stopped the stream.
+    /// zeros. Returns `Break` when `f` stopped the stream. The work follows the file's
+    /// size, holes included (a sparse 1 TiB file is 2^28 calls of zeros): a bootloader
+    /// checks `inode.size()` against the partition before streaming.
     pub fn stream(
         &self,
         inode: &Inode,
