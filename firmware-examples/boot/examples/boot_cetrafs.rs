@@ -19,7 +19,7 @@ use cortex_m_rt::entry;
 use tet_core::block::{Block, BlockDevice, FlashDevice, BLOCK_SIZE};
 use tet_core::cetrafs::{Committed, Fs, Overlay, OverlayDevice};
 use tet_core::checksum::Crc32c;
-use tet_core::Error;
+use tet_core::{Error, ErrorKind};
 use tet_fw_support::{exit, hex, out, out_dec as dec, paint_stack, report_stack};
 
 macro_rules! image {
@@ -33,6 +33,9 @@ image!(CLEAN, "boot.img");
 image!(DIRTY_BLOCKS, "dirty.blocks");
 /// The blocks `DIRTY_BLOCKS` replace, u32 little-endian each.
 static DIRTY_LBAS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/dirty.lbas"));
+
+/// The largest kernel this bootloader loads (its load region).
+const MAX_KERNEL: u64 = 1 << 20;
 
 /// Journal slots the overlay can hold: more committed slots than this refuse to boot
 /// (`BufferTooSmall`), they are never silently ignored.
@@ -191,6 +194,21 @@ struct Kernel {
 /// Resolves the kernel, reads its expected checksum, and streams it.
 fn kernel(fs: &Fs<&dyn BlockDevice>, buf: &mut Block) -> Result<Kernel, Error> {
     let ino = fs.resolve(b"/boot/kernel.img", buf)?;
+    // A kernel larger than the RAM it is loaded into is refused before it is read (the
+    // stream's work follows the file size, holes included).
+    if ino.size() > MAX_KERNEL {
+        return Err(Error::new(
+            ErrorKind::OutOfRange {
+                value: ino.size(),
+                max: MAX_KERNEL,
+            },
+            "inode.size (kernel larger than its load region)",
+            // The size field, byte 32 of the inode's block.
+            ino.lba()
+                .saturating_mul(BLOCK_SIZE as u64)
+                .saturating_add(32),
+        ));
+    }
     let mut digits = [0u8; 8];
     let n = fs.xattr(&ino, b"user.crc32c", &mut digits, buf)?;
     let expected = parse_hex(digits.get(..n).unwrap_or(&[])).unwrap_or(0);
