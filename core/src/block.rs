@@ -134,7 +134,7 @@ impl BlockDeviceMut for MemDeviceMut<'_> {
             "block number",
             u64_of(s),
         ))?;
-        dst.copy_from_slice(buf);
+        crate::arith::copy_prefix(dst, buf);
         Ok(())
     }
 
@@ -159,7 +159,7 @@ impl BlockDeviceMut for MemDeviceMut<'_> {
         if dst != expected {
             return Ok(false);
         }
-        dst.copy_from_slice(new);
+        crate::arith::copy_prefix(dst, new);
         Ok(true)
     }
 }

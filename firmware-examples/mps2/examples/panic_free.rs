@@ -16,8 +16,9 @@ use core::hint::black_box;
 use core::ops::ControlFlow;
 
 use cortex_m_rt::entry;
-use tet_core::block::{Block, BlockDevice, MemDevice, BLOCK_SIZE};
+use tet_core::block::{Block, BlockDevice, BlockDeviceMut, MemDevice, MemDeviceMut, BLOCK_SIZE};
 use tet_core::cetrafs::check::{self, NoVisitor};
+use tet_core::cetrafs::replay::{replay, ReplayOptions};
 use tet_core::cetrafs::{Buffers, Committed, Fs, Mapping, OverlayDevice};
 use tet_core::tet::fold::{element_f64, Acc, Reduce};
 use tet_core::tet::select::{for_each_chunk, for_each_run, Selection};
@@ -26,6 +27,7 @@ use tet_fw_support::{exit, out, out_dec, paint_stack, report_stack};
 
 static TET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/series.tet"));
 static IMG: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/proof.img"));
+const IMG_LEN: usize = include_bytes!(concat!(env!("OUT_DIR"), "/proof.img")).len();
 
 #[entry]
 fn main() -> ! {
@@ -33,9 +35,11 @@ fn main() -> ! {
     static mut BITMAP: Block = [0; BLOCK_SIZE];
     static mut TABLE: [Committed; 8] = [Committed::EMPTY; 8];
     static mut SCRATCH: [u64; 256] = [0; 256];
+    static mut RAM_IMAGE: [u8; IMG_LEN] = [0; IMG_LEN];
     paint_stack();
     let tet = tet_paths(black_box(TET), SCRATCH);
-    let cfs = cetrafs_paths(black_box(IMG), BUFS, BITMAP, TABLE);
+    let mut cfs = cetrafs_paths(black_box(IMG), BUFS, BITMAP, TABLE);
+    cfs = cfs.saturating_add(replay_path(black_box(IMG), RAM_IMAGE, BUFS, TABLE));
     out(&[b"tet checks failed: "]);
     out_dec(tet);
     out(&[b"\ncetrafs checks failed: "]);
@@ -194,6 +198,40 @@ fn cetrafs_paths(
         .resolve(b"/again", one)
         .and_then(|ino| ofs.read(&ino, 0, &mut first, one));
     t.check(ok == Ok(8) && first == [0xEE; 8]);
+    t.0
+}
+
+/// Replays the journal of a copy of the image in RAM (through `MemDeviceMut`), then
+/// reads the replayed file from the raw device: the journal is no longer needed.
+fn replay_path(img: &[u8], ram: &mut [u8], bufs: &mut Buffers, table: &mut [Committed]) -> u32 {
+    let mut t = Tally(0);
+    tet_core::arith::copy_prefix(ram, img);
+    let dev = MemDeviceMut::new(ram);
+    let Ok(fs) = Fs::open(&dev as &dyn BlockDeviceMut, &mut bufs.data) else {
+        return 1;
+    };
+    let opts = ReplayOptions {
+        node_id: 0xB007,
+        force: true,
+    };
+    let report = replay(&fs, opts, table, bufs, &mut |_: &check::Finding| {});
+    t.check(report.is_ok_and(|r| r.journals == 1 && r.written == 1));
+    // Idempotent: nothing is left to write.
+    let again = replay(&fs, opts, table, bufs, &mut |_: &check::Finding| {});
+    t.check(again.is_ok_and(|r| r.written == 0));
+    let mut first = [0u8; 8];
+    let ok = fs
+        .resolve(b"/d/frag", bufs)
+        .and_then(|ino| fs.read(&ino, 0, &mut first, bufs));
+    t.check(ok == Ok(8) && first == [0xEE; 8]);
+    let mut errors = 0u64;
+    let mut bitmap = [0u8; BLOCK_SIZE];
+    let _ = check::verify(&fs, bufs, &mut bitmap, table, &mut |f: &check::Finding| {
+        if f.severity() == check::Severity::Error {
+            errors = errors.saturating_add(1);
+        }
+    });
+    t.check(errors == 0);
     t.0
 }
 
