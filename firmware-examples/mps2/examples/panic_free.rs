@@ -16,7 +16,9 @@ use core::hint::black_box;
 use core::ops::ControlFlow;
 
 use cortex_m_rt::entry;
-use tet_core::block::{Block, BlockDevice, BlockDeviceMut, MemDevice, MemDeviceMut, BLOCK_SIZE};
+use tet_core::block::{
+    Block, BlockDevice, BlockDeviceMut, FlashDevice, MemDevice, MemDeviceMut, BLOCK_SIZE,
+};
 use tet_core::cetrafs::check::{self, NoVisitor};
 use tet_core::cetrafs::replay::{replay, ReplayOptions};
 use tet_core::cetrafs::{Buffers, Committed, Fs, Mapping, OverlayDevice};
@@ -39,7 +41,11 @@ fn main() -> ! {
     paint_stack();
     let tet = tet_paths(black_box(TET), SCRATCH);
     let mut cfs = cetrafs_paths(black_box(IMG), BUFS, BITMAP, TABLE);
-    cfs = cfs.saturating_add(replay_path(black_box(IMG), RAM_IMAGE, BUFS, TABLE));
+    tet_core::arith::copy_prefix(RAM_IMAGE, black_box(IMG));
+    cfs = cfs.saturating_add(replay_path(&MemDeviceMut::new(RAM_IMAGE), BUFS, TABLE));
+    tet_core::arith::copy_prefix(RAM_IMAGE, black_box(IMG));
+    let flash = FlashDevice::new(RamFlash(RAM_IMAGE), 0);
+    cfs = cfs.saturating_add(replay_path(&flash, BUFS, TABLE));
     out(&[b"tet checks failed: "]);
     out_dec(tet);
     out(&[b"\ncetrafs checks failed: "]);
@@ -201,13 +207,12 @@ fn cetrafs_paths(
     t.0
 }
 
-/// Replays the journal of a copy of the image in RAM (through `MemDeviceMut`), then
-/// reads the replayed file from the raw device: the journal is no longer needed.
-fn replay_path(img: &[u8], ram: &mut [u8], bufs: &mut Buffers, table: &mut [Committed]) -> u32 {
+/// Replays the journal of a copy of the image in RAM (through `MemDeviceMut`, or the
+/// `embedded-storage` adapter over RAM standing for flash), then reads the replayed
+/// file from the raw device: the journal is no longer needed.
+fn replay_path(dev: &dyn BlockDeviceMut, bufs: &mut Buffers, table: &mut [Committed]) -> u32 {
     let mut t = Tally(0);
-    tet_core::arith::copy_prefix(ram, img);
-    let dev = MemDeviceMut::new(ram);
-    let Ok(fs) = Fs::open(&dev as &dyn BlockDeviceMut, &mut bufs.data) else {
+    let Ok(fs) = Fs::open(dev, &mut bufs.data) else {
         return 1;
     };
     let opts = ReplayOptions {
@@ -300,6 +305,37 @@ fn walk(fs: &Fs<&dyn BlockDevice>, bufs: &mut Buffers) -> u32 {
         t.check(fs.inode(ino.ino(), &mut bufs.data).is_ok());
     }
     t.0
+}
+
+/// RAM presented as writable flash (`embedded-storage`).
+struct RamFlash<'a>(&'a mut [u8]);
+
+impl embedded_storage::ReadStorage for RamFlash<'_> {
+    type Error = ();
+    fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), ()> {
+        let at = usize::try_from(offset).map_err(|_| ())?;
+        let src = self.0.get(at..).ok_or(())?;
+        if tet_core::arith::copy_prefix(bytes, src) == bytes.len() {
+            Ok(())
+        } else {
+            Err(())
+        }
+    }
+    fn capacity(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl embedded_storage::Storage for RamFlash<'_> {
+    fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), ()> {
+        let at = usize::try_from(offset).map_err(|_| ())?;
+        let dst = self.0.get_mut(at..).ok_or(())?;
+        if tet_core::arith::copy_prefix(dst, bytes) == bytes.len() {
+            Ok(())
+        } else {
+            Err(())
+        }
+    }
 }
 
 mod heapless_shape {
