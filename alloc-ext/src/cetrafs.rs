@@ -1080,6 +1080,15 @@ mod tools {
         put(buf, field, &c.to_le_bytes());
     }
 
+    /// The superblock of a whole image held in memory.
+    fn image_superblock(img: &[u8]) -> Result<Superblock, Error> {
+        let blk0: &[u8; BLOCK_SIZE] = img
+            .get(..BLOCK_SIZE)
+            .and_then(|b| b.try_into().ok())
+            .ok_or(invalid("image"))?;
+        Superblock::parse(blk0, u64::try_from(img.len()).unwrap_or(0) / BLOCK_SIZE_U64)
+    }
+
     /// Writes one transaction into registry row `row`'s journal of `img`, starting at slot
     /// `first_slot`: each `(target, payload, fresh)` becomes a slot; `commit` sets `F_COMMIT`
     /// on the last; `dirty` sets the flag block `DIRTY` (and clears the superblock's
@@ -1094,11 +1103,7 @@ mod tools {
         commit: bool,
         dirty: bool,
     ) -> Result<(), Error> {
-        let blk0: &[u8; BLOCK_SIZE] = img
-            .get(..BLOCK_SIZE)
-            .and_then(|b| b.try_into().ok())
-            .ok_or(invalid("image"))?;
-        let sb = Superblock::parse(blk0, u64::try_from(img.len()).unwrap_or(0) / BLOCK_SIZE_U64)?;
+        let sb = image_superblock(img)?;
         if row >= sb.node_capacity() {
             return Err(invalid("journal row"));
         }
@@ -1180,11 +1185,7 @@ mod tools {
         state: u32,
         hostname: &[u8],
     ) -> Result<(), Error> {
-        let blk0: &[u8; BLOCK_SIZE] = img
-            .get(..BLOCK_SIZE)
-            .and_then(|b| b.try_into().ok())
-            .ok_or(invalid("image"))?;
-        let sb = Superblock::parse(blk0, u64::try_from(img.len()).unwrap_or(0) / BLOCK_SIZE_U64)?;
+        let sb = image_superblock(img)?;
         if row >= sb.node_capacity() || hostname.len() > 64 {
             return Err(invalid("registry row"));
         }

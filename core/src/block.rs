@@ -93,6 +93,24 @@ impl<'a> MemDeviceMut<'a> {
             bytes: RefCell::new(bytes),
         }
     }
+
+    /// Runs `f` on the `len` bytes at the start of block `lba`.
+    fn with_span<T>(&self, lba: u64, len: usize, f: impl FnOnce(&mut [u8]) -> T) -> Result<T> {
+        let mut b = self
+            .bytes
+            .try_borrow_mut()
+            .map_err(|_| Error::new(ErrorKind::Io, "device busy", 0))?;
+        let (s, e) = span(lba, len)?;
+        let dst = b.get_mut(s..e).ok_or(Error::new(
+            ErrorKind::OutOfRange {
+                value: lba,
+                max: u64_of(e),
+            },
+            "block number",
+            u64_of(s),
+        ))?;
+        Ok(f(dst))
+    }
 }
 
 fn span(lba: u64, len: usize) -> Result<(usize, usize)> {
@@ -121,21 +139,9 @@ impl BlockDevice for MemDeviceMut<'_> {
 
 impl BlockDeviceMut for MemDeviceMut<'_> {
     fn write_block(&self, lba: u64, buf: &Block) -> Result<()> {
-        let mut b = self
-            .bytes
-            .try_borrow_mut()
-            .map_err(|_| Error::new(ErrorKind::Io, "device busy", 0))?;
-        let (s, e) = span(lba, BLOCK_SIZE)?;
-        let dst = b.get_mut(s..e).ok_or(Error::new(
-            ErrorKind::OutOfRange {
-                value: lba,
-                max: u64_of(e),
-            },
-            "block number",
-            u64_of(s),
-        ))?;
-        crate::arith::copy_prefix(dst, buf);
-        Ok(())
+        self.with_span(lba, BLOCK_SIZE, |dst| {
+            crate::arith::copy_prefix(dst, buf);
+        })
     }
 
     fn flush(&self) -> Result<()> {
@@ -148,19 +154,13 @@ impl BlockDeviceMut for MemDeviceMut<'_> {
         expected: &[u8; SECTOR],
         new: &[u8; SECTOR],
     ) -> Result<bool> {
-        let mut b = self
-            .bytes
-            .try_borrow_mut()
-            .map_err(|_| Error::new(ErrorKind::Io, "device busy", 0))?;
-        let (s, e) = span(lba, SECTOR)?;
-        let dst = b
-            .get_mut(s..e)
-            .ok_or(Error::new(ErrorKind::Io, "block number", u64_of(s)))?;
-        if dst != expected {
-            return Ok(false);
-        }
-        crate::arith::copy_prefix(dst, new);
-        Ok(true)
+        self.with_span(lba, SECTOR, |dst| {
+            let same = dst == expected;
+            if same {
+                crate::arith::copy_prefix(dst, new);
+            }
+            same
+        })
     }
 }
 
