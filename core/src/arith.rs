@@ -22,11 +22,44 @@ pub fn align8(n: u64, what: &'static str, offset: u64) -> Result<u64> {
 
 /// `ceil(a / b)` for `b > 0`; `b == 0` yields 0 (callers reject zero divisors first).
 pub fn div_ceil(a: u64, b: u64) -> u64 {
-    match (a.checked_div(b), a.checked_rem(b)) {
-        (Some(q), Some(r)) if r != 0 => q.saturating_add(1),
-        (Some(q), _) => q,
-        _ => 0,
+    match div_u64(a, b) {
+        // `q * b <= a`: it cannot wrap.
+        Some(q) if q.wrapping_mul(b) != a => q.saturating_add(1),
+        Some(q) => q,
+        None => 0,
     }
+}
+
+/// `n / d`, `None` when `d` is 0. On 64-bit targets this is the division instruction;
+/// on 32-bit ones [`long_div`], because `/` on `u64` there links a general division
+/// routine (about 900 bytes of flash) that a bootloader cannot afford for the one
+/// division by a file value on its read path.
+pub fn div_u64(n: u64, d: u64) -> Option<u64> {
+    if cfg!(target_pointer_width = "64") {
+        n.checked_div(d)
+    } else {
+        long_div(n, d)
+    }
+}
+
+/// `n / d` by shift and subtract (64 steps, one quotient bit each; `None` when `d` is
+/// 0): a dozen instructions of code instead of a division routine.
+pub fn long_div(n: u64, d: u64) -> Option<u64> {
+    if d == 0 {
+        return None;
+    }
+    let (mut q, mut r) = (0u64, 0u64);
+    for bit in (0..64u32).rev() {
+        // The partial remainder, shifted left with the next bit of `n` brought in; the
+        // bit shifted out of it (`carry`) makes it at least 2^64, so at least `d`.
+        let carry = r >> 63 != 0;
+        r = r.wrapping_shl(1) | (n.wrapping_shr(bit) & 1);
+        if carry || r >= d {
+            r = r.wrapping_sub(d);
+            q |= 1u64.wrapping_shl(bit);
+        }
+    }
+    Some(q)
 }
 
 /// Converts a file value to `usize`; on 32-bit targets large values are an error, not a
@@ -77,6 +110,41 @@ pub fn slice<'a>(bytes: &'a [u8], start: u64, len: u64, what: &'static str) -> R
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn long_div_matches_the_division_instruction() {
+        let edges = [
+            0,
+            1,
+            2,
+            3,
+            7,
+            4096,
+            32769,
+            u64::from(u32::MAX),
+            1 << 32,
+            1 << 63,
+        ];
+        let mut values: Vec<u64> = edges
+            .iter()
+            .flat_map(|&e: &u64| [e, e.wrapping_sub(1), e.wrapping_add(1), u64::MAX - e])
+            .collect();
+        // And a spread of others (xorshift).
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..200 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(x >> (x % 64));
+        }
+        for &n in &values {
+            for &d in &values {
+                assert_eq!(super::long_div(n, d), n.checked_div(d), "{n} / {d}");
+            }
+        }
+        assert_eq!(super::div_u64(u64::MAX, 0), None);
+        assert_eq!(super::div_u64(10, 3), Some(3));
+    }
+
     use super::*;
 
     #[test]

@@ -372,7 +372,8 @@ impl<D: BlockDevice> Fs<D> {
             )
         };
         let rel = start.checked_sub(regions).ok_or_else(bad)?;
-        let bg = u32::try_from(rel.checked_div(size).ok_or_else(bad)?).map_err(|_| bad())?;
+        let bg =
+            u32::try_from(crate::arith::div_u64(rel, size).ok_or_else(bad)?).map_err(|_| bad())?;
         if bg >= self.sb.block_group_count() {
             return Err(bad());
         }

@@ -75,8 +75,9 @@ impl Slot {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum SlotClass {
-    /// The target already holds the payload.
-    AlreadyApplied,
+    /// The target already holds the payload. (Numbered from 1 so that `None` can be
+    /// 0 and a `static` table of [`Committed::EMPTY`] costs no flash.)
+    AlreadyApplied = 1,
     /// The target holds the pre-change contents (or is `F_FRESH`): copy the payload.
     NeedsReplay,
     /// The target changed since: replaying would clobber another node's write.
@@ -391,7 +392,7 @@ impl<D: BlockDevice> Fs<D> {
     /// `F_FRESH` or its pre-change checksum is the previous version's, and conflicts
     /// otherwise (as does every slot after a conflict). Reads each target once.
     pub fn classify_chains(&self, slots: &mut [Committed], buf: &mut Block) -> Result<()> {
-        crate::arith::sort_by_key(slots, |c| (c.target, c.txn_id, c.row, c.slot));
+        chain_order(slots);
         let mut start = 0usize;
         while start < slots.len() {
             let target = slots.get(start).map_or(0, |c| c.target);
@@ -469,7 +470,7 @@ impl<'t> Overlay<'t> {
     /// Sorts and compacts `table` in place.
     pub fn from_classified(table: &'t mut [Committed], len: usize) -> Overlay<'t> {
         let slots = table.get_mut(..len).unwrap_or(&mut []);
-        crate::arith::sort_by_key(slots, |c| (c.target, c.txn_id, c.row, c.slot));
+        chain_order(slots);
         // Compact in place: the last slot needing replay of each target, in target
         // order.
         let mut kept = 0usize;
@@ -496,6 +497,12 @@ impl<'t> Overlay<'t> {
         }
         Overlay { table, len: kept }
     }
+}
+
+/// Sorts committed slots into chains: by target, then transaction, journal and slot.
+/// (One function for both callers: each closure would be a sort of its own in flash.)
+fn chain_order(slots: &mut [Committed]) {
+    crate::arith::sort_by_key(slots, |c| (c.target, c.txn_id, c.row, c.slot));
 }
 
 // The size the checker's memory statement (docs/cetrafs.md section 13) counts on.

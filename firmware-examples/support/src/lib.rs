@@ -5,6 +5,19 @@
 
 use cortex_m_semihosting::{debug, hio};
 
+/// The device part of the vector table. None of the examples enables an interrupt, so it
+/// holds one vector, the fewest cortex-m-rt's linker script accepts; without its
+/// `device` feature cortex-m-rt would reserve 240 of them (960 bytes of flash).
+#[link_section = ".vector_table.interrupts"]
+#[no_mangle]
+#[used]
+static __INTERRUPTS: [unsafe extern "C" fn(); 1] = [DefaultHandler];
+
+extern "C" {
+    /// cortex-m-rt's handler for interrupts nobody claimed.
+    fn DefaultHandler();
+}
+
 /// Writes `parts` to the host's standard output.
 pub fn out(parts: &[&[u8]]) {
     if let Ok(mut s) = hio::hstdout() {
