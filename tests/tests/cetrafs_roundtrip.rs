@@ -373,3 +373,23 @@ fn open_for_read_skips_only_the_group_tables() {
     let e = Fs::open_for_read(MemDevice::new(&img), &mut one).unwrap_err();
     assert_eq!((e.what, e.offset), ("superblock.magic", 0));
 }
+
+#[test]
+fn the_overlay_reads_only_the_flag_block_of_a_clean_journal() {
+    let img = ImageBuilder::new(Params::default()).build().unwrap();
+    let dev = Counting {
+        dev: MemDevice::new(&img),
+        reads: 0.into(),
+    };
+    let mut one: Block = [0; 4096];
+    let fs = Fs::open_for_read(&dev, &mut one).unwrap();
+    let rows = u64::from(fs.superblock().node_capacity());
+    assert!(rows > 1 && fs.journal_slots() > 1);
+    let before = dev.reads.get();
+    let mut table = [tet_core::cetrafs::Committed::EMPTY; 4];
+    let overlay = fs.overlay(&mut table, &mut one).unwrap();
+    assert!(overlay.entries().is_empty());
+    // One read per journal: its flag says clean, and a clean journal holds nothing a
+    // reader must see (its slots are history; the checker reads them, a boot does not).
+    assert_eq!(dev.reads.get() - before, rows);
+}

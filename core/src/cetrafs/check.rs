@@ -683,6 +683,20 @@ pub fn check_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
     sink: &mut S,
     on_committed: &mut impl FnMut(Committed),
 ) -> Option<bool> {
+    walk_journal(fs, row, bufs, sink, on_committed, true)
+}
+
+/// [`check_journal`], which reads a clean journal's slots only when `check_clean` is
+/// set: gathering committed slots needs nothing from a clean journal, and reading its
+/// slots (two blocks each) would make every boot read every node's whole journal.
+pub(crate) fn walk_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
+    fs: &Fs<D>,
+    row: u32,
+    bufs: &mut impl Scratch,
+    sink: &mut S,
+    on_committed: &mut impl FnMut(Committed),
+    check_clean: bool,
+) -> Option<bool> {
     let flag = match fs.journal_flag(row, bufs.block()) {
         Ok(f) => f,
         Err(e) => {
@@ -695,6 +709,9 @@ pub fn check_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
     if !dirty {
         // A clean journal's slots are history, partly overwritten by later transactions:
         // each header must still be well formed, but transactions are not gathered.
+        if !check_clean {
+            return Some(false);
+        }
         for s in 0..n {
             if let Err(e) = fs.journal_slot(row, s, bufs) {
                 sink.report(&Finding::structural(Code::JournalSlot, e));

@@ -366,12 +366,12 @@ impl<D: BlockDevice> Fs<D> {
     pub fn committed_slots(&self, table: &mut [Committed], scratch: &mut impl Scratch) -> usize {
         let mut n = 0usize;
         for row in 0..self.superblock().node_capacity() {
-            let _ = crate::cetrafs::check::check_journal(
+            let _ = crate::cetrafs::check::walk_journal(
                 self,
                 row,
                 scratch,
                 &mut |_: &crate::cetrafs::check::Finding| {},
-                &mut |c| {
+                &mut |c: Committed| {
                     if c.dirty {
                         if let Some(t) = table.get_mut(n) {
                             *t = c;
@@ -379,6 +379,7 @@ impl<D: BlockDevice> Fs<D> {
                         n = n.saturating_add(1);
                     }
                 },
+                false,
             );
         }
         n

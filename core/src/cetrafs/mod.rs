@@ -107,6 +107,7 @@ pub fn bitmap_blocks(length_blocks: u64) -> u64 {
 }
 
 /// Absolute byte offset of `field` in block `lba`, saturating.
+#[inline(never)]
 pub(crate) fn at(lba: u64, field: usize) -> u64 {
     lba.saturating_mul(BLOCK_SIZE_U64)
         .saturating_add(crate::arith::u64_of(field))

@@ -33,29 +33,71 @@ impl Features {
         (1, "RO_COMPAT_RECONCILE_SEQ"),
     ];
 
-    fn known(table: &[(u32, &str)]) -> u64 {
-        table
-            .iter()
-            .fold(0u64, |m, (b, _)| m | 1u64.checked_shl(*b).unwrap_or(0))
+    /// The bits a table names, computed when compiling (the names stay out of flash
+    /// unless something prints them).
+    const fn known(mut table: &[(u32, &str)]) -> u64 {
+        let mut mask = 0u64;
+        while let [(bit, _), rest @ ..] = table {
+            if let Some(b) = 1u64.checked_shl(*bit) {
+                mask |= b;
+            }
+            table = rest;
+        }
+        mask
     }
+    const KNOWN_COMPAT: u64 = Self::known(Self::COMPAT);
+    const KNOWN_INCOMPAT: u64 = Self::known(Self::INCOMPAT);
+    const KNOWN_RO_COMPAT: u64 = Self::known(Self::RO_COMPAT);
 
     /// Bits of `compat` this build does not know.
     pub fn unknown_compat(&self) -> u64 {
-        self.compat & !Self::known(Self::COMPAT)
+        self.compat & !Self::KNOWN_COMPAT
     }
     /// Bits of `incompat` this build does not know.
     pub fn unknown_incompat(&self) -> u64 {
-        self.incompat & !Self::known(Self::INCOMPAT)
+        self.incompat & !Self::KNOWN_INCOMPAT
     }
     /// Bits of `ro_compat` this build does not know.
     pub fn unknown_ro_compat(&self) -> u64 {
-        self.ro_compat & !Self::known(Self::RO_COMPAT)
+        self.ro_compat & !Self::KNOWN_RO_COMPAT
     }
 
     /// The name of a known bit, e.g. `name(Features::INCOMPAT, 0)`.
     pub fn name(table: &[(u32, &'static str)], bit: u32) -> Option<&'static str> {
         table.iter().find(|(b, _)| *b == bit).map(|(_, n)| *n)
     }
+}
+
+/// The length of the longest prefix of `bytes` that is valid UTF-8 (what
+/// `core::str::from_utf8` reports as `valid_up_to`), in a fifth of its code: a label
+/// is 64 bytes and a bootloader checks it once, so the standard library's word-at-a-time
+/// fast path would only cost flash.
+fn utf8_prefix(bytes: &[u8]) -> usize {
+    let mut at = 0usize;
+    while let Some(&lead) = bytes.get(at) {
+        // Continuation bytes after the lead, and the range of the first of them (which
+        // excludes overlong forms, surrogates and code points past U+10FFFF).
+        let (more, first) = match lead {
+            0x00..=0x7F => (0, 0x80..=0xBF),
+            0xC2..=0xDF => (1, 0x80..=0xBF),
+            0xE0 => (2, 0xA0..=0xBF),
+            0xE1..=0xEC | 0xEE..=0xEF => (2, 0x80..=0xBF),
+            0xED => (2, 0x80..=0x9F),
+            0xF0 => (3, 0x90..=0xBF),
+            0xF1..=0xF3 => (3, 0x80..=0xBF),
+            0xF4 => (3, 0x80..=0x8F),
+            _ => return at,
+        };
+        for k in 1..=more {
+            let range = if k == 1 { first.clone() } else { 0x80..=0xBF };
+            match bytes.get(at.saturating_add(k)) {
+                Some(b) if range.contains(b) => {}
+                _ => return at,
+            }
+        }
+        at = at.saturating_add(1).saturating_add(more);
+    }
+    at
 }
 
 /// A named region of the map.
@@ -135,10 +177,11 @@ impl Superblock {
         super::zero(&raw.reserved, "superblock.reserved", 0, 280)?;
         let label_len = raw.label.iter().position(|b| *b == 0).unwrap_or(64);
         let (label, pad) = raw.label.split_at(label_len);
-        if let Err(e) = core::str::from_utf8(label) {
+        let valid = utf8_prefix(label);
+        if valid < label.len() {
             return Err(err(
                 ErrorKind::InvalidUtf8 {
-                    valid_up_to: crate::arith::u64_of(e.valid_up_to()),
+                    valid_up_to: crate::arith::u64_of(valid),
                 },
                 "superblock.label",
                 0,
@@ -252,11 +295,29 @@ impl Superblock {
 
     /// The eight regions after block 0, in map order.
     pub fn regions(&self) -> [Region; 8] {
+        let mut out = [Region {
+            name: "",
+            start: 0,
+            blocks: 0,
+        }; 8];
+        for ((o, (start, blocks)), name) in out.iter_mut().zip(self.spans()).zip(REGION_NAMES) {
+            *o = Region {
+                name,
+                start,
+                blocks,
+            };
+        }
+        out
+    }
+
+    /// The regions' (start, length), without their names (which the mount check does
+    /// not print).
+    fn spans(&self) -> [(u64, u64); 8] {
         let r = &self.raw;
         let total = r.total_blocks.get();
         let bgs = r.bg_regions_start.get();
         let journals = u64::from(r.node_capacity.get()).saturating_mul(r.node_journal_blocks.get());
-        let spans = [
+        [
             (r.zg_table_start.get(), u64::from(r.zone_group_count.get())),
             (r.bg_table_start.get(), u64::from(r.block_group_count.get())),
             (r.inode_bitmap_start.get(), r.inode_bitmap_blocks.get()),
@@ -265,20 +326,7 @@ impl Superblock {
             (r.pending_start.get(), r.pending_blocks.get()),
             (r.node_journal_start.get(), journals),
             (bgs, total.saturating_sub(bgs)),
-        ];
-        let mut out = [Region {
-            name: "",
-            start: 0,
-            blocks: 0,
-        }; 8];
-        for ((o, (start, blocks)), name) in out.iter_mut().zip(spans).zip(REGION_NAMES) {
-            *o = Region {
-                name,
-                start,
-                blocks,
-            };
-        }
-        out
+        ]
     }
 
     /// Start and length of block group `i` (which must be `< B`).
@@ -389,9 +437,9 @@ impl Superblock {
         }
         let starts = [72usize, 80, 88, 104, 120, 144, 160, 176];
         let mut prev_end = 1u64;
-        for (region, off) in self.regions().iter().zip(starts) {
+        for ((start, blocks), off) in self.spans().into_iter().zip(starts) {
             let what = "superblock region start";
-            if region.start == 0 {
+            if start == 0 {
                 return Err(err(
                     ErrorKind::OutOfRange {
                         value: 0,
@@ -402,13 +450,10 @@ impl Superblock {
                     off,
                 ));
             }
-            let end = region.start.checked_add(region.blocks).ok_or(err(
-                ErrorKind::Overflow,
-                what,
-                0,
-                off,
-            ))?;
-            if end > total || region.start >= total {
+            let end = start
+                .checked_add(blocks)
+                .ok_or(err(ErrorKind::Overflow, what, 0, off))?;
+            if end > total || start >= total {
                 return Err(err(
                     ErrorKind::Truncated {
                         needed: end,
@@ -419,7 +464,7 @@ impl Superblock {
                     off,
                 ));
             }
-            if region.start < prev_end {
+            if start < prev_end {
                 return Err(err(
                     ErrorKind::Overlap {
                         other: prev_end.saturating_sub(1),
@@ -452,5 +497,52 @@ impl Superblock {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{utf8_prefix, Features};
+
+    #[test]
+    fn known_feature_masks_follow_the_tables() {
+        let all = Features {
+            compat: u64::MAX,
+            incompat: u64::MAX,
+            ro_compat: u64::MAX,
+        };
+        assert_eq!(all.unknown_compat(), !0b11);
+        assert_eq!(all.unknown_incompat(), !0b11);
+        assert_eq!(all.unknown_ro_compat(), !0b11);
+    }
+
+    fn std_prefix(b: &[u8]) -> usize {
+        match core::str::from_utf8(b) {
+            Ok(_) => b.len(),
+            Err(e) => e.valid_up_to(),
+        }
+    }
+
+    #[test]
+    fn agrees_with_the_standard_library() {
+        // Every sequence of up to three bytes, and each followed by a tail.
+        for a in 0..=255u8 {
+            assert_eq!(utf8_prefix(&[a]), std_prefix(&[a]), "{a:02x}");
+            for b in 0..=255u8 {
+                let two = [a, b, b'x'];
+                assert_eq!(utf8_prefix(&two), std_prefix(&two), "{two:02x?}");
+                for c in [
+                    0x00, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xF4, 0xFF,
+                ] {
+                    for d in [0x41, 0x80, 0xBF, 0xC0] {
+                        let four = [a, b, c, d, b'y'];
+                        assert_eq!(utf8_prefix(&four), std_prefix(&four), "{four:02x?}");
+                    }
+                }
+            }
+        }
+        let label = "nœud-λ 東京 🚀".as_bytes();
+        assert_eq!(utf8_prefix(label), label.len());
+        assert_eq!(utf8_prefix(&label[..label.len() - 1]), label.len() - 4);
     }
 }
