@@ -274,11 +274,13 @@ impl<S: embedded_storage::ReadStorage> BlockDevice for FlashDevice<S> {
     }
 
     fn read_block(&self, lba: u64, buf: &mut Block) -> Result<()> {
-        let io = Error::new(
-            ErrorKind::Io,
-            "flash read",
-            lba.saturating_mul(BLOCK_SIZE_U64),
-        );
+        let io = || {
+            Error::new(
+                ErrorKind::Io,
+                "flash read",
+                lba.saturating_mul(BLOCK_SIZE_U64),
+            )
+        };
         if lba >= self.blocks {
             return Err(Error::new(
                 ErrorKind::OutOfRange {
@@ -293,8 +295,8 @@ impl<S: embedded_storage::ReadStorage> BlockDevice for FlashDevice<S> {
             .checked_mul(BLOCK_SIZE_U64)
             .and_then(|o| o.checked_add(u64::from(self.base)))
             .and_then(|o| u32::try_from(o).ok())
-            .ok_or(io)?;
-        let mut s = self.storage.try_borrow_mut().map_err(|_| io)?;
-        s.read(off, buf).map_err(|_| io)
+            .ok_or_else(io)?;
+        let mut s = self.storage.try_borrow_mut().map_err(|_| io())?;
+        s.read(off, buf).map_err(|_| io())
     }
 }

@@ -52,4 +52,4 @@ pub mod error;
 pub mod finding;
 pub mod tet;
 
-pub use error::{Category, Error, ErrorKind, Result};
+pub use error::{Category, Error, ErrorKind, Fault, Result};

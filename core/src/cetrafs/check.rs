@@ -683,24 +683,33 @@ pub fn check_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
     sink: &mut S,
     on_committed: &mut impl FnMut(Committed),
 ) -> Option<bool> {
-    walk_journal(fs, row, bufs, sink, on_committed, true)
+    let mut report = |code: Code, e: Error, structural: bool| {
+        sink.report(&if structural {
+            Finding::structural(code, e)
+        } else {
+            Finding::new(code, e)
+        });
+    };
+    walk_journal(fs, row, bufs, &mut report, on_committed, true)
 }
 
-/// [`check_journal`], which reads a clean journal's slots only when `check_clean` is
-/// set: gathering committed slots needs nothing from a clean journal, and reading its
-/// slots (two blocks each) would make every boot read every node's whole journal.
-pub(crate) fn walk_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
-    fs: &Fs<D>,
+/// [`check_journal`] for any error type: each problem goes to `report` with its code and
+/// whether it is structural (its code refined by [`Finding::structural`]). A clean
+/// journal's slots are read only when `check_clean` is set: gathering committed slots
+/// needs nothing from a clean journal, and reading its slots (two blocks each) would
+/// make every boot read every node's whole journal.
+pub(crate) fn walk_journal<D: BlockDevice, E: From<Error>>(
+    fs: &Fs<D, E>,
     row: u32,
     bufs: &mut impl Scratch,
-    sink: &mut S,
+    report: &mut impl FnMut(Code, E, bool),
     on_committed: &mut impl FnMut(Committed),
     check_clean: bool,
 ) -> Option<bool> {
     let flag = match fs.journal_flag(row, bufs.block()) {
         Ok(f) => f,
         Err(e) => {
-            sink.report(&Finding::structural(Code::JournalFlag, e));
+            report(Code::JournalFlag, e, true);
             return None;
         }
     };
@@ -714,7 +723,7 @@ pub(crate) fn walk_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
         }
         for s in 0..n {
             if let Err(e) = fs.journal_slot(row, s, bufs) {
-                sink.report(&Finding::structural(Code::JournalSlot, e));
+                report(Code::JournalSlot, e, true);
             }
         }
         return Some(false);
@@ -730,7 +739,7 @@ pub(crate) fn walk_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
             match fs.journal_slot(row, s, bufs) {
                 Ok(x) => x,
                 Err(e) => {
-                    sink.report(&Finding::structural(Code::JournalSlot, e));
+                    report(Code::JournalSlot, e, true);
                     cur = None;
                     s = s.saturating_add(1);
                     continue;
@@ -745,21 +754,24 @@ pub(crate) fn walk_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
         let h = sl.header;
         let (txn, idx, total) = (h.txn_id.get(), h.txn_index.get(), h.txn_slots.get());
         let commit = h.flags.get() & F_COMMIT != 0;
-        let bad = |what: &'static str, at: usize, kind: ErrorKind| {
-            Finding::new(Code::JournalTxn, err(kind, what, sl.lba, at))
-        };
+        let bad =
+            |what: &'static str, at: usize, kind: ErrorKind| -> E { err(kind, what, sl.lba, at) };
         let continues = cur.is_some_and(|(_, t, _, len, _)| t == txn && idx == len);
         if continues {
             if let Some(c) = cur.as_mut() {
                 if c.2 != total {
-                    sink.report(&bad(
-                        "slot.txn_slots (differs within the transaction)",
-                        44,
-                        ErrorKind::Mismatch {
-                            expected: c.2.into(),
-                            found: total.into(),
-                        },
-                    ));
+                    report(
+                        Code::JournalTxn,
+                        bad(
+                            "slot.txn_slots (differs within the transaction)",
+                            44,
+                            ErrorKind::Mismatch {
+                                expected: c.2.into(),
+                                found: total.into(),
+                            },
+                        ),
+                        false,
+                    );
                     cur = None;
                     s = s.saturating_add(1);
                     continue;
@@ -770,14 +782,18 @@ pub(crate) fn walk_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
         } else if idx == 0 {
             cur = Some((s, txn, total, 1, sl.payload_ok));
         } else {
-            sink.report(&bad(
-                "slot.txn_index (a transaction must start at index 0)",
-                40,
-                ErrorKind::Mismatch {
-                    expected: 0,
-                    found: idx.into(),
-                },
-            ));
+            report(
+                Code::JournalTxn,
+                bad(
+                    "slot.txn_index (a transaction must start at index 0)",
+                    40,
+                    ErrorKind::Mismatch {
+                        expected: 0,
+                        found: idx.into(),
+                    },
+                ),
+                false,
+            );
             cur = None;
             s = s.saturating_add(1);
             continue;
@@ -787,13 +803,17 @@ pub(crate) fn walk_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
             continue;
         };
         if commit && len < total {
-            sink.report(&bad(
-                "slot.flags (F_COMMIT before the transaction's last slot)",
-                4,
-                ErrorKind::UnknownFlags {
-                    bits: F_COMMIT.into(),
-                },
-            ));
+            report(
+                Code::JournalTxn,
+                bad(
+                    "slot.flags (F_COMMIT before the transaction's last slot)",
+                    4,
+                    ErrorKind::UnknownFlags {
+                        bits: F_COMMIT.into(),
+                    },
+                ),
+                false,
+            );
             cur = None;
         } else if len == total {
             cur = None;
@@ -813,7 +833,7 @@ pub(crate) fn walk_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
                             ));
                         }
                     } else {
-                        sink.report(&Finding::new(
+                        report(
                             Code::JournalPayload,
                             err(
                                 ErrorKind::ChecksumMismatch {
@@ -824,7 +844,8 @@ pub(crate) fn walk_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
                                 x.lba,
                                 24,
                             ),
-                        ));
+                            false,
+                        );
                     }
                 }
             }

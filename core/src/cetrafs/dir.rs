@@ -9,7 +9,7 @@ use super::raw::{RawDirEntry, RawXattr};
 use super::tree::Inode;
 use super::{err, Fs, Scratch, DIRENTS_PER_BLOCK, TAIL_AT, TAIL_DIR, TAIL_XATTR, XATTRS_PER_BLOCK};
 use crate::block::{Block, BlockDevice, BLOCK_SIZE_U64};
-use crate::error::{ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// Most components a path may have.
 pub const MAX_PATH_COMPONENTS: usize = 4096;
@@ -103,7 +103,7 @@ fn nonzero_at(bytes: &[u8]) -> Option<usize> {
         .map(|i| base.saturating_add(i))
 }
 
-impl<D: BlockDevice> Fs<D> {
+impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
     /// Parses directory block `lba` (in `block`), calling `f` with each entry in use and
     /// its byte offset in the block.
     pub(crate) fn dir_block(
@@ -111,8 +111,8 @@ impl<D: BlockDevice> Fs<D> {
         block: &Block,
         lba: u64,
         f: &mut impl FnMut(&DirEntry, usize) -> ControlFlow<()>,
-    ) -> Result<ControlFlow<()>> {
-        check_tail(
+    ) -> Result<ControlFlow<()>, E> {
+        check_tail::<E>(
             block,
             lba,
             TAIL_DIR,
@@ -212,7 +212,7 @@ impl<D: BlockDevice> Fs<D> {
         dir: &Inode,
         scratch: &mut impl Scratch,
         mut f: impl FnMut(&DirEntry) -> ControlFlow<()>,
-    ) -> Result<()> {
+    ) -> Result<(), E> {
         if !dir.is_dir() {
             return Err(err(
                 ErrorKind::Invalid,
@@ -252,7 +252,7 @@ impl<D: BlockDevice> Fs<D> {
                         104,
                     ));
                 }
-                self.device().read_block(lba, data)?;
+                self.load(lba, data)?;
                 if self.dir_block(data, lba, &mut |e, _| f(e))?.is_break() {
                     return Ok(ControlFlow::Break(()));
                 }
@@ -268,7 +268,7 @@ impl<D: BlockDevice> Fs<D> {
         dir: &Inode,
         name: &[u8],
         scratch: &mut impl Scratch,
-    ) -> Result<Option<u64>> {
+    ) -> Result<Option<u64>, E> {
         let mut found = None;
         self.read_dir(dir, scratch, |e| {
             if e.name() == name {
@@ -283,7 +283,7 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Resolves an absolute or root-relative path (`/a/b`, `a/b`); `.` and `..` are
     /// handled through the inode's `parent`. Symlinks are not followed.
-    pub fn resolve(&self, path: &[u8], scratch: &mut impl Scratch) -> Result<Inode> {
+    pub fn resolve(&self, path: &[u8], scratch: &mut impl Scratch) -> Result<Inode, E> {
         let root = self.superblock().root_inode();
         let mut cur = self.inode(root, scratch.block())?;
         for (n, comp) in path
@@ -336,16 +336,16 @@ impl<D: BlockDevice> Fs<D> {
         inode: &Inode,
         scratch: &mut impl Scratch,
         mut f: impl FnMut(&Xattr) -> ControlFlow<()>,
-    ) -> Result<()> {
+    ) -> Result<(), E> {
         let lba = inode.raw.xattr_block.get();
         if lba == 0 {
             return Ok(());
         }
         self.check_data_range(lba, 1, "inode.xattr_block", inode.lba, 96)?;
         let block = scratch.block();
-        self.device().read_block(lba, block)?;
+        self.load(lba, block)?;
         let block = &*block;
-        check_tail(
+        check_tail::<E>(
             block,
             lba,
             TAIL_XATTR,
@@ -422,7 +422,7 @@ impl<D: BlockDevice> Fs<D> {
         key: &[u8],
         out: &mut [u8],
         scratch: &mut impl Scratch,
-    ) -> Result<usize> {
+    ) -> Result<usize, E> {
         let mut result = Err(err(ErrorKind::NotFound, "xattr.key", inode.lba, 96));
         self.xattrs(inode, scratch, |x| {
             if x.key() != key {

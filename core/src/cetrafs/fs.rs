@@ -1,5 +1,6 @@
 //! [`Fs`]: a mounted (read-only) cetrafs image over a block device.
 
+use core::marker::PhantomData;
 use core::ops::ControlFlow;
 
 use super::groups::{BlockGroup, NodeRow, PendingFree, ZoneGroup};
@@ -111,10 +112,17 @@ pub struct Stat {
 }
 
 /// A mounted image. Opening performs the full mount check (`docs/cetrafs.md` section 2).
+///
+/// `E` is the error the read path reports: [`Error`] (the field, its offset and the
+/// values) unless the image is opened with [`Fs::open_for_read_as`], which can pick the
+/// one-byte [`Fault`](crate::Fault) for firmware that has no room for diagnostics. The
+/// checks are the same either way.
 #[derive(Debug)]
-pub struct Fs<D> {
+pub struct Fs<D, E = Error> {
     dev: D,
     sb: Superblock,
+    /// `fn() -> E`: an `Fs` holds no `E`, it only returns them.
+    error: PhantomData<fn() -> E>,
 }
 
 impl<D: BlockDevice> Fs<D> {
@@ -131,19 +139,7 @@ impl<D: BlockDevice> Fs<D> {
     /// block group tables (check 7), which only allocation depends on. A bootloader's
     /// mount: it reads one block, and the table checks stay out of its flash.
     pub fn open_for_read(dev: D, buf: &mut Block) -> Result<Fs<D>> {
-        if dev.block_count() == 0 {
-            return Err(Error::new(
-                ErrorKind::Truncated {
-                    needed: BLOCK_SIZE_U64,
-                    available: 0,
-                },
-                "superblock",
-                0,
-            ));
-        }
-        dev.read_block(0, buf)?;
-        let sb = Superblock::parse(buf, dev.block_count())?;
-        Ok(Fs { dev, sb })
+        Fs::open_for_read_as(dev, buf)
     }
 
     fn check_group_tables(&self, buf: &mut Block) -> Result<()> {
@@ -209,16 +205,6 @@ impl<D: BlockDevice> Fs<D> {
             ));
         }
         Ok(())
-    }
-
-    /// The device.
-    pub fn device(&self) -> &D {
-        &self.dev
-    }
-
-    /// The checked superblock.
-    pub fn superblock(&self) -> &Superblock {
-        &self.sb
     }
 
     /// Zone group `z`.
@@ -338,6 +324,53 @@ impl<D: BlockDevice> Fs<D> {
         }
         Ok(entry)
     }
+}
+
+impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
+    /// Mounts `dev` for reading only what reading needs: the superblock, map and
+    /// features (mount checks 1-6 of `docs/cetrafs.md` section 2), not the zone and
+    /// block group tables (check 7), which only allocation depends on. A bootloader's
+    /// mount: it reads one block, and the table checks stay out of its flash.
+    ///
+    /// [`Fs::open_for_read`] with the error type `E` for everything read through this
+    /// `Fs`: `Fs::<_, Fault>::open_for_read_as(dev, buf)` reports one-byte
+    /// [`Fault`](crate::Fault)s.
+    pub fn open_for_read_as(dev: D, buf: &mut Block) -> Result<Self, E> {
+        if dev.block_count() == 0 {
+            return Err(err(
+                ErrorKind::Truncated {
+                    needed: BLOCK_SIZE_U64,
+                    available: 0,
+                },
+                "superblock",
+                0,
+                0,
+            ));
+        }
+        dev.read_block(0, buf)?;
+        let blocks = dev.block_count();
+        Superblock::parse_as(buf, blocks).map(|sb| Fs {
+            dev,
+            sb,
+            error: PhantomData,
+        })
+    }
+
+    /// The device.
+    pub fn device(&self) -> &D {
+        &self.dev
+    }
+
+    /// The checked superblock.
+    pub fn superblock(&self) -> &Superblock {
+        &self.sb
+    }
+
+    /// Reads block `lba` into `buf`, a device error reported as `E`: one conversion
+    /// for every read of the read path.
+    pub(crate) fn load(&self, lba: u64, buf: &mut Block) -> Result<(), E> {
+        self.dev.read_block(lba, buf).map_err(E::from)
+    }
 
     /// First block of registry row `row`'s journal slice.
     pub fn journal_start(&self, row: u32) -> u64 {
@@ -357,10 +390,10 @@ impl<D: BlockDevice> Fs<D> {
         what: &'static str,
         lba: u64,
         field: usize,
-    ) -> Result<()> {
+    ) -> Result<(), E> {
         let regions = self.sb.bg_regions_start();
         let size = self.sb.bg_size_blocks();
-        let bad = || {
+        let bad = || -> E {
             err(
                 ErrorKind::OutOfRange {
                     value: start,
@@ -389,7 +422,7 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Inode `ino` (1 ..< `inode_count`).
-    pub fn inode(&self, ino: u64, buf: &mut Block) -> Result<Inode> {
+    pub fn inode(&self, ino: u64, buf: &mut Block) -> Result<Inode, E> {
         if ino == 0 || ino >= self.sb.inode_count() {
             return Err(err(
                 ErrorKind::OutOfRange {
@@ -402,8 +435,8 @@ impl<D: BlockDevice> Fs<D> {
             ));
         }
         let lba = self.sb.raw().inode_table_start.get().saturating_add(ino);
-        self.dev.read_block_prefix(lba, buf, 256)?;
-        Inode::parse(buf, lba, ino)
+        self.dev.read_block_prefix(lba, buf, 256).map_err(E::from)?;
+        Inode::parse_as(buf, lba, ino)
     }
 
     /// `stat` of an inode.
@@ -424,6 +457,90 @@ impl<D: BlockDevice> Fs<D> {
         }
     }
 
+    /// Calls `f` with the bytes of `inode` in file order, a block at a time (less at the
+    /// end of the file), through `scratch` alone: with one [`Block`] this checksums or
+    /// copies a file of any size in 4 KiB of RAM. Holes and uninitialized extents give
+    /// zeros. Returns `Break` when `f` stopped the stream. The work follows the file's
+    /// size, holes included (a sparse 1 TiB file is 2^28 calls of zeros): a bootloader
+    /// checks `inode.size()` against the partition before streaming.
+    pub fn stream(
+        &self,
+        inode: &Inode,
+        scratch: &mut impl Scratch,
+        mut f: impl FnMut(&[u8]) -> ControlFlow<()>,
+    ) -> Result<ControlFlow<()>, E> {
+        self.stream_range::<false>(inode, 0, inode.size(), scratch, |piece| match piece {
+            Piece::Bytes(b) => f(b),
+            // Not produced without `ZEROS`.
+            Piece::Zeros(_) => ControlFlow::Continue(()),
+        })
+    }
+
+    /// `stream` of the `len` bytes at `offset` (clipped to the file). Each run of blocks
+    /// (an extent's remainder, or a hole up to the next extent) is mapped once, reading
+    /// up to two tree blocks, then read block by block into the data block, which with
+    /// one buffer is the tree block itself. Zeros (holes, uninitialized extents) come as
+    /// [`Piece::Zeros`] with `ZEROS` (a reader filling its own buffer), else as bytes of
+    /// a zeroed data block.
+    fn stream_range<const ZEROS: bool>(
+        &self,
+        inode: &Inode,
+        offset: u64,
+        len: u64,
+        scratch: &mut impl Scratch,
+        mut f: impl FnMut(Piece<'_>) -> ControlFlow<()>,
+    ) -> Result<ControlFlow<()>, E> {
+        let end = offset.saturating_add(len).min(inode.size());
+        let overflow = || err(ErrorKind::Overflow, "read offset", inode.lba, 32);
+        let mut pos = offset;
+        while pos < end {
+            let logical = u32::try_from(pos / BLOCK_SIZE_U64).map_err(|_| overflow())?;
+            let (tree, data) = scratch.split();
+            let (mapping, hole) = self.map_run(inode, logical, tree)?;
+            let data = data.unwrap_or(tree);
+            let run = match mapping {
+                Mapping::Hole => hole,
+                Mapping::Mapped { run, .. } => run,
+            };
+            for b in 0..run.max(1) {
+                if pos >= end {
+                    break;
+                }
+                let at = pos % BLOCK_SIZE_U64;
+                let n = BLOCK_SIZE_U64
+                    .saturating_sub(at)
+                    .min(end.saturating_sub(pos));
+                let from = usize::try_from(at).map_err(|_| overflow())?;
+                let to = usize::try_from(at.saturating_add(n)).map_err(|_| overflow())?;
+                let piece = match mapping {
+                    Mapping::Mapped {
+                        physical,
+                        uninit: false,
+                        ..
+                    } => {
+                        self.load(physical.saturating_add(b.into()), data)?;
+                        Piece::Bytes(data.get(from..to).ok_or_else(overflow)?)
+                    }
+                    _ if ZEROS => Piece::Zeros(to.saturating_sub(from)),
+                    _ => {
+                        // Zeros, written once per run (`f` cannot change them).
+                        if b == 0 {
+                            data.fill(0);
+                        }
+                        Piece::Bytes(data.get(from..to).ok_or_else(overflow)?)
+                    }
+                };
+                if f(piece).is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+                pos = pos.saturating_add(n);
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+impl<D: BlockDevice> Fs<D> {
     /// Reads file bytes at `offset` into `out`; returns how many were read (fewer than
     /// `out.len()` only at end of file). Holes and uninitialized extents read as zeros.
     pub fn read(
@@ -472,89 +589,6 @@ impl<D: BlockDevice> Fs<D> {
             ControlFlow::Continue(())
         })?;
         Ok(done)
-    }
-
-    /// Calls `f` with the bytes of `inode` in file order, a block at a time (less at the
-    /// end of the file), through `scratch` alone: with one [`Block`] this checksums or
-    /// copies a file of any size in 4 KiB of RAM. Holes and uninitialized extents give
-    /// zeros. Returns `Break` when `f` stopped the stream. The work follows the file's
-    /// size, holes included (a sparse 1 TiB file is 2^28 calls of zeros): a bootloader
-    /// checks `inode.size()` against the partition before streaming.
-    pub fn stream(
-        &self,
-        inode: &Inode,
-        scratch: &mut impl Scratch,
-        mut f: impl FnMut(&[u8]) -> ControlFlow<()>,
-    ) -> Result<ControlFlow<()>> {
-        self.stream_range::<false>(inode, 0, inode.size(), scratch, |piece| match piece {
-            Piece::Bytes(b) => f(b),
-            // Not produced without `ZEROS`.
-            Piece::Zeros(_) => ControlFlow::Continue(()),
-        })
-    }
-
-    /// `stream` of the `len` bytes at `offset` (clipped to the file). Each run of blocks
-    /// (an extent's remainder, or a hole up to the next extent) is mapped once, reading
-    /// up to two tree blocks, then read block by block into the data block, which with
-    /// one buffer is the tree block itself. Zeros (holes, uninitialized extents) come as
-    /// [`Piece::Zeros`] with `ZEROS` (a reader filling its own buffer), else as bytes of
-    /// a zeroed data block.
-    fn stream_range<const ZEROS: bool>(
-        &self,
-        inode: &Inode,
-        offset: u64,
-        len: u64,
-        scratch: &mut impl Scratch,
-        mut f: impl FnMut(Piece<'_>) -> ControlFlow<()>,
-    ) -> Result<ControlFlow<()>> {
-        let end = offset.saturating_add(len).min(inode.size());
-        let overflow = || err(ErrorKind::Overflow, "read offset", inode.lba, 32);
-        let mut pos = offset;
-        while pos < end {
-            let logical = u32::try_from(pos / BLOCK_SIZE_U64).map_err(|_| overflow())?;
-            let (tree, data) = scratch.split();
-            let (mapping, hole) = self.map_run(inode, logical, tree)?;
-            let data = data.unwrap_or(tree);
-            let run = match mapping {
-                Mapping::Hole => hole,
-                Mapping::Mapped { run, .. } => run,
-            };
-            for b in 0..run.max(1) {
-                if pos >= end {
-                    break;
-                }
-                let at = pos % BLOCK_SIZE_U64;
-                let n = BLOCK_SIZE_U64
-                    .saturating_sub(at)
-                    .min(end.saturating_sub(pos));
-                let from = usize::try_from(at).map_err(|_| overflow())?;
-                let to = usize::try_from(at.saturating_add(n)).map_err(|_| overflow())?;
-                let piece = match mapping {
-                    Mapping::Mapped {
-                        physical,
-                        uninit: false,
-                        ..
-                    } => {
-                        self.dev
-                            .read_block(physical.saturating_add(b.into()), data)?;
-                        Piece::Bytes(data.get(from..to).ok_or_else(overflow)?)
-                    }
-                    _ if ZEROS => Piece::Zeros(to.saturating_sub(from)),
-                    _ => {
-                        // Zeros, written once per run (`f` cannot change them).
-                        if b == 0 {
-                            data.fill(0);
-                        }
-                        Piece::Bytes(data.get(from..to).ok_or_else(overflow)?)
-                    }
-                };
-                if f(piece).is_break() {
-                    return Ok(ControlFlow::Break(()));
-                }
-                pos = pos.saturating_add(n);
-            }
-        }
-        Ok(ControlFlow::Continue(()))
     }
 
     /// `read` for large ranges with two buffers: zero the output, then walk every extent

@@ -213,18 +213,18 @@ impl<D: BlockDevice> BlockDevice for OverlayDevice<'_, '_, D> {
     }
 }
 
-impl<D: BlockDevice> Fs<D> {
+impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
     /// Slots per journal.
     pub fn journal_slots(&self) -> u64 {
         self.superblock().node_journal_blocks().saturating_sub(1) / 2
     }
 
     /// The flag block of registry row `row`'s journal.
-    pub fn journal_flag(&self, row: u32, buf: &mut Block) -> Result<JournalFlag> {
+    pub fn journal_flag(&self, row: u32, buf: &mut Block) -> Result<JournalFlag, E> {
         let lba = self.journal_start(row);
-        self.device().read_block(lba, buf)?;
+        self.load(lba, buf)?;
         let bytes = buf.get(..64).unwrap_or(&[]);
-        let raw: RawJournalFlag = *sealed(
+        let raw: &RawJournalFlag = sealed::<_, E>(
             bytes,
             JF_MAGIC,
             56,
@@ -243,7 +243,7 @@ impl<D: BlockDevice> Fs<D> {
                 4,
             ));
         }
-        zero(&raw.reserved, "journal_flag.reserved", lba, 36)?;
+        zero::<E>(&raw.reserved, "journal_flag.reserved", lba, 36)?;
         if raw.row.get() != row {
             return Err(err(
                 ErrorKind::Mismatch {
@@ -255,7 +255,7 @@ impl<D: BlockDevice> Fs<D> {
                 24,
             ));
         }
-        Ok(JournalFlag { raw, lba })
+        Ok(JournalFlag { raw: *raw, lba })
     }
 
     /// Slot `s` of row `row`'s journal (`None` when empty). Reads the payload to check it.
@@ -264,18 +264,18 @@ impl<D: BlockDevice> Fs<D> {
         row: u32,
         s: u64,
         scratch: &mut impl Scratch,
-    ) -> Result<Option<Slot>> {
+    ) -> Result<Option<Slot>, E> {
         let buf = scratch.block();
         let base = self
             .journal_start(row)
             .saturating_add(1)
             .saturating_add(s.saturating_mul(2));
-        self.device().read_block(base, buf)?;
+        self.load(base, buf)?;
         let bytes = buf.get(..64).unwrap_or(&[]);
         if bytes.iter().all(|b| *b == 0) {
             return Ok(None);
         }
-        let h: RawSlotHeader = *sealed(
+        let h: RawSlotHeader = *sealed::<_, E>(
             bytes,
             JS_MAGIC,
             56,
@@ -316,7 +316,7 @@ impl<D: BlockDevice> Fs<D> {
                 40,
             ));
         }
-        zero(&h.reserved, "slot.reserved", base, 48)?;
+        zero::<E>(&h.reserved, "slot.reserved", base, 48)?;
         if flags & F_FRESH != 0 && h.pre_checksum.get() != 0 {
             return Err(err(
                 ErrorKind::NonZero {
@@ -346,7 +346,7 @@ impl<D: BlockDevice> Fs<D> {
             ));
         }
         let payload_lba = base.saturating_add(1);
-        self.device().read_block(payload_lba, buf)?;
+        self.load(payload_lba, buf)?;
         let payload_crc = u64::from(crc32c(&buf[..]));
         let payload_ok = payload_crc == h.payload_checksum.get();
         Ok(Some(Slot {
@@ -370,7 +370,7 @@ impl<D: BlockDevice> Fs<D> {
                 self,
                 row,
                 scratch,
-                &mut |_: &crate::cetrafs::check::Finding| {},
+                &mut |_, _: E, _| {},
                 &mut |c: Committed| {
                     if c.dirty {
                         if let Some(t) = table.get_mut(n) {
@@ -392,7 +392,7 @@ impl<D: BlockDevice> Fs<D> {
     /// applied), or before the first; from there each slot needs replay when it is
     /// `F_FRESH` or its pre-change checksum is the previous version's, and conflicts
     /// otherwise (as does every slot after a conflict). Reads each target once.
-    pub fn classify_chains(&self, slots: &mut [Committed], buf: &mut Block) -> Result<()> {
+    pub fn classify_chains(&self, slots: &mut [Committed], buf: &mut Block) -> Result<(), E> {
         chain_order(slots);
         let mut start = 0usize;
         while start < slots.len() {
@@ -404,7 +404,7 @@ impl<D: BlockDevice> Fs<D> {
                 .position(|c| c.target != target)
                 .map_or(slots.len(), |k| start.saturating_add(k));
             let group = slots.get_mut(start..end).unwrap_or(&mut []);
-            self.device().read_block(target, buf)?;
+            self.load(target, buf)?;
             let cur = u64::from(crc32c(&buf[..]));
             let mut applied = group.iter().rposition(|c| c.post == cur);
             let starts = group.first().is_some_and(|c| c.fresh || c.pre == cur);
@@ -447,17 +447,17 @@ impl<D: BlockDevice> Fs<D> {
         &self,
         table: &'t mut [Committed],
         scratch: &mut impl Scratch,
-    ) -> Result<Overlay<'t>> {
+    ) -> Result<Overlay<'t>, E> {
         let needed = self.committed_slots(table, scratch);
         if needed > table.len() {
-            return Err(Error::new(
+            return Err(E::from(Error::new(
                 ErrorKind::BufferTooSmall {
                     needed: crate::arith::u64_of(needed),
                     available: crate::arith::u64_of(table.len()),
                 },
                 "journal overlay table",
                 0,
-            ));
+            )));
         }
         let slots = table.get_mut(..needed).unwrap_or(&mut []);
         self.classify_chains(slots, scratch.block())?;

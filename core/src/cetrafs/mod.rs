@@ -113,17 +113,25 @@ pub(crate) fn at(lba: u64, field: usize) -> u64 {
         .saturating_add(crate::arith::u64_of(field))
 }
 
-pub(crate) fn err(kind: ErrorKind, what: &'static str, lba: u64, field: usize) -> Error {
-    Error::new(kind, what, at(lba, field))
+/// The error about `field` of block `lba`, as the error type `E` the caller reports
+/// (for [`Fault`](crate::Fault) only the kind's category survives, and the optimiser
+/// drops the rest).
+pub(crate) fn err<E: From<Error>>(
+    kind: ErrorKind,
+    what: &'static str,
+    lba: u64,
+    field: usize,
+) -> E {
+    E::from(Error::new(kind, what, at(lba, field)))
 }
 
-pub(crate) fn check_magic(
+pub(crate) fn check_magic<E: From<Error>>(
     found: [u8; 4],
     expected: [u8; 4],
     what: &'static str,
     lba: u64,
     field: usize,
-) -> Result<(), Error> {
+) -> Result<(), E> {
     if found == expected {
         Ok(())
     } else {
@@ -137,14 +145,14 @@ pub(crate) fn check_magic(
 }
 
 /// Verifies a checksum stored at `field` over `bytes` (which start at `base` in block `lba`).
-pub(crate) fn check_crc(
+pub(crate) fn check_crc<E: From<Error>>(
     bytes: &[u8],
     field: usize,
     stored: u64,
     what: &'static str,
     lba: u64,
     base: usize,
-) -> Result<(), Error> {
+) -> Result<(), E> {
     let computed = crate::checksum::crc32c_skipping(bytes, field);
     if computed == stored {
         Ok(())
@@ -161,14 +169,14 @@ pub(crate) fn check_crc(
 /// Reads a structure that starts with a 4-byte magic and carries its own checksum at
 /// `crc_field`: `bytes` are exactly the structure, found at byte `base` of block `lba`.
 /// Checks the magic, then the checksum; `names` are the magic's and checksum's field names.
-pub(crate) fn sealed<'b, T: FromBytes + KnownLayout + Immutable + Unaligned>(
+pub(crate) fn sealed<'b, T: FromBytes + KnownLayout + Immutable + Unaligned, E: From<Error>>(
     bytes: &'b [u8],
     magic: [u8; 4],
     crc_field: usize,
     names: (&'static str, &'static str),
     lba: u64,
     base: usize,
-) -> Result<&'b T, Error> {
+) -> Result<&'b T, E> {
     // A reference, not a copy: structures run to 424 bytes, and small stacks count.
     let raw = T::ref_from_bytes(bytes).map_err(|_| {
         err(
@@ -185,18 +193,23 @@ pub(crate) fn sealed<'b, T: FromBytes + KnownLayout + Immutable + Unaligned>(
         .get(..4)
         .and_then(|m| <[u8; 4]>::try_from(m).ok())
         .unwrap_or_default();
-    check_magic(found, magic, names.0, lba, base)?;
+    check_magic::<E>(found, magic, names.0, lba, base)?;
     let stored = bytes
         .get(crc_field..crc_field.saturating_add(8))
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
         .map_or(0, u64::from_le_bytes);
-    check_crc(bytes, crc_field, stored, names.1, lba, base)?;
+    check_crc::<E>(bytes, crc_field, stored, names.1, lba, base)?;
     Ok(raw)
 }
 
 /// Checks that a reserved field (`bytes`, found at byte `field` of block `lba`) is all
 /// zero, naming the first nonzero byte.
-pub(crate) fn zero(bytes: &[u8], what: &'static str, lba: u64, field: usize) -> Result<(), Error> {
+pub(crate) fn zero<E: From<Error>>(
+    bytes: &[u8],
+    what: &'static str,
+    lba: u64,
+    field: usize,
+) -> Result<(), E> {
     match bytes.iter().position(|b| *b != 0) {
         None => Ok(()),
         Some(i) => Err(err(
@@ -212,16 +225,16 @@ pub(crate) fn zero(bytes: &[u8], what: &'static str, lba: u64, field: usize) -> 
 
 /// Checks the 16-byte `{magic, crc}` tail of a tree, directory or xattr block: the magic
 /// at byte 4080, and the crc (at 4088) over the whole block.
-pub(crate) fn check_tail(
+pub(crate) fn check_tail<E: From<Error>>(
     block: &Block,
     lba: u64,
     magic: [u8; 4],
     names: (&'static str, &'static str),
-) -> Result<(), Error> {
+) -> Result<(), E> {
     let tail = raw::RawTail::read_from_bytes(block.get(TAIL_AT..).unwrap_or(&[]))
-        .map_err(|_| err(ErrorKind::Invalid, names.0, lba, TAIL_AT))?;
-    check_magic(tail.magic, magic, names.0, lba, TAIL_AT)?;
-    check_crc(
+        .map_err(|_| err::<E>(ErrorKind::Invalid, names.0, lba, TAIL_AT))?;
+    check_magic::<E>(tail.magic, magic, names.0, lba, TAIL_AT)?;
+    check_crc::<E>(
         &block[..],
         TAIL_AT.saturating_add(8),
         tail.crc.get(),

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::arith::div_ceil;
 use crate::block::{Block, BLOCK_SIZE};
-use crate::error::{ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// Known feature bits and their names (`docs/cetrafs.md` section 11).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,8 +133,16 @@ pub struct Superblock {
 impl Superblock {
     /// Parses and checks block 0 against a device of `device_blocks` blocks.
     pub fn parse(block: &Block, device_blocks: u64) -> Result<Superblock> {
+        Superblock::parse_as(block, device_blocks)
+    }
+
+    /// [`Superblock::parse`] reporting `E` (see [`Fs::open_for_read_as`](super::Fs)).
+    pub(crate) fn parse_as<E: From<Error>>(
+        block: &Block,
+        device_blocks: u64,
+    ) -> Result<Superblock, E> {
         let bytes = block.get(..SUPERBLOCK_LEN).unwrap_or(&[]);
-        let raw: &RawSuperblock = sealed(
+        let raw: &RawSuperblock = sealed::<_, E>(
             bytes,
             SB_MAGIC,
             SB_CHECKSUM_AT,
@@ -174,7 +182,7 @@ impl Superblock {
                 12,
             ));
         }
-        super::zero(&raw.reserved, "superblock.reserved", 0, 280)?;
+        super::zero::<E>(&raw.reserved, "superblock.reserved", 0, 280)?;
         let label_len = raw.label.iter().position(|b| *b == 0).unwrap_or(64);
         let (label, pad) = raw.label.split_at(label_len);
         let valid = utf8_prefix(label);
@@ -188,7 +196,7 @@ impl Superblock {
                 200,
             ));
         }
-        super::zero(
+        super::zero::<E>(
             pad,
             "superblock.label (NUL padding)",
             0,
@@ -226,7 +234,7 @@ impl Superblock {
             raw: *raw,
             read_only: features.unknown_ro_compat() != 0,
         };
-        sb.check_map(device_blocks)?;
+        sb.check_map::<E>(device_blocks)?;
         Ok(sb)
     }
 
@@ -339,20 +347,20 @@ impl Superblock {
         (start, len)
     }
 
-    fn check_map(&self, device_blocks: u64) -> Result<()> {
+    fn check_map<E: From<Error>>(&self, device_blocks: u64) -> Result<(), E> {
         let r = &self.raw;
         let z = u64::from(r.zone_group_count.get());
         let b = u64::from(r.block_group_count.get());
         let n = u64::from(r.node_capacity.get());
         let total = r.total_blocks.get();
-        let range = |value: u64, max: u64, what: &'static str, off: usize| -> Result<()> {
+        let range = |value: u64, max: u64, what: &'static str, off: usize| -> Result<(), E> {
             if value > max {
                 Err(err(ErrorKind::OutOfRange { value, max }, what, 0, off))
             } else {
                 Ok(())
             }
         };
-        let at_least = |value: u64, min: u64, what: &'static str, off: usize| -> Result<()> {
+        let at_least = |value: u64, min: u64, what: &'static str, off: usize| -> Result<(), E> {
             if value < min {
                 Err(err(
                     ErrorKind::Mismatch {
@@ -367,7 +375,7 @@ impl Superblock {
                 Ok(())
             }
         };
-        let equal = |value: u64, expected: u64, what: &'static str, off: usize| -> Result<()> {
+        let equal = |value: u64, expected: u64, what: &'static str, off: usize| -> Result<(), E> {
             if value == expected {
                 Ok(())
             } else {

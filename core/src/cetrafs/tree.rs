@@ -15,7 +15,7 @@ use super::{
     MAX_DEPTH, TAIL_EXTENT,
 };
 use crate::block::{Block, BlockDevice};
-use crate::error::{ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// An inode whose magic, checksum, number and extent root are valid.
 #[derive(Clone, Copy, Debug)]
@@ -69,8 +69,14 @@ pub const S_IFLNK: u32 = 0o120_000;
 impl Inode {
     /// Parses inode `ino` from `block` (read from `lba`).
     pub fn parse(block: &Block, lba: u64, ino: u64) -> Result<Inode> {
+        Inode::parse_as(block, lba, ino)
+    }
+
+    /// [`Inode::parse`] reporting `E` (see [`Fs::open_for_read_as`]).
+    pub(crate) fn parse_as<E: From<Error>>(block: &Block, lba: u64, ino: u64) -> Result<Inode, E> {
         let bytes = block.get(..256).unwrap_or(&[]);
-        let raw: RawInode = *sealed(
+        // Checked in the block, copied once into the result.
+        let raw: &RawInode = sealed::<_, E>(
             bytes,
             INODE_MAGIC,
             248,
@@ -135,8 +141,8 @@ impl Inode {
             ));
         }
         let max_depth = if kind == S_IFDIR { 1 } else { MAX_DEPTH };
-        check_header(&raw.extent_header, INLINE_SLOTS, max_depth, None, lba, 104)?;
-        super::zero(&raw.reserved, "inode.reserved", lba, 180)?;
+        check_header::<E>(&raw.extent_header, INLINE_SLOTS, max_depth, None, lba, 104)?;
+        super::zero::<E>(&raw.reserved, "inode.reserved", lba, 180)?;
         // Unused inline bytes: slots past `entries`, and an index entry's last 4 bytes.
         let used = usize::from(raw.extent_header.entries.get());
         for (i, slot) in raw.slots.chunks_exact(16).enumerate() {
@@ -147,7 +153,7 @@ impl Inode {
             } else {
                 16
             };
-            super::zero(
+            super::zero::<E>(
                 slot.get(from..).unwrap_or(&[]),
                 "inode extent slot (unused bytes)",
                 lba,
@@ -156,7 +162,11 @@ impl Inode {
                     .saturating_add(from),
             )?;
         }
-        Ok(Inode { raw, ino, lba })
+        Ok(Inode {
+            raw: *raw,
+            ino,
+            lba,
+        })
     }
 
     /// The inode, as checked.
@@ -195,14 +205,14 @@ impl Inode {
     }
 }
 
-fn check_header(
+fn check_header<E: From<Error>>(
     h: &RawExtentHeader,
     max: u16,
     max_depth: u16,
     depth: Option<u16>,
     lba: u64,
     off: usize,
-) -> Result<()> {
+) -> Result<(), E> {
     if h.magic.get() != EXTENT_MAGIC {
         return Err(err(
             ErrorKind::Mismatch {
@@ -299,7 +309,7 @@ impl Level<'_> {
         }
     }
 
-    fn extent(&self, i: u16) -> Result<(usize, RawExtent)> {
+    fn extent<E: From<Error>>(&self, i: u16) -> Result<(usize, RawExtent), E> {
         let (at, b) = self
             .entry(i, 16)
             .ok_or(err(ErrorKind::Invalid, "extent", self.lba(), 0))?;
@@ -308,7 +318,7 @@ impl Level<'_> {
         Ok((at, e))
     }
 
-    fn index(&self, i: u16) -> Result<(usize, RawExtentIndex)> {
+    fn index<E: From<Error>>(&self, i: u16) -> Result<(usize, RawExtentIndex), E> {
         let (at, b) =
             self.entry(i, 12)
                 .ok_or(err(ErrorKind::Invalid, "extent_index", self.lba(), 0))?;
@@ -318,8 +328,8 @@ impl Level<'_> {
     }
 }
 
-impl<D: BlockDevice> Fs<D> {
-    fn valid_extent(&self, raw: &RawExtent, lba: u64, at: usize) -> Result<Extent> {
+impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
+    fn valid_extent(&self, raw: &RawExtent, lba: u64, at: usize) -> Result<Extent, E> {
         let len = raw.len.get() & !EXTENT_UNINIT;
         if len == 0 {
             return Err(err(
@@ -372,10 +382,10 @@ impl<D: BlockDevice> Fs<D> {
         buf: &mut Block,
         parent: u64,
         at: usize,
-    ) -> Result<u16> {
+    ) -> Result<u16, E> {
         self.check_data_range(child, 1, "extent_index.child", parent, at.saturating_add(4))?;
-        self.device().read_block(child, buf)?;
-        check_tail(
+        self.load(child, buf)?;
+        check_tail::<E>(
             buf,
             child,
             TAIL_EXTENT,
@@ -384,12 +394,12 @@ impl<D: BlockDevice> Fs<D> {
         let h = RawExtentHeader::read_from_bytes(buf.get(..12).unwrap_or(&[]))
             .map_err(|_| err(ErrorKind::Invalid, "extent_header", child, 0))?;
         let max = if depth == 0 { LEAF_MAX } else { INDEX_MAX };
-        check_header(&h, max, MAX_DEPTH, Some(depth), child, 0)?;
+        check_header::<E>(&h, max, MAX_DEPTH, Some(depth), child, 0)?;
         let size: usize = if depth == 0 { 16 } else { 12 };
         let end = usize::from(h.entries.get())
             .saturating_mul(size)
             .saturating_add(12);
-        super::zero(
+        super::zero::<E>(
             buf.get(end..super::TAIL_AT).unwrap_or(&[]),
             "extent_block (unused entries)",
             child,
@@ -399,7 +409,7 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Where logical block `logical` of `inode` lives. Reads at most two tree blocks.
-    pub fn map_block(&self, inode: &Inode, logical: u32, tree: &mut Block) -> Result<Mapping> {
+    pub fn map_block(&self, inode: &Inode, logical: u32, tree: &mut Block) -> Result<Mapping, E> {
         self.map_run(inode, logical, tree).map(|(m, _)| m)
     }
 
@@ -411,7 +421,7 @@ impl<D: BlockDevice> Fs<D> {
         inode: &Inode,
         logical: u32,
         tree: &mut Block,
-    ) -> Result<(Mapping, u32)> {
+    ) -> Result<(Mapping, u32), E> {
         let root = inode.raw.extent_header;
         let mut depth = root.depth.get();
         let mut entries = root.entries.get();
@@ -476,8 +486,8 @@ impl<D: BlockDevice> Fs<D> {
         &self,
         inode: &Inode,
         tree: &mut Block,
-        mut f: impl FnMut(Extent) -> Result<ControlFlow<()>>,
-    ) -> Result<ControlFlow<()>> {
+        mut f: impl FnMut(Extent) -> Result<ControlFlow<()>, E>,
+    ) -> Result<ControlFlow<()>, E> {
         self.each_extent(inode, tree, false, &mut |e, _| f(e))
     }
 
@@ -488,8 +498,8 @@ impl<D: BlockDevice> Fs<D> {
         &self,
         inode: &Inode,
         scratch: &mut impl Scratch,
-        mut f: impl FnMut(Extent, &mut Block) -> Result<ControlFlow<()>>,
-    ) -> Result<ControlFlow<()>> {
+        mut f: impl FnMut(Extent, &mut Block) -> Result<ControlFlow<()>, E>,
+    ) -> Result<ControlFlow<()>, E> {
         match scratch.split() {
             (tree, Some(data)) => self.each_extent(inode, tree, false, &mut |e, _| f(e, data)),
             (one, None) => self.each_extent(inode, one, true, &mut f),
@@ -503,8 +513,8 @@ impl<D: BlockDevice> Fs<D> {
         inode: &Inode,
         tree: &mut Block,
         shared: bool,
-        f: &mut impl FnMut(Extent, &mut Block) -> Result<ControlFlow<()>>,
-    ) -> Result<ControlFlow<()>> {
+        f: &mut impl FnMut(Extent, &mut Block) -> Result<ControlFlow<()>, E>,
+    ) -> Result<ControlFlow<()>, E> {
         let root = inode.raw.extent_header;
         let slots = inode.raw.slots;
         let inline = Level::Inline(&slots, inode.lba);
@@ -561,8 +571,8 @@ impl<D: BlockDevice> Fs<D> {
         shared: bool,
         parent: u64,
         at: usize,
-        f: &mut impl FnMut(Extent, &mut Block) -> Result<ControlFlow<()>>,
-    ) -> Result<ControlFlow<()>> {
+        f: &mut impl FnMut(Extent, &mut Block) -> Result<ControlFlow<()>, E>,
+    ) -> Result<ControlFlow<()>, E> {
         let m = self.read_tree_block(leaf, 0, tree, parent, at)?;
         for k in 0..m {
             if shared && k > 0 {
@@ -647,7 +657,7 @@ fn check_lowest(lowest: Option<u64>, b: Bounds, from: (u64, usize), f: &mut impl
 fn next_logical(level: &Level<'_>, entries: u16, l: u32, hi: u64) -> u64 {
     let mut next = hi;
     for i in 0..entries {
-        if let Ok((_, ix)) = level.index(i) {
+        if let Ok((_, ix)) = level.index::<Error>(i) {
             let o = u64::from(ix.logical.get());
             if o > u64::from(l) && o < next {
                 next = o;
@@ -679,7 +689,7 @@ impl<D: BlockDevice> Fs<D> {
             return;
         }
         for i in 0..n {
-            let Ok((at, ix)) = inline.index(i) else {
+            let Ok((at, ix)) = inline.index::<Error>(i) else {
                 continue;
             };
             let l = ix.logical.get();
@@ -780,7 +790,7 @@ impl<D: BlockDevice> Fs<D> {
                     }
                 }
                 let level = Level::Block(tree, child);
-                let Ok((at, ix)) = level.index(j) else {
+                let Ok((at, ix)) = level.index::<Error>(j) else {
                     continue;
                 };
                 let l = ix.logical.get();

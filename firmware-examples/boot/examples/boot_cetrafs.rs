@@ -19,7 +19,7 @@ use cortex_m_rt::entry;
 use tet_core::block::{Block, BlockDevice, FlashDevice, BLOCK_SIZE};
 use tet_core::cetrafs::{Committed, Fs, Overlay, OverlayDevice};
 use tet_core::checksum::Crc32c;
-use tet_core::{Error, ErrorKind};
+use tet_core::{Error, ErrorKind, Fault};
 use tet_fw_support::{exit, hex, out, out_dec as dec, paint_stack, report_stack};
 
 macro_rules! image {
@@ -117,36 +117,32 @@ fn boot(
     let flash = FlashDevice::new(image, 0);
     match check(&flash, buf, table, version) {
         Ok(ok) => ok,
-        Err(e) => {
-            // Image offsets fit 32 bits here (the image is in a 256 KiB part).
-            let at = u32::try_from(e.offset).unwrap_or(u32::MAX);
-            out(&[
-                b"error: ",
-                e.what.as_bytes(),
-                b" at byte 0x",
-                &hex(at),
-                b"\n",
-            ]);
+        Err(Fault(category)) => {
+            out(&[b"error: image ", category.name().as_bytes(), b"\n"]);
             false
         }
     }
 }
 
-/// Every `Fs` here reads through `&dyn BlockDevice`: one copy of the reader serves the
-/// raw flash and the journal overlay (a generic `Fs<D>` per device type would be two).
+/// The reader, as this bootloader uses it: through `&dyn BlockDevice`, so that one copy
+/// serves the raw flash and the journal overlay (an `Fs<D>` per device type would be
+/// two), reporting [`Fault`]s (every check runs; a failure says only whether the image is
+/// truncated, corrupt, incompatible or unreadable, which is all a bootloader acts on).
+type Reader<'d> = Fs<&'d dyn BlockDevice, Fault>;
+
 fn check(
     flash: &dyn BlockDevice,
     buf: &mut Block,
     table: &mut [Committed],
     version: u8,
-) -> Result<bool, Error> {
-    let raw = Fs::open_for_read(flash, buf)?;
+) -> Result<bool, Fault> {
+    let raw = Reader::open_for_read_as(flash, buf)?;
     let overlay = journals(&raw, buf, table)?;
     let through = OverlayDevice::new(flash, &overlay);
-    let fs = Fs::open_for_read(&through as &dyn BlockDevice, buf)?;
+    let fs = Reader::open_for_read_as(&through, buf)?;
     let k = kernel(&fs, buf)?;
     out(&[b"  /boot/kernel.img: "]);
-    dec(k.size as u32);
+    dec(k.size);
     out(&[b" bytes, "]);
     line(&k.head);
     out(&[
@@ -164,10 +160,10 @@ fn check(
 /// (not inlined), gone from the stack before the kernel is read through the overlay.
 #[inline(never)]
 fn journals<'t>(
-    fs: &Fs<&dyn BlockDevice>,
+    fs: &Reader<'_>,
     buf: &mut Block,
     table: &'t mut [Committed],
-) -> Result<Overlay<'t>, Error> {
+) -> Result<Overlay<'t>, Fault> {
     let overlay = fs.overlay(table, buf)?;
     let overlaid = overlay.entries().len();
     if overlaid == 0 {
@@ -185,19 +181,20 @@ fn journals<'t>(
 }
 
 struct Kernel {
-    size: u64,
+    /// At most `MAX_KERNEL`.
+    size: u32,
     head: [u8; 16],
     crc: u32,
     expected: u32,
 }
 
 /// Resolves the kernel, reads its expected checksum, and streams it.
-fn kernel(fs: &Fs<&dyn BlockDevice>, buf: &mut Block) -> Result<Kernel, Error> {
+fn kernel(fs: &Reader<'_>, buf: &mut Block) -> Result<Kernel, Fault> {
     let ino = fs.resolve(b"/boot/kernel.img", buf)?;
     // A kernel larger than the RAM it is loaded into is refused before it is read (the
     // stream's work follows the file size, holes included).
     if ino.size() > MAX_KERNEL {
-        return Err(Error::new(
+        let e = Error::new(
             ErrorKind::OutOfRange {
                 value: ino.size(),
                 max: MAX_KERNEL,
@@ -207,7 +204,8 @@ fn kernel(fs: &Fs<&dyn BlockDevice>, buf: &mut Block) -> Result<Kernel, Error> {
             ino.lba()
                 .saturating_mul(BLOCK_SIZE as u64)
                 .saturating_add(32),
-        ));
+        );
+        return Err(e.into());
     }
     let mut digits = [0u8; 8];
     let n = fs.xattr(&ino, b"user.crc32c", &mut digits, buf)?;
@@ -226,7 +224,7 @@ fn kernel(fs: &Fs<&dyn BlockDevice>, buf: &mut Block) -> Result<Kernel, Error> {
         ControlFlow::Continue(())
     })?;
     Ok(Kernel {
-        size: ino.size(),
+        size: u32::try_from(ino.size()).unwrap_or(u32::MAX),
         head,
         crc: crc.finish(),
         expected,
