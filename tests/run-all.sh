@@ -67,6 +67,13 @@ for expected in firmware-examples/expected/*.out firmware-examples/*/expected/*.
   echo "firmware example $name: ok"
   rm -f "$got"
 done
+# The bootloader with the core's full errors (its 24 KiB layout): the same output.
+(cd firmware-examples/boot && cargo clippy -q --release --locked --examples --features error-detail -- -D warnings)
+got=$(mktemp)
+(cd firmware-examples/boot && timeout 120 cargo run -q --release --locked --example boot_cetrafs --features error-detail) > "$got"
+diff -u firmware-examples/boot/expected/boot_cetrafs.out "$got"
+echo "firmware example boot_cetrafs (error-detail): ok"
+rm -f "$got"
 
 step "fuzz smoke run"
 fuzz_seconds=${FUZZ_SECONDS:-30}

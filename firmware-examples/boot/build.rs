@@ -10,9 +10,12 @@ use tet_core::checksum::crc32c;
 
 fn main() {
     // The program's flash: FLASH_KIB with no CRC table or the 1 KiB one; the 16 KiB
-    // table is for bigger parts and gets 16 KiB more.
-    let big = std::env::var_os("CARGO_FEATURE_CRC_TABLE_16K").is_some();
-    let flash_kib = FLASH_KIB + if big { 16 } else { 0 };
+    // table is for bigger parts and gets 16 KiB more, and so do the full errors
+    // (`error-detail`: 8 KiB more).
+    let feature = |f: &str| std::env::var_os(format!("CARGO_FEATURE_{f}")).is_some();
+    let flash_kib = FLASH_KIB
+        + if feature("CRC_TABLE_16K") { 16 } else { 0 }
+        + if feature("ERROR_DETAIL") { 8 } else { 0 };
     let layout = tet_fw_images::layout("memory.x")
         .replace("FLASH_KIB", &flash_kib.to_string())
         .replace("IMAGE_KIB", &(256 - flash_kib).to_string());
@@ -21,7 +24,7 @@ fn main() {
 }
 
 /// Flash for the program (code, constants, vector table, `.data` initialisers).
-const FLASH_KIB: u32 = 28;
+const FLASH_KIB: u32 = 16;
 
 const KERNEL_LEN: usize = 10_000;
 

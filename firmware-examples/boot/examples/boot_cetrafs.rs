@@ -7,7 +7,9 @@
 //! journal (kernel v1) and for the same image after a crash that left a committed,
 //! unreplayed transaction updating the kernel to v2, which is what must be read.
 //!
-//! Budget: 16 KiB of flash and 8 KiB of RAM (`boot/memory.x`; the link fails beyond).
+//! Budget: 16 KiB of flash and 8 KiB of RAM (`boot/memory.x`; the link fails beyond),
+//! which the core's read path meets by reporting one-byte [`Fault`](tet_core::Fault)s (`error-detail`
+//! builds it with full errors, in 24 KiB).
 //! No `core::fmt`: numbers are printed by `tet-fw-support`, which keeps the formatting
 //! machinery (several KiB) out of the binary.
 #![no_std]
@@ -19,7 +21,7 @@ use cortex_m_rt::entry;
 use tet_core::block::{Block, BlockDevice, FlashDevice, BLOCK_SIZE};
 use tet_core::cetrafs::{Committed, Fs, Overlay, OverlayDevice};
 use tet_core::checksum::Crc32c;
-use tet_core::{Error, ErrorKind, Fault};
+use tet_core::{Error, ErrorKind};
 use tet_fw_support::{exit, hex, out, out_dec as dec, paint_stack, report_stack};
 
 macro_rules! image {
@@ -117,25 +119,51 @@ fn boot(
     let flash = FlashDevice::new(image, 0);
     match check(&flash, buf, table, version) {
         Ok(ok) => ok,
-        Err(Fault(category)) => {
-            out(&[b"error: image ", category.name().as_bytes(), b"\n"]);
+        Err(e) => {
+            report(e);
             false
         }
     }
 }
 
+/// What a failure reports: by default a [`Fault`](tet_core::Fault), only whether the image is truncated,
+/// corrupt, incompatible or unreadable, which is all a bootloader acts on (every check
+/// still runs); with the `error-detail` feature the core's [`Error`], naming the field
+/// and its offset, for 8 KiB more flash.
+#[cfg(not(feature = "error-detail"))]
+type Failure = tet_core::Fault;
+#[cfg(feature = "error-detail")]
+type Failure = Error;
+
+#[cfg(not(feature = "error-detail"))]
+fn report(tet_core::Fault(category): tet_core::Fault) {
+    out(&[b"error: image ", category.name().as_bytes(), b"\n"]);
+}
+
+#[cfg(feature = "error-detail")]
+fn report(e: Error) {
+    // Image offsets fit 32 bits here (the image is in a 256 KiB part).
+    let at = u32::try_from(e.offset).unwrap_or(u32::MAX);
+    out(&[
+        b"error: ",
+        e.what.as_bytes(),
+        b" at byte 0x",
+        &hex(at),
+        b"\n",
+    ]);
+}
+
 /// The reader, as this bootloader uses it: through `&dyn BlockDevice`, so that one copy
 /// serves the raw flash and the journal overlay (an `Fs<D>` per device type would be
-/// two), reporting [`Fault`]s (every check runs; a failure says only whether the image is
-/// truncated, corrupt, incompatible or unreadable, which is all a bootloader acts on).
-type Reader<'d> = Fs<&'d dyn BlockDevice, Fault>;
+/// two), reporting [`Failure`]s.
+type Reader<'d> = Fs<&'d dyn BlockDevice, Failure>;
 
 fn check(
     flash: &dyn BlockDevice,
     buf: &mut Block,
     table: &mut [Committed],
     version: u8,
-) -> Result<bool, Fault> {
+) -> Result<bool, Failure> {
     let raw = Reader::open_for_read_as(flash, buf)?;
     let overlay = journals(&raw, buf, table)?;
     let through = OverlayDevice::new(flash, &overlay);
@@ -163,7 +191,7 @@ fn journals<'t>(
     fs: &Reader<'_>,
     buf: &mut Block,
     table: &'t mut [Committed],
-) -> Result<Overlay<'t>, Fault> {
+) -> Result<Overlay<'t>, Failure> {
     let overlay = fs.overlay(table, buf)?;
     let overlaid = overlay.entries().len();
     if overlaid == 0 {
@@ -189,7 +217,7 @@ struct Kernel {
 }
 
 /// Resolves the kernel, reads its expected checksum, and streams it.
-fn kernel(fs: &Reader<'_>, buf: &mut Block) -> Result<Kernel, Fault> {
+fn kernel(fs: &Reader<'_>, buf: &mut Block) -> Result<Kernel, Failure> {
     let ino = fs.resolve(b"/boot/kernel.img", buf)?;
     // A kernel larger than the RAM it is loaded into is refused before it is read (the
     // stream's work follows the file size, holes included).
@@ -205,6 +233,8 @@ fn kernel(fs: &Reader<'_>, buf: &mut Block) -> Result<Kernel, Fault> {
                 .saturating_mul(BLOCK_SIZE as u64)
                 .saturating_add(32),
         );
+        // A `Fault` by default; the same `Error` with `error-detail`.
+        #[allow(clippy::useless_conversion)]
         return Err(e.into());
     }
     let mut digits = [0u8; 8];

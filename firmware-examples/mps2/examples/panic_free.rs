@@ -2,7 +2,8 @@
 //! entry points of `tet-core` for both formats (`.tet`: open, parse, directory, chunk
 //! lookup, verify, selections, folds, zstd frame headers; cetrafs: mount, group tables,
 //! registry, pending queues, journals, overlay, walk, lookup, read, stream, xattrs,
-//! tree walks, the checker) over embedded images, reporting only through the exit code.
+//! tree walks, the checker; the read path also as `Fs<_, Fault>`, the bootloader's
+//! instantiation) over embedded images, reporting only through the exit code.
 //!
 //! Its panic handler calls a function that exists nowhere, so the link fails if any
 //! panic path survives optimisation: an index out of bounds, an unwrap, an overflow
@@ -25,6 +26,7 @@ use tet_core::cetrafs::{Buffers, Committed, Fs, Mapping, OverlayDevice};
 use tet_core::tet::fold::{element_f64, Acc, Reduce};
 use tet_core::tet::select::{for_each_chunk, for_each_run, Selection};
 use tet_core::tet::{self, Codec, TetFile, VerifyOptions};
+use tet_core::{Category, Fault};
 use tet_fw_support::{exit, out, out_dec, paint_stack, report_stack};
 
 static TET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/series.tet"));
@@ -204,6 +206,76 @@ fn cetrafs_paths(
         .resolve(b"/again", one)
         .and_then(|ino| ofs.read(&ino, 0, &mut first, one));
     t.check(ok == Ok(8) && first == [0xEE; 8]);
+    t.check(fault_paths(&dev, bufs, table) == 0);
+    t.0
+}
+
+/// The read path as a bootloader instantiates it, reporting one-byte `Fault`s (its own
+/// copy of the code): mount, journals, overlay, then through the raw device and the
+/// overlay: resolve, directories, stream, xattrs, extents, inodes.
+fn fault_paths(dev: &dyn BlockDevice, bufs: &mut Buffers, table: &mut [Committed]) -> u32 {
+    type Lean<'d> = Fs<&'d dyn BlockDevice, Fault>;
+    let mut t = Tally(0);
+    let Ok(fs) = Lean::open_for_read_as(dev, &mut bufs.data) else {
+        return 1;
+    };
+    t.check(
+        fs.journal_flag(0, &mut bufs.data)
+            .is_ok_and(|f| f.is_dirty()),
+    );
+    t.check(matches!(fs.journal_slot(0, 0, bufs), Ok(Some(_))));
+    let Ok(overlay) = fs.overlay(table, bufs) else {
+        return t.0.saturating_add(1);
+    };
+    t.check(overlay.entries().len() == 1);
+    let through = OverlayDevice::new(dev, &overlay);
+    let Ok(ofs) = Lean::open_for_read_as(&through, &mut bufs.data) else {
+        return t.0.saturating_add(1);
+    };
+    for fs in [&fs, &ofs] {
+        let Ok(root) = fs.resolve(b"/", bufs) else {
+            t.check(false);
+            continue;
+        };
+        let mut names = 0u32;
+        let listed = fs.read_dir(&root, bufs, |_| {
+            names = names.saturating_add(1);
+            ControlFlow::Continue(())
+        });
+        t.check(listed.is_ok() && names == 3);
+        t.check(matches!(fs.lookup(&root, b"d", bufs), Ok(Some(_))));
+        t.check(fs.resolve(b"/d/missing", bufs).err() == Some(Fault(Category::Usage)));
+        for path in [&b"/d/frag"[..], b"/d/holes", b"/d/uninit", b"/again"] {
+            let Ok(ino) = fs.resolve(path, bufs) else {
+                t.check(false);
+                continue;
+            };
+            let mut n = 0u64;
+            let streamed = fs.stream(&ino, bufs, |b| {
+                n = n.saturating_add(b.len() as u64);
+                ControlFlow::Continue(())
+            });
+            t.check(streamed.is_ok() && n == ino.size());
+            t.check(fs.xattrs(&ino, bufs, |_| ControlFlow::Continue(())).is_ok());
+            let mut v = [0u8; 4];
+            let _ = fs.xattr(&ino, b"user.k", &mut v, bufs);
+            t.check(fs.map_block(&ino, 0, &mut bufs.tree).is_ok());
+            let extents =
+                fs.for_each_extent(&ino, &mut bufs.tree, |_| Ok(ControlFlow::Continue(())));
+            t.check(extents.is_ok());
+            t.check(fs.inode(ino.ino(), &mut bufs.data).is_ok());
+        }
+    }
+    // Through one block, the overlay serves the committed first block of /d/frag.
+    let one = &mut bufs.tree;
+    let mut first = [0u8; 8];
+    let ok = ofs.resolve(b"/d/frag", one).and_then(|ino| {
+        ofs.stream(&ino, one, |b| {
+            tet_core::arith::copy_prefix(&mut first, b);
+            ControlFlow::Break(())
+        })
+    });
+    t.check(ok == Ok(ControlFlow::Break(())) && first == [0xEE; 8]);
     t.0
 }
 
