@@ -668,14 +668,11 @@ pub fn check_pending<D: BlockDevice>(
 }
 
 /// The journal of registry row `row`: its flag block, every slot header, and for a
-/// dirty journal its transaction boundaries and the payloads of committed transactions. `on_committed` sees every slot
-/// of every committed transaction, in slot order; returns whether the journal is dirty
-/// (`None` when the flag block is bad). A transaction cut short (no `F_COMMIT`, or
-/// interrupted by an empty slot or the journal's end) is a torn write and ignored.
-///
-/// Generic over the sink: a caller that only wants the committed slots (the journal
-/// overlay of a bootloader) passes one that ignores findings, and the optimiser removes
-/// the code that would build them.
+/// dirty journal its transaction boundaries and the payloads of committed transactions.
+/// `on_committed` sees every slot of every committed transaction, in slot order; returns
+/// whether the journal is dirty (`None` when the flag block is bad). A transaction cut
+/// short (no `F_COMMIT`, or interrupted by an empty slot or the journal's end) is a torn
+/// write and ignored. The journal overlay gathers committed slots with the same walk.
 pub fn check_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
     fs: &Fs<D>,
     row: u32,

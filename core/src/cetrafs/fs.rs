@@ -327,14 +327,9 @@ impl<D: BlockDevice> Fs<D> {
 }
 
 impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
-    /// Mounts `dev` for reading only what reading needs: the superblock, map and
-    /// features (mount checks 1-6 of `docs/cetrafs.md` section 2), not the zone and
-    /// block group tables (check 7), which only allocation depends on. A bootloader's
-    /// mount: it reads one block, and the table checks stay out of its flash.
-    ///
-    /// [`Fs::open_for_read`] with the error type `E` for everything read through this
-    /// `Fs`: `Fs::<_, Fault>::open_for_read_as(dev, buf)` reports one-byte
-    /// [`Fault`](crate::Fault)s.
+    /// [`Fs::open_for_read`], with `E` as the error of the mount and of everything read
+    /// through this `Fs`: `Fs::<_, Fault>::open_for_read_as(dev, buf)` runs the same
+    /// checks and reports one-byte [`Fault`](crate::Fault)s.
     pub fn open_for_read_as(dev: D, buf: &mut Block) -> Result<Self, E> {
         if dev.block_count() == 0 {
             return Err(err(
