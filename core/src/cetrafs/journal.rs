@@ -362,7 +362,8 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
     /// Every slot of every committed transaction in a dirty journal, in journal and
     /// slot order, into `table`; returns how many there are (more than `table.len()`
     /// means the table was too small and only its length was filled). Malformed slots
-    /// are skipped here; the checker reports them.
+    /// are skipped here; the checker reports them. A clean journal costs one read, its
+    /// flag block.
     pub fn committed_slots(&self, table: &mut [Committed], scratch: &mut impl Scratch) -> usize {
         let mut n = 0usize;
         for row in 0..self.superblock().node_capacity() {
