@@ -37,9 +37,9 @@ pub fn err(parts: &[&[u8]]) {
     }
 }
 
-/// `v` in decimal, into `buf`; returns the digits. (`u32`: 64-bit division would pull
-/// in nearly 1 KiB of `compiler_builtins`.)
-pub fn dec(mut v: u32, buf: &mut [u8; 20]) -> &[u8] {
+/// `v` in decimal, into `buf` (a `u32` has at most 10 digits); returns the digits.
+/// (`u32`: 64-bit division would pull in nearly 1 KiB of `compiler_builtins`.)
+pub fn dec(mut v: u32, buf: &mut [u8; 10]) -> &[u8] {
     let mut i = buf.len();
     while let Some(k) = i.checked_sub(1) {
         i = k;
@@ -66,7 +66,7 @@ pub fn hex(v: u32) -> [u8; 8] {
 
 /// Prints `v` in decimal to standard output.
 pub fn out_dec(v: u32) {
-    out(&[dec(v, &mut [0; 20])]);
+    out(&[dec(v, &mut [0; 10])]);
 }
 
 /// Ends the program under QEMU: status 0 when `ok`, 1 otherwise.
@@ -123,7 +123,7 @@ pub fn stack_used() -> usize {
 pub fn report_stack() {
     err(&[
         b"stack: ",
-        dec(stack_used() as u32, &mut [0; 20]),
+        dec(stack_used() as u32, &mut [0; 10]),
         b" bytes\n",
     ]);
 }
