@@ -131,7 +131,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
             let off = k.saturating_mul(266);
             let bytes = block.get(off..off.saturating_add(266)).unwrap_or(&[]);
             let raw = RawDirEntry::ref_from_bytes(bytes)
-                .map_err(|_| err(ErrorKind::Invalid, "dirent", lba, off))?;
+                .map_err(|_| err::<E>(ErrorKind::Invalid, "dirent", lba, off))?;
             let ino = raw.inode.get();
             if ino == 0 {
                 if let Some(i) = nonzero_at(bytes) {
@@ -156,7 +156,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
                 ));
             }
             let len = raw.name_len.get();
-            let name_len = u8::try_from(len).ok().filter(|l| *l >= 1).ok_or(err(
+            let name_len = u8::try_from(len).ok().filter(|l| *l >= 1).ok_or(err::<E>(
                 ErrorKind::OutOfRange {
                     value: len.into(),
                     max: 255,
@@ -165,7 +165,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
                 lba,
                 off.saturating_add(8),
             ))?;
-            let file_type = FileType::from_code(raw.file_type).ok_or(err(
+            let file_type = FileType::from_code(raw.file_type).ok_or(err::<E>(
                 ErrorKind::OutOfRange {
                     value: raw.file_type.into(),
                     max: 7,
@@ -317,7 +317,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
                             16,
                         ));
                     }
-                    let ino = self.lookup(&cur, name, scratch)?.ok_or(err(
+                    let ino = self.lookup(&cur, name, scratch)?.ok_or(err::<E>(
                         ErrorKind::NotFound,
                         "path",
                         cur.lba,
@@ -364,7 +364,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
             let off = k.saturating_mul(322);
             let bytes = block.get(off..off.saturating_add(322)).unwrap_or(&[]);
             let raw = RawXattr::ref_from_bytes(bytes)
-                .map_err(|_| err(ErrorKind::Invalid, "xattr", lba, off))?;
+                .map_err(|_| err::<E>(ErrorKind::Invalid, "xattr", lba, off))?;
             if raw.key[0] == 0 {
                 if let Some(i) = nonzero_at(bytes) {
                     return Err(err(

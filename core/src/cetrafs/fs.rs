@@ -486,7 +486,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
         mut f: impl FnMut(Piece<'_>) -> ControlFlow<()>,
     ) -> Result<ControlFlow<()>, E> {
         let end = offset.saturating_add(len).min(inode.size());
-        let overflow = || err(ErrorKind::Overflow, "read offset", inode.lba, 32);
+        let overflow = || err::<E>(ErrorKind::Overflow, "read offset", inode.lba, 32);
         let mut pos = offset;
         while pos < end {
             let logical = u32::try_from(pos / BLOCK_SIZE_U64).map_err(|_| overflow())?;

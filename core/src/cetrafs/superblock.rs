@@ -458,9 +458,10 @@ impl Superblock {
                     off,
                 ));
             }
-            let end = start
-                .checked_add(blocks)
-                .ok_or(err(ErrorKind::Overflow, what, 0, off))?;
+            let end =
+                start
+                    .checked_add(blocks)
+                    .ok_or(err::<E>(ErrorKind::Overflow, what, 0, off))?;
             if end > total || start >= total {
                 return Err(err(
                     ErrorKind::Truncated {
@@ -489,7 +490,7 @@ impl Superblock {
         let span = total.saturating_sub(r.bg_regions_start.get());
         equal(b, div_ceil(span, size), "superblock.block_group_count", 68)?;
         let last = u32::try_from(b.saturating_sub(1))
-            .map_err(|_| err(ErrorKind::Overflow, "superblock.block_group_count", 0, 68))?;
+            .map_err(|_| err::<E>(ErrorKind::Overflow, "superblock.block_group_count", 0, 68))?;
         at_least(
             self.bg_span(last).1,
             3,

@@ -310,20 +310,20 @@ impl Level<'_> {
     }
 
     fn extent<E: From<Error>>(&self, i: u16) -> Result<(usize, RawExtent), E> {
-        let (at, b) = self
-            .entry(i, 16)
-            .ok_or(err(ErrorKind::Invalid, "extent", self.lba(), 0))?;
+        let (at, b) =
+            self.entry(i, 16)
+                .ok_or(err::<E>(ErrorKind::Invalid, "extent", self.lba(), 0))?;
         let e = RawExtent::read_from_bytes(b)
-            .map_err(|_| err(ErrorKind::Invalid, "extent", self.lba(), at))?;
+            .map_err(|_| err::<E>(ErrorKind::Invalid, "extent", self.lba(), at))?;
         Ok((at, e))
     }
 
     fn index<E: From<Error>>(&self, i: u16) -> Result<(usize, RawExtentIndex), E> {
         let (at, b) =
             self.entry(i, 12)
-                .ok_or(err(ErrorKind::Invalid, "extent_index", self.lba(), 0))?;
+                .ok_or(err::<E>(ErrorKind::Invalid, "extent_index", self.lba(), 0))?;
         let e = RawExtentIndex::read_from_bytes(b)
-            .map_err(|_| err(ErrorKind::Invalid, "extent_index", self.lba(), at))?;
+            .map_err(|_| err::<E>(ErrorKind::Invalid, "extent_index", self.lba(), at))?;
         Ok((at, e))
     }
 }
@@ -392,7 +392,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
             ("extent_block.tail.magic", "extent_block.tail.crc"),
         )?;
         let h = RawExtentHeader::read_from_bytes(buf.get(..12).unwrap_or(&[]))
-            .map_err(|_| err(ErrorKind::Invalid, "extent_header", child, 0))?;
+            .map_err(|_| err::<E>(ErrorKind::Invalid, "extent_header", child, 0))?;
         let max = if depth == 0 { LEAF_MAX } else { INDEX_MAX };
         check_header::<E>(&h, max, MAX_DEPTH, Some(depth), child, 0)?;
         let size: usize = if depth == 0 { 16 } else { 12 };
@@ -442,7 +442,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
             };
             if depth == 0 {
                 for i in 0..entries {
-                    let (at, raw) = level.extent(i)?;
+                    let (at, raw) = level.extent::<E>(i)?;
                     let e = self.valid_extent(&raw, level.lba(), at)?;
                     if logical >= e.logical
                         && u64::from(logical) < u64::from(e.logical).saturating_add(e.len.into())
@@ -461,7 +461,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
             }
             let mut best: Option<(u32, u64, usize)> = None;
             for i in 0..entries {
-                let (at, ix) = level.index(i)?;
+                let (at, ix) = level.index::<E>(i)?;
                 let l = ix.logical.get();
                 after(l);
                 if l <= logical && best.is_none_or(|(b, _, _)| l > b) {
@@ -522,7 +522,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
         match root.depth.get() {
             0 => {
                 for i in 0..n {
-                    let (at, raw) = inline.extent(i)?;
+                    let (at, raw) = inline.extent::<E>(i)?;
                     if f(self.valid_extent(&raw, inode.lba, at)?, tree)?.is_break() {
                         return Ok(ControlFlow::Break(()));
                     }
@@ -530,7 +530,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
             }
             1 => {
                 for i in 0..n {
-                    let (at, ix) = inline.index(i)?;
+                    let (at, ix) = inline.index::<E>(i)?;
                     let leaf = ix.child.get();
                     if self
                         .leaf_extents(leaf, tree, shared, inode.lba, at, f)?
@@ -542,7 +542,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
             }
             _ => {
                 for i in 0..n {
-                    let (at, ix) = inline.index(i)?;
+                    let (at, ix) = inline.index::<E>(i)?;
                     let interior = ix.child.get();
                     let m = self.read_tree_block(interior, 1, tree, inode.lba, at)?;
                     for j in 0..m {
@@ -550,7 +550,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
                         if j > 0 {
                             self.read_tree_block(interior, 1, tree, inode.lba, at)?;
                         }
-                        let (jat, jx) = Level::Block(tree, interior).index(j)?;
+                        let (jat, jx) = Level::Block(tree, interior).index::<E>(j)?;
                         if self
                             .leaf_extents(jx.child.get(), tree, shared, interior, jat, f)?
                             .is_break()
@@ -578,7 +578,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
             if shared && k > 0 {
                 self.read_tree_block(leaf, 0, tree, parent, at)?;
             }
-            let (kat, raw) = Level::Block(tree, leaf).extent(k)?;
+            let (kat, raw) = Level::Block(tree, leaf).extent::<E>(k)?;
             let e = self.valid_extent(&raw, leaf, kat)?;
             if f(e, tree)?.is_break() {
                 return Ok(ControlFlow::Break(()));
