@@ -170,7 +170,7 @@ impl Category {
 /// is truncated, corrupt, incompatible, misused or unreadable. A bootloader that can
 /// only refuse to boot does not need more, and building and passing on the field name,
 /// offset and values of [`Error`] is most of its code: on a Cortex-M3, `boot_cetrafs`
-/// is 23 KB with `Error` and 15 KB with `Fault` (`docs/firmware.md`). Host tools, and
+/// is 22 KB with `Error` and 15 KB with `Fault` (`docs/firmware.md`). Host tools, and
 /// firmware that logs, keep `Error`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
