@@ -8,8 +8,8 @@
 //! unreplayed transaction updating the kernel to v2, which is what must be read.
 //!
 //! Budget: 16 KiB of flash and 8 KiB of RAM (`boot/memory.x`; the link fails beyond),
-//! which the core's read path meets by reporting one-byte [`Fault`](tet_core::Fault)s (`error-detail`
-//! builds it with full errors, in 24 KiB).
+//! which the core's read path meets by reporting one-byte
+//! [`Fault`](tet_core::Fault)s (`error-detail` builds it with full errors, in 24 KiB).
 //! No `core::fmt`: numbers are printed by `tet-fw-support`, which keeps the formatting
 //! machinery (several KiB) out of the binary.
 #![no_std]
