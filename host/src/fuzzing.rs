@@ -256,6 +256,7 @@ use tet_alloc::cetrafs::{
 };
 use tet_core::block::MemDevice;
 use tet_core::cetrafs::{Buffers, Committed, Fs, Inode, OverlayDevice};
+use tet_core::Fault;
 
 /// A small image with every kind of structure: directories over several blocks, a
 /// fragmented file with a depth-1 tree, a sparse file, xattrs, a symlink and a committed
@@ -380,6 +381,45 @@ pub fn cetrafs_open_walk(data: &[u8]) {
             "verify was clean, yet a directory did not list or a file did not read whole: {found:?}"
         );
     }
+    // A bootloader's read path, with one-byte faults, meets the same fate as with full
+    // errors: the same names and bytes, or a fault of the same category.
+    let full = boot_walk::<tet_core::Error>(&img).map_err(|e| Fault(e.kind.category()));
+    assert_eq!(
+        boot_walk::<Fault>(&img),
+        full,
+        "Fs<_, Fault> and Fs<_, Error> disagree"
+    );
+}
+
+/// Through one block, reporting `E`: the read-only mount, the journal overlay, then every
+/// entry of the root: its name, and for a file its size and CRC-32C, streamed.
+fn boot_walk<E: From<tet_core::Error>>(img: &[u8]) -> Result<Vec<(Vec<u8>, u64, u32)>, E> {
+    let dev = MemDevice::new(img);
+    let mut one = [0u8; 4096];
+    let raw = Fs::<_, E>::open_for_read_as(&dev, &mut one)?;
+    let mut table = vec![Committed::default(); raw.committed_slots(&mut [], &mut one)];
+    let overlay = raw.overlay(&mut table, &mut one)?;
+    let through = OverlayDevice::new(&dev, &overlay);
+    let fs = Fs::<_, E>::open_for_read_as(&through, &mut one)?;
+    let root = fs.resolve(b"/", &mut one)?;
+    let mut entries = Vec::new();
+    fs.read_dir(&root, &mut one, |e| {
+        entries.push((e.name().to_vec(), e.inode));
+        ControlFlow::Continue(())
+    })?;
+    let mut seen = Vec::new();
+    for (name, ino) in entries {
+        let inode = fs.inode(ino, &mut one)?;
+        let mut crc = tet_core::checksum::Crc32c::new();
+        if !inode.is_dir() && inode.size() <= 1 << 24 {
+            let _whole = fs.stream(&inode, &mut one, |b| {
+                crc.update(b);
+                ControlFlow::Continue(())
+            })?;
+        }
+        seen.push((name, inode.size(), crc.finish()));
+    }
+    Ok(seen)
 }
 
 /// Walks the tree below `dir`, counting directories that fail to list and files that
