@@ -31,9 +31,9 @@ pub fn div_ceil(a: u64, b: u64) -> u64 {
 }
 
 /// `n / d`, `None` when `d` is 0. On 64-bit targets this is the division instruction;
-/// on 32-bit ones [`long_div`], because `/` on `u64` there links a general division
-/// routine (about 900 bytes of flash) that a bootloader cannot afford for the one
-/// division by a file value on its read path.
+/// on 32-bit ones a shift-and-subtract loop, because `/` on `u64` there links a general
+/// division routine (about 900 bytes of flash) that a bootloader cannot afford for the
+/// few divisions by file values on its read path (block group geometry).
 pub fn div_u64(n: u64, d: u64) -> Option<u64> {
     if cfg!(target_pointer_width = "64") {
         n.checked_div(d)
@@ -44,7 +44,7 @@ pub fn div_u64(n: u64, d: u64) -> Option<u64> {
 
 /// `n / d` by shift and subtract (64 steps, one quotient bit each; `None` when `d` is
 /// 0): a dozen instructions of code instead of a division routine.
-pub fn long_div(n: u64, d: u64) -> Option<u64> {
+fn long_div(n: u64, d: u64) -> Option<u64> {
     if d == 0 {
         return None;
     }

@@ -3,55 +3,17 @@
 //! corruption tried it reaches the same result, and where `Error` fails, `Fault` fails
 //! with that error's category.
 
-use std::ops::ControlFlow;
-
 use tet_alloc::cetrafs::{write_journal_txn, ImageBuilder, Params, Placement, Sparse};
 use tet_core::block::{Block, MemDevice, BLOCK_SIZE};
-use tet_core::cetrafs::{Committed, Fs, OverlayDevice};
+use tet_core::cetrafs::Fs;
 use tet_core::checksum::Crc32c;
 use tet_core::{Error, Fault};
+use tet_host::fuzzing::{boot_paths_agree, boot_walk};
 
-/// What a bootloader's walk sees: the root's names, then for each file its size, the
-/// CRC-32C of its bytes and, for `/dir/file`, its `user.k` xattr.
-type Seen = (Vec<Vec<u8>>, Vec<(u64, u32, Option<Vec<u8>>)>);
-
-const FILES: [&[u8]; 4] = [b"/dir/file", b"/dir/frag", b"/dir/holes", b"/top"];
-
-/// Mount, journal overlay, a directory listing, then every file resolved, xattr read
-/// and streamed, through one block, reporting `E`.
-fn boot_path<E: From<Error>>(img: &[u8]) -> Result<Seen, E> {
-    let dev = MemDevice::new(img);
-    let mut one: Block = [0; BLOCK_SIZE];
-    let raw = Fs::<_, E>::open_for_read_as(&dev, &mut one)?;
-    let mut table = [Committed::EMPTY; 8];
-    let overlay = raw.overlay(&mut table, &mut one)?;
-    let through = OverlayDevice::new(&dev, &overlay);
-    let fs = Fs::<_, E>::open_for_read_as(&through, &mut one)?;
-    let root = fs.resolve(b"/", &mut one)?;
-    let mut names = Vec::new();
-    fs.read_dir(&root, &mut one, |e| {
-        names.push(e.name().to_vec());
-        ControlFlow::Continue(())
-    })?;
-    names.sort();
-    let mut files = Vec::new();
-    for path in FILES {
-        let ino = fs.resolve(path, &mut one)?;
-        let mut v = [0u8; 16];
-        let x = if path == b"/dir/file" {
-            let n = fs.xattr(&ino, b"user.k", &mut v, &mut one)?;
-            Some(v[..n].to_vec())
-        } else {
-            None
-        };
-        let mut crc = Crc32c::new();
-        let _whole = fs.stream(&ino, &mut one, |b| {
-            crc.update(b);
-            ControlFlow::Continue(())
-        })?;
-        files.push((ino.size(), crc.finish(), x));
-    }
-    Ok((names, files))
+/// Both instantiations agree on `img` (the bootloader's walk of the whole tree, shared
+/// with the `cetrafs_open_walk` fuzz target); returns whether the walk read the image.
+fn agree(img: &[u8], context: &str) -> bool {
+    boot_paths_agree(img).unwrap_or_else(|why| panic!("{context}: {why}"))
 }
 
 fn image() -> Vec<u8> {
@@ -113,37 +75,27 @@ fn image() -> Vec<u8> {
     img
 }
 
-/// Both instantiations agree on `img`; returns whether the walk succeeded.
-fn agree(img: &[u8], context: &str) -> bool {
-    let full = boot_path::<Error>(img);
-    let lean = boot_path::<Fault>(img);
-    match (&full, &lean) {
-        (Ok(a), Ok(b)) => assert_eq!(a, b, "{context}"),
-        (Err(e), Err(f)) => assert_eq!(*f, Fault(e.kind.category()), "{context}: {e}"),
-        _ => panic!("{context}: Error path {full:?}, Fault path {lean:?}"),
-    }
-    full.is_ok()
-}
-
 #[test]
 fn the_sound_image_reads_the_same_through_both() {
     let img = image();
     assert!(agree(&img, "sound image"));
-    let (names, files) = boot_path::<Fault>(&img).unwrap();
-    assert_eq!(names, [b"dir".to_vec(), b"top".to_vec()]);
+    let mut seen = boot_walk::<Fault>(&img).unwrap();
+    seen.sort();
+    let paths: Vec<&[u8]> = seen.iter().map(|e| &e.0[..]).collect();
+    let want: [&[u8]; 5] = [b"/dir", b"/dir/file", b"/dir/frag", b"/dir/holes", b"/top"];
+    assert_eq!(paths, want);
     // The overlay's version of /dir/file, and its xattr.
     let mut crc = Crc32c::new();
     crc.update(&[0xAB; BLOCK_SIZE]);
     crc.update(&[7; 2 * BLOCK_SIZE]);
-    assert_eq!(
-        files[0],
-        (3 * BLOCK_SIZE as u64, crc.finish(), Some(b"value".to_vec()))
-    );
-    assert_eq!(files[3].0, 1);
+    let file = &seen[1];
+    assert_eq!((file.1, file.2), (3 * BLOCK_SIZE as u64, crc.finish()));
+    assert_eq!(file.3, [(b"user.k".to_vec(), b"value".to_vec())]);
+    assert_eq!(seen[4].1, 1);
 }
 
 #[test]
-fn every_metadata_corruption_fails_alike() {
+fn every_single_byte_corruption_fails_alike() {
     let img = image();
     // Every block the image uses (metadata, journals and data), each damaged at bytes
     // across its structures: headers, fields, names, the tail and checksum.
@@ -198,9 +150,9 @@ fn each_category_reaches_the_fault() {
     use tet_core::Category;
     let img = image();
     let expect = |bad: &[u8], category: Category| {
-        let e = boot_path::<Error>(bad).unwrap_err();
+        let e = boot_walk::<Error>(bad).unwrap_err();
         assert_eq!(e.kind.category(), category, "{e}");
-        assert_eq!(boot_path::<Fault>(bad).unwrap_err(), Fault(category));
+        assert_eq!(boot_walk::<Fault>(bad).unwrap_err(), Fault(category));
     };
     // No blocks at all.
     expect(&[], Category::Truncated);
