@@ -1,7 +1,7 @@
 //! Writes the images the examples embed with the project's own writer, and puts
 //! `memory.x` where the linker finds it.
 
-use tet_alloc::writer::{DatasetSpec, Writer};
+use tet_alloc::tet::writer::{DatasetSpec, Writer};
 use tet_core::tet::{Codec, DType, DatasetId};
 
 fn main() {

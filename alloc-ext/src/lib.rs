@@ -1,18 +1,21 @@
-//! `tet-alloc`: the parts of the `.tet` toolkit that need a heap but not an operating
-//! system.
+//! `tet-alloc`: the parts of the `.tet` and cetrafs toolkits that need a heap but not an
+//! operating system. One folder per format, as in `tet-core`:
 //!
-//! * [`writer::Writer`] streams layout v1 files out (chunks in any order, raw or zstd per
-//!   chunk, clipped edge tiles, execution settings, the history footer with metadata spill).
-//! * [`decode::ChunkDecoder`] decodes chunk payloads under a memory budget, with every
-//!   zstd rule checked the same way whatever the backend.
-//! * [`verify_owned`] runs the core verifier with scratch it allocates itself, sized by
-//!   the file, never by a header value; [`history`] checks the footer JSON.
-//! * [`repair`] plans named fixes (lossless or lossy) and streams the repaired file.
-//! * [`repair`] plans and applies fixes.
+//! * [`tet`]: [`tet::writer::Writer`] streams layout v1 files out (chunks in any order,
+//!   raw or zstd per chunk, clipped edge tiles, execution settings, the history footer
+//!   with metadata spill); [`tet::decode::ChunkDecoder`] decodes chunk payloads under a
+//!   memory budget, with every zstd rule checked the same way whatever the backend;
+//!   [`tet::query`] is the fold engine; [`tet::verify_owned`] runs the core verifier with
+//!   scratch it allocates itself, sized by the file, never by a header value;
+//!   [`tet::history`] checks the footer JSON; [`tet::repair`] plans named fixes (lossless
+//!   or lossy) and streams the repaired file.
+//! * [`cetrafs`]: [`cetrafs::mkfs`] builds images deterministically, [`cetrafs::fsck`]
+//!   runs the full check with its ownership maps, [`cetrafs::repair`] fixes through the
+//!   journal.
 //!
 //! ```
-//! use tet_alloc::decode::{ChunkDecoder, Ruzstd};
-//! use tet_alloc::writer::{DatasetSpec, Writer};
+//! use tet_alloc::tet::decode::{ChunkDecoder, Ruzstd};
+//! use tet_alloc::tet::writer::{DatasetSpec, Writer};
 //! use tet_core::tet::{Codec, DType, DatasetId, TetFile};
 //!
 //! let spec = DatasetSpec { name: "a", dtype: DType::U8, shape: &[2, 3], chunk_shape: &[2, 2] };
@@ -27,8 +30,11 @@
 //! ```
 //!
 //! # Crate features
-//! * `testing`: test fixtures (a row-level layout builder for files that break rules on
-//!   purpose). Off by default and not part of the supported API.
+//! * `testing`: test fixtures (a row-level `.tet` layout builder for files that break
+//!   rules on purpose; cetrafs journal transactions, registry rows and resealing). Off by
+//!   default and not part of the supported API.
+//! * `defmt`: `defmt::Format` for the errors (and tet-core's types), for firmware that
+//!   logs with defmt.
 #![no_std]
 #![forbid(unsafe_code)]
 // Errors carry chunk coordinates inline (as the core's findings do); returning them by
@@ -49,57 +55,4 @@
 extern crate alloc;
 
 pub mod cetrafs;
-pub mod cetrafs_repair;
-pub mod decode;
-pub mod example;
-pub mod fsck;
-pub mod history;
-pub mod query;
-pub mod repair;
-pub mod scan;
-#[cfg(feature = "testing")]
-pub mod testing;
-pub mod writer;
-
-use alloc::vec::Vec;
-use tet_core::tet::{
-    scratch_words, verify, Finding, Sink, Span, TetFile, VerifyOptions, VerifySummary,
-};
-use tet_core::{Error, ErrorKind};
-
-/// Verifies `bytes` with scratch sized from the file itself. The scratch is at most
-/// `16 * dataset_count + 8 * entry_count` bytes, and both counts were checked against the
-/// file length before this allocates, so the memory used stays below the file size.
-pub fn verify_owned(
-    bytes: &[u8],
-    metadata_spill: Option<Span>,
-    sink: &mut dyn Sink<Finding>,
-) -> Result<VerifySummary, Error> {
-    let mut words = 0;
-    // Parse quietly just to size the scratch; `verify` reports everything itself.
-    if let Some(file) = TetFile::parse(bytes, &mut |_: &tet_core::tet::Finding| {}) {
-        if file.directory().is_some() && file.index().is_some() {
-            words = scratch_words(&file);
-        }
-    }
-    let mut scratch: Vec<u64> = Vec::new();
-    scratch.try_reserve_exact(words).map_err(|_| {
-        Error::new(
-            ErrorKind::BufferTooSmall {
-                needed: u64::try_from(words).unwrap_or(u64::MAX),
-                available: 0,
-            },
-            "verify scratch",
-            0,
-        )
-    })?;
-    scratch.resize(words, 0);
-    Ok(verify(
-        bytes,
-        VerifyOptions {
-            scratch: &mut scratch,
-            metadata_spill,
-        },
-        sink,
-    ))
-}
+pub mod tet;

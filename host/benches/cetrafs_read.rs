@@ -7,7 +7,7 @@
 mod timing;
 use timing::best_of;
 
-use tet_alloc::cetrafs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
 use tet_core::block::MemDevice;
 use tet_core::cetrafs::{Buffers, Fs};
 

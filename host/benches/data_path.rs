@@ -20,7 +20,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tet_alloc::writer::{Compressor, DatasetSpec, Writer};
+use tet_alloc::tet::writer::{Compressor, DatasetSpec, Writer};
 use tet_core::tet::{Codec, DType, DatasetId, TetFile};
 use tet_host::atomic::{AtomicFile, RealFs};
 use tet_host::codec::CCompressor;

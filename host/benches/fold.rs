@@ -16,8 +16,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use rayon::prelude::*;
-use tet_alloc::query::{plan, Axes, Operation};
-use tet_alloc::writer::{DatasetSpec, Writer};
+use tet_alloc::tet::query::{plan, Axes, Operation};
+use tet_alloc::tet::writer::{DatasetSpec, Writer};
 use tet_core::tet::fold::Reduce;
 use tet_core::tet::select::Slice;
 use tet_core::tet::{Codec, DType, DatasetId, TetFile};

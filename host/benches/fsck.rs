@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use tet_alloc::cetrafs::{ImageBuilder, Params, Placement, Sparse};
-use tet_alloc::fsck;
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::fsck;
 use tet_host::device::FileDevice;
 
 #[global_allocator]

@@ -11,7 +11,7 @@
 mod timing;
 use timing::best_of;
 
-use tet_alloc::testing::TetWriter;
+use tet_alloc::tet::testing::TetWriter;
 use tet_core::tet::{DType, DatasetId, Finding, TetFile};
 
 /// A `u8` dataset of `side × side` elements in `chunk × chunk` tiles, rows in canonical
@@ -48,7 +48,7 @@ fn main() {
         let rows = TetFile::open(&bytes).map(|f| f.rows().len()).unwrap_or(0);
         let verify = best_of(5, || {
             let mut n = 0u64;
-            let _ = tet_alloc::verify_owned(&bytes, None, &mut |_: &Finding| n += 1);
+            let _ = tet_alloc::tet::verify_owned(&bytes, None, &mut |_: &Finding| n += 1);
             assert_eq!(n, 0);
             n
         });

@@ -9,7 +9,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use tet_alloc::writer::Output;
+use tet_alloc::tet::writer::Output;
 
 /// The file-system steps of an atomic replace.
 pub trait FsOps {

@@ -6,7 +6,7 @@ use std::ops::ControlFlow;
 use std::path::Path;
 
 use serde_json::{json, Value};
-use tet_alloc::fsck;
+use tet_alloc::cetrafs::fsck;
 use tet_core::block::{BlockDevice, BLOCK_SIZE_U64};
 use tet_core::cetrafs::{Buffers, Committed, Features, Finding, Fs, Inode};
 use tet_core::{Error, ErrorKind};
@@ -545,7 +545,7 @@ pub fn stat(path: &Path, dev: Dev<'_>, inner: &str, output: Output, no_journal: 
     Exit::Clean
 }
 
-/// `tet-host verify` for an image: the full check (`tet_alloc::fsck`), findings in the
+/// `tet-host verify` for an image: the full check (`tet_alloc::cetrafs::fsck`), findings in the
 /// order found, exit 0 when clean (warnings included) and 4 otherwise.
 pub fn verify(path: &Path, dev: Dev<'_>, output: Output, memory_limit: u64) -> Exit {
     let mut found: Vec<Finding> = Vec::new();
@@ -695,14 +695,14 @@ pub fn replay(
     }
 }
 
-/// `tet-host repair IMAGE` for cetrafs: replay, check, fix (`tet_alloc::cetrafs_repair`),
+/// `tet-host repair IMAGE` for cetrafs: replay, check, fix (`tet_alloc::cetrafs::repair`),
 /// in place through the journal. `-n` writes nothing; `-p` applies lossless fixes; `-y`
 /// every fix; without one it asks per fix on a terminal (exit 16 when standard input is
 /// not one). Exit 0 clean, 1 problems found and all corrected, 4 problems left, 8 when
 /// refused or the image cannot be written.
 pub fn repair(path: &Path, mode: crate::tet_repair::Mode, force: bool, output: Output) -> Exit {
     use std::io::IsTerminal;
-    use tet_alloc::cetrafs_repair::{repair as run, Fix, Mode, RepairError, RepairOptions};
+    use tet_alloc::cetrafs::repair::{repair as run, Fix, Mode, RepairError, RepairOptions};
     use tet_core::cetrafs::replay::ReplayError;
     let m = match mode {
         crate::tet_repair::Mode::No => Mode::No,

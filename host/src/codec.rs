@@ -12,8 +12,8 @@
 //! frame C refused, the C verdict stands (and the differential test fails).
 
 
-use tet_alloc::decode::{BackendError, Decoded, FrameBackend, Ruzstd};
-use tet_alloc::writer::Compressor;
+use tet_alloc::tet::decode::{BackendError, Decoded, FrameBackend, Ruzstd};
+use tet_alloc::tet::writer::Compressor;
 use tet_core::tet::zstd::FrameHeader;
 use tet_core::{Error, ErrorKind};
 use zstd::zstd_safe::{self, zstd_sys::ZSTD_ErrorCode, DCtx, DParameter};

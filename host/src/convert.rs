@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use tet_alloc::writer::{DatasetSpec, FooterSpec, HistoryRow, Writer};
+use tet_alloc::tet::writer::{DatasetSpec, FooterSpec, HistoryRow, Writer};
 use tet_core::tet::{Codec, DType, DatasetId};
 
 use crate::atomic::{AtomicFile, RealFs};
@@ -415,7 +415,7 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
         let id = DatasetId(u32::try_from(i).unwrap_or(u32::MAX));
         let mut batch: Vec<Tile> = Vec::new();
         for cell in 0..cells {
-            let coords = tet_alloc::query::position_coords(&grid, cell);
+            let coords = tet_alloc::tet::query::position_coords(&grid, cell);
             let mut t = Vec::new();
             tile(a, c, &coords, &mut t);
             batch.push((id, coords, t));
@@ -529,7 +529,7 @@ pub fn export(
         return Exit::Usage;
     };
     let budget = crate::query_cmd::budget_for(&file, None, budget);
-    let p = match tet_alloc::query::plan(&file, ds, selection) {
+    let p = match tet_alloc::tet::query::plan(&file, ds, selection) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("tet-host: {}: {e}", path.display());

@@ -21,7 +21,7 @@ pub fn open_walk(data: &[u8]) {
         }
         Err(_) => false,
     };
-    let mut decoder = tet_alloc::decode::ChunkDecoder::new(crate::codec::CZstd::new(), 64 << 20);
+    let mut decoder = tet_alloc::tet::decode::ChunkDecoder::new(crate::codec::CZstd::new(), 64 << 20);
     let Ok(file) = TetFile::open(data) else {
         assert!(!verified_clean, "verify found no error but open failed");
         return;
@@ -60,7 +60,7 @@ pub fn open_walk(data: &[u8]) {
 /// chunk over the 4 MiB budget is not refused before decoding.
 #[allow(clippy::panic)]
 pub fn decode_chunk(data: &[u8]) {
-    use tet_alloc::decode::{ChunkDecoder, DecodeErrorKind, Ruzstd};
+    use tet_alloc::tet::decode::{ChunkDecoder, DecodeErrorKind, Ruzstd};
     use tet_core::tet::{Chunk, Codec, Coords, DatasetId};
     let Some((head, span)) = data.split_first_chunk::<3>() else {
         return;
@@ -113,7 +113,7 @@ pub fn decode_chunk(data: &[u8]) {
 /// answer every finding leaves a file that does not verify clean.
 #[allow(clippy::panic)]
 pub fn repair_all(data: &[u8]) {
-    use tet_alloc::repair::{apply, plan, Inputs};
+    use tet_alloc::tet::repair::{apply, plan, Inputs};
     let opts = crate::tet_cmd::DecodeOptions {
         deep: true,
         threads: Some(1),
@@ -162,8 +162,8 @@ pub fn repair_all(data: &[u8]) {
 /// result's shape is not the selection's shape without the reduced axes.
 #[allow(clippy::panic)]
 pub fn query_fold(data: &[u8]) {
-    use tet_alloc::decode::{ChunkDecoder, Ruzstd};
-    use tet_alloc::query::{execute, plan, Axes, Operation};
+    use tet_alloc::tet::decode::{ChunkDecoder, Ruzstd};
+    use tet_alloc::tet::query::{execute, plan, Axes, Operation};
     use tet_core::tet::fold::Reduce;
     use tet_core::tet::select::Slice;
     let Some((head, file_bytes)) = data.split_first_chunk::<12>() else {
@@ -222,7 +222,7 @@ pub fn query_fold(data: &[u8]) {
         let seq = execute(&file, &p, op, &ax, &mut dec);
         match (&par, &seq) {
             (Ok(a), Ok(b)) => {
-                let bits = |o: &tet_alloc::query::Output| -> Vec<u64> {
+                let bits = |o: &tet_alloc::tet::query::Output| -> Vec<u64> {
                     o.values
                         .iter()
                         .map(|v| match v {
@@ -241,8 +241,8 @@ pub fn query_fold(data: &[u8]) {
             }
             (Err(_), Err(_)) => {}
             // The C and ruzstd decoders may disagree on crafted frames (see decode_chunk).
-            (Err(tet_alloc::query::QueryError::Decode(_)), Ok(_))
-            | (Ok(_), Err(tet_alloc::query::QueryError::Decode(_))) => {}
+            (Err(tet_alloc::tet::query::QueryError::Decode(_)), Ok(_))
+            | (Ok(_), Err(tet_alloc::tet::query::QueryError::Decode(_))) => {}
             _ => panic!("parallel {:?} vs sequential {:?}", par.err(), seq.err()),
         }
     }
@@ -251,9 +251,8 @@ pub fn query_fold(data: &[u8]) {
 use std::ops::ControlFlow;
 use std::sync::OnceLock;
 
-use tet_alloc::cetrafs::{
-    register_node, reseal, write_journal_txn, ImageBuilder, Params, Placement, Sparse,
-};
+use tet_alloc::cetrafs::testing::{register_node, reseal, write_journal_txn};
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
 use tet_core::block::MemDevice;
 use tet_core::cetrafs::{Buffers, Committed, Fs, Inode, OverlayDevice};
 use tet_core::Fault;
@@ -347,7 +346,7 @@ pub fn cetrafs_open_walk(data: &[u8]) {
         }
     };
     reseal(&mut img);
-    let (found, _) = tet_alloc::fsck::findings(MemDevice::new(&img), &Default::default());
+    let (found, _) = tet_alloc::cetrafs::fsck::findings(MemDevice::new(&img), &Default::default());
     let clean = found.iter().all(|f| f.severity() != Severity::Error);
     // Verify checks the image as it is after replay; walk that view.
     let mut bufs = Buffers::new();
@@ -524,7 +523,7 @@ pub fn cetrafs_path(path: &[u8]) {
 /// and checks the invariant: either repair reports findings it left (exit 4), or the
 /// image now verifies with no error. Never panics, never loops.
 pub fn cetrafs_repair(data: &[u8]) {
-    use tet_alloc::cetrafs_repair::{repair, Mode, RepairOptions};
+    use tet_alloc::cetrafs::repair::{repair, Mode, RepairOptions};
     use tet_core::block::MemDeviceMut;
     let mut img = cetrafs_base().to_vec();
     for rec in data.chunks_exact(5) {
@@ -543,7 +542,7 @@ pub fn cetrafs_repair(data: &[u8]) {
         return;
     };
     if out.left.is_empty() {
-        let (found, _) = tet_alloc::fsck::findings(MemDevice::new(&img), &Default::default());
+        let (found, _) = tet_alloc::cetrafs::fsck::findings(MemDevice::new(&img), &Default::default());
         let errors: Vec<_> = found
             .iter()
             .filter(|f| f.severity() == Severity::Error)

@@ -42,7 +42,7 @@ walled! {
 
 #[cfg(feature = "testing")]
 pub mod fuzzing;
-pub use tet_alloc::history;
+pub use tet_alloc::tet::history;
 
 /// Process exit status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

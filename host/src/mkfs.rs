@@ -8,7 +8,7 @@ use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::Path;
 
 use serde_json::json;
-use tet_alloc::cetrafs::{BlockSink, Content, ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::mkfs::{BlockSink, Content, ImageBuilder, Params, Placement, Sparse};
 use tet_core::block::{Block, BLOCK_SIZE, BLOCK_SIZE_U64};
 use tet_core::{Error, ErrorKind};
 
@@ -355,7 +355,7 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
                 Target::File(f) => (
                     true,
                     Box::new(|at, bytes| {
-                        use tet_alloc::writer::Output as _;
+                        use tet_alloc::tet::writer::Output as _;
                         f.write_at(at, bytes)
                     }),
                 ),

@@ -6,8 +6,8 @@
 use std::io;
 use std::path::Path;
 
-use tet_alloc::query::{position_coords, Output};
-use tet_alloc::writer::Output as _;
+use tet_alloc::tet::query::{position_coords, Output};
+use tet_alloc::tet::writer::Output as _;
 use tet_core::tet::fold::Value;
 use tet_core::tet::DType;
 

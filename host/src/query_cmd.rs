@@ -1,5 +1,5 @@
 //! `tet-host query`: parse a query document (JSON or TOML, the flat shape the other
-//! implementation accepts), run it with `tet_alloc::query` on every core, render JSON,
+//! implementation accepts), run it with `tet_alloc::tet::query` on every core, render JSON,
 //! one line, a table or a NumPy file.
 //!
 //! Results are bit-identical whatever `-j`: chunk partials are computed in parallel and
@@ -14,8 +14,8 @@ use std::path::Path;
 
 use rayon::prelude::*;
 use serde_json::{json, Map, Value as Json};
-use tet_alloc::decode::ChunkDecoder;
-use tet_alloc::query::{
+use tet_alloc::tet::decode::ChunkDecoder;
+use tet_alloc::tet::query::{
     chunk_partial, decode_part, describe, execute, finish, groups, plan, position_coords, Axes,
     Operation, Output, QueryError, ReadPlan,
 };
@@ -557,7 +557,7 @@ pub fn budget_for(file: &TetFile<'_>, doc: Option<ExecutionSettings>, cli: Optio
                 memory_budget_percent_bps: 0,
                 memory_budget_bytes: 0,
             });
-        tet_alloc::decode::budget_from_settings(settings, crate::tet_cmd::host_ram())
+        tet_alloc::tet::decode::budget_from_settings(settings, crate::tet_cmd::host_ram())
     })
 }
 

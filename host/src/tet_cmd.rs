@@ -5,8 +5,8 @@ use std::path::Path;
 
 use rayon::prelude::*;
 use serde_json::{json, Value};
-use tet_alloc::decode::{ChunkDecoder, DecodeError};
-use tet_alloc::scan::ChunkTable;
+use tet_alloc::tet::decode::{ChunkDecoder, DecodeError};
+use tet_alloc::tet::scan::ChunkTable;
 use tet_core::tet::{Code, Codec, Finding, Sink, Span, TetFile};
 use tet_core::{Error, ErrorKind};
 
@@ -118,7 +118,7 @@ pub fn check_with(bytes: &[u8], opts: &DecodeOptions) -> Result<Checked, Error> 
     if let Some(file) = &file {
         (hist, spill) = footer_checks(file, &mut out);
     }
-    let summary = tet_alloc::verify_owned(bytes, spill, &mut out)?;
+    let summary = tet_alloc::tet::verify_owned(bytes, spill, &mut out)?;
     let mut checked = Checked {
         found: out,
         history: hist,

@@ -1,5 +1,5 @@
 //! `tet-host repair` for `.tet` files: check (every chunk decoded), plan fixes with
-//! `tet_alloc::repair`, choose them by mode, write the result crash-safely, and check
+//! `tet_alloc::tet::repair`, choose them by mode, write the result crash-safely, and check
 //! the result again.
 //!
 //! The conventions, shared with the cetrafs repair:
@@ -18,7 +18,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 
-use tet_alloc::repair::{self, Fix, Inputs, Plan};
+use tet_alloc::tet::repair::{self, Fix, Inputs, Plan};
 use tet_core::tet::TetFile;
 
 use crate::atomic::{AtomicFile, FsOps, RealFs};

@@ -6,7 +6,7 @@
 
 
 use rayon::prelude::*;
-use tet_alloc::writer::{Compressor, Output, WriteError, Writer};
+use tet_alloc::tet::writer::{Compressor, Output, WriteError, Writer};
 use tet_core::tet::{Codec, DatasetId};
 
 use crate::codec::CCompressor;

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tet_alloc::cetrafs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
 
 mod common;
 use common::{golden, run};

@@ -27,7 +27,7 @@ fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
 
 #[test]
 fn example_file_is_what_the_generator_writes() {
-    let bytes = tet_alloc::example::temperature().unwrap();
+    let bytes = tet_alloc::tet::example::temperature().unwrap();
     let path = root().join("docs/examples/temperature.tet");
     if bless() {
         std::fs::write(&path, &bytes).unwrap();
@@ -65,7 +65,7 @@ fn info_example() {
 }
 
 fn corrupt() -> Vec<u8> {
-    let mut b = tet_alloc::example::temperature().unwrap();
+    let mut b = tet_alloc::tet::example::temperature().unwrap();
     let file = tet_core::tet::TetFile::open(&b).unwrap();
     let row1 = file.index().unwrap().row_offset(1) as usize;
     let row4 = file.index().unwrap().row_offset(4) as usize;
@@ -154,7 +154,7 @@ fn repair_asks_only_on_a_terminal() {
 /// A u8 dataset of 300 zstd chunks (more than the quick scan's 128) whose chunks
 /// `bad` have a corrupt frame.
 fn many_chunks(bad: &[u64]) -> Vec<u8> {
-    use tet_alloc::writer::{DatasetSpec, Writer};
+    use tet_alloc::tet::writer::{DatasetSpec, Writer};
     use tet_core::tet::{Codec, DType, DatasetId, TetFile};
     let spec = [DatasetSpec {
         name: "a",

@@ -5,9 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use tet_alloc::cetrafs::{
-    register_node, write_journal_txn, ImageBuilder, Params, Placement, Sparse,
-};
+use tet_alloc::cetrafs::testing::{register_node, write_journal_txn};
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
 use tet_core::block::MemDevice;
 use tet_core::cetrafs::{Buffers, Fs, Mapping};
 
@@ -95,7 +94,7 @@ fn replay_once_then_nothing_and_live_nodes_refused() {
 
 #[test]
 fn repair_conventions_on_a_cetrafs_image() {
-    use tet_alloc::cetrafs::reseal;
+    use tet_alloc::cetrafs::testing::reseal;
     let dir = std::env::temp_dir().join(format!("tet-host-crepair-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

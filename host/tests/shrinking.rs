@@ -4,8 +4,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-use tet_alloc::cetrafs::{ImageBuilder, Params, Placement, Sparse};
-use tet_alloc::fsck;
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::fsck;
 use tet_core::block::BlockDevice;
 use tet_core::cetrafs::Code;
 use tet_host::device::FileDevice;

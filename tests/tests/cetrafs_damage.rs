@@ -8,8 +8,9 @@ use std::ops::ControlFlow;
 mod power;
 use power::PowerCut;
 
-use tet_alloc::cetrafs::{reseal, write_journal_txn, ImageBuilder, Params, Placement, Sparse};
-use tet_alloc::fsck;
+use tet_alloc::cetrafs::testing::{reseal, write_journal_txn};
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::fsck;
 use tet_core::block::{MemDevice, BLOCK_SIZE};
 use tet_core::cetrafs::raw::{
     RawBlockGroup, RawDirEntry, RawExtent, RawExtentIndex, RawInode, RawJournalFlag, RawNodeRow,
@@ -918,7 +919,7 @@ fn damage_covers_every_cross_check_code() {
 
 mod repair {
     use super::*;
-    use tet_alloc::cetrafs_repair::{repair, Mode, RepairOptions};
+    use tet_alloc::cetrafs::repair::{repair, Mode, RepairOptions};
     use tet_core::block::MemDeviceMut;
 
     /// The findings repair fixes; every other corruption is reported and left.
@@ -1053,7 +1054,7 @@ mod repair {
 
 #[test]
 fn orphans_are_named_in_lost_and_found() {
-    use tet_alloc::cetrafs_repair::{repair, Mode};
+    use tet_alloc::cetrafs::repair::{repair, Mode};
     use tet_core::block::MemDeviceMut;
     let mut img = base();
     let at = Img::dirent(&img, DIR, b"b");
@@ -1093,7 +1094,7 @@ fn orphans_are_named_in_lost_and_found() {
 
 #[test]
 fn a_block_owned_twice_is_cloned_for_the_later_owner() {
-    use tet_alloc::cetrafs_repair::{repair, Mode};
+    use tet_alloc::cetrafs::repair::{repair, Mode};
     use tet_core::block::MemDeviceMut;
     let mut img = base();
     let shared = Img::first_block(&img, A);
@@ -1122,7 +1123,7 @@ fn a_block_owned_twice_is_cloned_for_the_later_owner() {
 /// did not touch reads back as it was.
 #[test]
 fn repairs_cut_at_every_write_converge() {
-    use tet_alloc::cetrafs_repair::{repair, Mode};
+    use tet_alloc::cetrafs::repair::{repair, Mode};
     use tet_core::block::MemDeviceMut;
     let clean = base();
     let want = repair::files(&clean);
@@ -1192,7 +1193,7 @@ fn repairs_cut_at_every_write_converge() {
 
 #[test]
 fn an_inode_with_only_a_bad_checksum_is_resealed_by_preen() {
-    use tet_alloc::cetrafs_repair::{repair, Mode};
+    use tet_alloc::cetrafs::repair::{repair, Mode};
     use tet_core::block::MemDeviceMut;
     let mut img = base();
     let at = Img::inode_at(&img, C);
@@ -1225,7 +1226,7 @@ fn an_inode_with_only_a_bad_checksum_is_resealed_by_preen() {
 
 #[test]
 fn with_no_free_space_the_later_owners_extent_is_cleared() {
-    use tet_alloc::cetrafs_repair::{repair, Mode};
+    use tet_alloc::cetrafs::repair::{repair, Mode};
     use tet_core::block::MemDeviceMut;
     // A small image whose data area is full.
     let p = Params {

@@ -1,11 +1,11 @@
-//! cetrafs: images built by `tet_alloc::cetrafs` read back byte-identical through the
+//! cetrafs: images built by `tet_alloc::cetrafs::mkfs` read back byte-identical through the
 //! core reader, including sparse files, uninitialized extents, multi-block directories,
 //! depth-2 extent trees, xattrs and symlinks.
 
 use std::ops::ControlFlow;
 
 use proptest::prelude::*;
-use tet_alloc::cetrafs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
 use tet_core::block::{Block, MemDevice};
 use tet_core::cetrafs::{Buffers, Fs};
 

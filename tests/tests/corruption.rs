@@ -1,7 +1,7 @@
 //! Corruption tests: build a small valid file in code, overwrite one named field, and
 //! assert the exact finding code, severity and byte offset.
 
-use tet_alloc::testing::TetWriter;
+use tet_alloc::tet::testing::TetWriter;
 use tet_core::tet::raw::off;
 use tet_core::tet::{
     verify, Code, Codec, DType, Severity, TetFile, VerifyOptions, INDEX_ENTRY_LEN,

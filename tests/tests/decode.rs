@@ -3,9 +3,9 @@
 //! identical bytes and identical verdicts.
 
 use proptest::prelude::*;
-use tet_alloc::decode::{ChunkDecoder, DecodeErrorKind, FrameBackend, Ruzstd};
-use tet_alloc::testing::TetWriter;
-use tet_alloc::writer::Compressor;
+use tet_alloc::tet::decode::{ChunkDecoder, DecodeErrorKind, FrameBackend, Ruzstd};
+use tet_alloc::tet::testing::TetWriter;
+use tet_alloc::tet::writer::Compressor;
 use tet_core::tet::{Code, Codec, DType, TetFile};
 use tet_core::ErrorKind;
 use tet_host::codec::{CCompressor, CZstd};

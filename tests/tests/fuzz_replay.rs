@@ -57,12 +57,12 @@ fn cetrafs_fuzz_base_image_is_valid_and_reseal_is_identity_on_it() {
     let found: Vec<_> = errors(img).into_iter().map(|p| p.error).collect();
     assert_eq!(found, vec![]);
     let mut copy = img.to_vec();
-    tet_alloc::cetrafs::reseal(&mut copy);
+    tet_alloc::cetrafs::testing::reseal(&mut copy);
     assert!(copy == img, "reseal must not change a valid image");
     // A mutation behind a checksum is reported as the field, not as a checksum, after reseal.
     let mut bad = img.to_vec();
     bad[68] = 77; // block_group_count
-    tet_alloc::cetrafs::reseal(&mut bad);
+    tet_alloc::cetrafs::testing::reseal(&mut bad);
     let p = &errors(&bad)[0];
     assert!(
         !matches!(p.error.kind, tet_core::ErrorKind::ChecksumMismatch { .. }),
@@ -78,9 +78,9 @@ fn cetrafs_fuzz_base_image_is_valid_and_reseal_is_identity_on_it() {
 
 /// Error-severity findings of the full cetrafs check.
 fn errors(img: &[u8]) -> Vec<tet_core::cetrafs::Finding> {
-    tet_alloc::fsck::findings(
+    tet_alloc::cetrafs::fsck::findings(
         tet_core::block::MemDevice::new(img),
-        &tet_alloc::fsck::Options::default(),
+        &tet_alloc::cetrafs::fsck::Options::default(),
     )
     .0
     .into_iter()

@@ -2,7 +2,7 @@
 //! corruption never panics, and whatever opens can be walked.
 
 use proptest::prelude::*;
-use tet_alloc::testing::TetWriter;
+use tet_alloc::tet::testing::TetWriter;
 use tet_core::tet::{DType, TetFile};
 use tet_tests::{findings, logical_bytes};
 

@@ -4,9 +4,9 @@
 //! and `-j 4` must agree bit for bit, and so must files whose index rows are shuffled.
 
 use proptest::prelude::*;
-use tet_alloc::query::{plan, Axes, Operation, Output};
-use tet_alloc::testing::TetWriter;
-use tet_alloc::writer::{DatasetSpec, Writer};
+use tet_alloc::tet::query::{plan, Axes, Operation, Output};
+use tet_alloc::tet::testing::TetWriter;
+use tet_alloc::tet::writer::{DatasetSpec, Writer};
 use tet_core::tet::fold::{Reduce, Value};
 use tet_core::tet::select::Slice;
 use tet_core::tet::{Codec, DType, DatasetId, TetFile};

@@ -7,10 +7,10 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use tet_alloc::decode::{ChunkDecoder, Ruzstd};
-use tet_alloc::scan::ChunkTable;
-use tet_alloc::testing::TetWriter;
-use tet_alloc::writer::{DatasetSpec, FooterSpec, HistoryRow, Writer};
+use tet_alloc::tet::decode::{ChunkDecoder, Ruzstd};
+use tet_alloc::tet::scan::ChunkTable;
+use tet_alloc::tet::testing::TetWriter;
+use tet_alloc::tet::writer::{DatasetSpec, FooterSpec, HistoryRow, Writer};
 use tet_core::tet::raw::off;
 use tet_core::tet::{Codec, DType, DatasetId, TetFile, INDEX_ENTRY_LEN};
 use tet_host::atomic::{FsOps, RealFs};

@@ -5,7 +5,7 @@
 //! files; and every misuse is refused with the chunk named.
 
 use proptest::prelude::*;
-use tet_alloc::writer::{
+use tet_alloc::tet::writer::{
     ChunkProblem, DatasetSpec, FooterSpec, HistoryRow, WriteError, Writer, INLINE_JSON_LIMIT,
 };
 use tet_core::tet::{Codec, DType, DatasetId, ExecutionSettings, TetFile};

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tet_alloc::cetrafs::{ImageBuilder, Params};
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params};
 use tet_core::block::BLOCK_SIZE;
 
 /// The build script's `OUT_DIR`, with `layout` written there as `memory.x` (which

@@ -14,8 +14,8 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 
 use cortex_m_rt::entry;
 use embedded_alloc::LlffHeap;
-use tet_alloc::decode::{ChunkDecoder, Ruzstd};
-use tet_alloc::query::{execute, plan, Axes, Operation};
+use tet_alloc::tet::decode::{ChunkDecoder, Ruzstd};
+use tet_alloc::tet::query::{execute, plan, Axes, Operation};
 use tet_core::tet::fold::{Reduce, Value};
 use tet_core::tet::{Codec, TetFile};
 use tet_fw_support::{exit, out, out_dec, paint_stack, report_stack};

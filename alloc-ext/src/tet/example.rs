@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 
 use tet_core::tet::{Codec, DType, DatasetId, ExecutionSettings};
 
-use crate::writer::{DatasetSpec, FooterSpec, HistoryRow, WriteError, Writer};
+use crate::tet::writer::{DatasetSpec, FooterSpec, HistoryRow, WriteError, Writer};
 
 /// `temperature`: f32 [4, 6] in [3, 4] chunks (both edges clipped), values `0.5 * i`, raw;
 /// `station_id`: u16 [6] in [4] chunks, raw; `pressure`: f64 [16, 16] in [8, 8] chunks,

@@ -1,7 +1,7 @@
 //! Test fixtures (feature `testing`, off by default): a layout builder that writes rows
 //! exactly as told, in any order, with any field values, so tests can build files that
 //! break rules on purpose. It serialises through the same functions as
-//! [`crate::writer::Writer`] (the zerocopy structs), so there is one encoding of every
+//! [`crate::tet::writer::Writer`] (the zerocopy structs), so there is one encoding of every
 //! structure; only the checks and the canonical row order are left out.
 
 use alloc::string::String;
@@ -12,7 +12,7 @@ use tet_core::tet::{Codec, DType, DatasetId, ExecutionSettings};
 use tet_core::{Error, ErrorKind};
 use zerocopy::IntoBytes;
 
-use crate::writer::{footer_tail, head_bytes, index_row, plan_datasets, regions, DatasetSpec};
+use crate::tet::writer::{footer_tail, head_bytes, index_row, plan_datasets, regions, DatasetSpec};
 
 struct Declared {
     name: String,
@@ -125,7 +125,7 @@ impl TetWriter {
         self.metadata_spill = metadata_spill.to_vec();
     }
 
-    fn plan(&self) -> Result<crate::writer::Plan, Error> {
+    fn plan(&self) -> Result<crate::tet::writer::Plan, Error> {
         let specs: Vec<DatasetSpec<'_>> = self
             .datasets
             .iter()

@@ -12,7 +12,7 @@
 //! [`tet_core::tet::raw`], the same ones the reader parses.
 //!
 //! ```
-//! use tet_alloc::writer::{DatasetSpec, Writer};
+//! use tet_alloc::tet::writer::{DatasetSpec, Writer};
 //! use tet_core::tet::{Codec, DType, DatasetId, TetFile};
 //!
 //! let spec = DatasetSpec { name: "a", dtype: DType::U8, shape: &[2, 3], chunk_shape: &[2, 2] };
@@ -475,7 +475,7 @@ pub fn footer_json(
         json.push_str(",\"at\":");
         push_str_json(&mut json, &r.at);
         if let Some(p) = &r.params {
-            crate::history::check_spill(p.as_bytes())
+            crate::tet::history::check_spill(p.as_bytes())
                 .map_err(|e| alloc::format!("history row {i} params: {e}"))?;
             json.push_str(",\"params\":");
             json.push_str(p);
@@ -487,7 +487,7 @@ pub fn footer_json(
         json.push('}');
         return Ok((json.into_bytes(), Vec::new()));
     };
-    crate::history::check_spill(meta.as_bytes()).map_err(|e| alloc::format!("metadata: {e}"))?;
+    crate::tet::history::check_spill(meta.as_bytes()).map_err(|e| alloc::format!("metadata: {e}"))?;
     let inline_len = json.len().saturating_add(meta.len()).saturating_add(13);
     if inline_len <= INLINE_JSON_LIMIT && !force_spill {
         json.push_str(",\"metadata\":");

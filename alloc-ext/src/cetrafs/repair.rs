@@ -2,7 +2,7 @@
 //! check computed the right value for, through the journal, so a power cut at any write
 //! is recovered by running repair again.
 //!
-//! Each round checks the image (`crate::fsck`), plans fixes as whole new blocks (every
+//! Each round checks the image (`crate::cetrafs::fsck`), plans fixes as whole new blocks (every
 //! fix names the finding it answers), writes them as one committed transaction per
 //! batch into a clean journal, and replays it (`tet_core::cetrafs::replay`): the journal
 //! makes a batch all-or-nothing. Rounds repeat while they fix something (removing an
@@ -36,7 +36,7 @@ use tet_core::checksum::{crc32c, crc32c_skipping};
 use tet_core::{Error, ErrorKind};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-use crate::fsck::{self, OwnershipMap};
+use crate::cetrafs::fsck::{self, OwnershipMap};
 
 /// Rounds of check-and-fix before repair gives up on converging.
 pub const MAX_ROUNDS: u32 = 4;

@@ -26,7 +26,7 @@ use tet_core::tet::raw::off;
 use tet_core::tet::{Code, Coords, DType, Finding, Span, TetFile, FLAG_HISTORY_FOOTER};
 use zerocopy::IntoBytes;
 
-use crate::writer::{footer_tail, Output};
+use crate::tet::writer::{footer_tail, Output};
 
 /// What a fix does.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -324,7 +324,7 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
 
     // Undecodable chunks.
     if inputs.zero_bad_chunks {
-        let table = crate::scan::ChunkTable::new(file).ok();
+        let table = crate::tet::scan::ChunkTable::new(file).ok();
         for f in inputs.findings.iter().filter(|f| is_decode_code(f.code)) {
             let (Some(row), Some(t)) = (f.row, table.as_ref()) else {
                 continue;

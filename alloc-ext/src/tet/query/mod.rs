@@ -1,0 +1,214 @@
+//! The fold engine: read planning, decoding under the budget, scalar and partial-axis
+//! reductions, quantiles.
+//!
+//! A [`ReadPlan`] lists the chunks a selection touches in grid order, with their index
+//! rows, in `O(touched chunks)`. Execution is split into pieces a scheduler can run in any
+//! order and on any thread, and a merge that is always done in grid order, so results are
+//! bit-identical whatever the thread count or path:
+//! * scalar reductions: one [`Acc`] per chunk ([`chunk_partial`]), merged left to right;
+//! * partial-axis reductions: chunks that share their kept-axis grid coordinates form a
+//!   [`Group`] owning a disjoint box of output cells; a group folds its chunks in grid
+//!   order into its box ([`Group::fold_chunk`]), and boxes are scattered into the output.
+//!
+//! [`execute`] runs everything on one thread (firmware-sized callers, tests); `tet-host`
+//! runs chunks and groups in parallel with the same pieces.
+//!
+//! [`plan`] plans reads, [`fold`] holds the per-chunk and per-group pieces, [`quantile`]
+//! gathers and interpolates.
+
+mod fold;
+mod plan;
+mod quantile;
+use quantile::quantile;
+
+pub use fold::{chunk_partial, finish, groups, Axes, Group, Output};
+pub use plan::{describe, plan, position_coords, ReadPlan};
+
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+
+use tet_core::tet::fold::{Acc, FoldError, Reduce};
+use tet_core::tet::select::SelectError;
+use tet_core::tet::{Chunk, Coords, TetFile};
+
+use crate::tet::decode::{ChunkDecoder, DecodeError, FrameBackend};
+
+
+/// What to compute.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Operation {
+    /// A mergeable reduction.
+    Reduce(Reduce),
+    /// The `q` quantile (0 ≤ q ≤ 1), NumPy's default linear interpolation.
+    Quantile(f64),
+}
+
+impl Operation {
+    /// The operation's name in queries and output.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Operation::Reduce(r) => r.name(),
+            Operation::Quantile(_) => "quantile",
+        }
+    }
+}
+
+/// Why a query cannot be answered.
+#[derive(Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum QueryError {
+    /// The selection is invalid (a step below 1 names its axis).
+    Select(SelectError),
+    /// An axis to reduce is not one of the dataset's.
+    Axis {
+        /// The axis given.
+        axis: usize,
+        /// The dataset's rank.
+        ndim: usize,
+    },
+    /// The quantile is outside `0 ..= 1`.
+    Quantile(f64),
+    /// A grid cell the selection needs has no readable index row.
+    Chunk(Coords),
+    /// The selection touches more chunks than the index has rows, so some are missing
+    /// (checked before anything is enumerated).
+    TooManyChunks {
+        /// Rows in the index.
+        rows: u64,
+    },
+    /// A chunk could not be decoded (corruption or budget).
+    Decode(DecodeError),
+    /// The operation needs an element, or the result does not fit its type, in an output
+    /// cell (`cell` is its row-major index in the output; 0 for a scalar).
+    Fold {
+        /// What went wrong.
+        error: FoldError,
+        /// Output cell.
+        cell: u64,
+    },
+    /// Quantiles or the output need more memory than the budget allows.
+    Budget {
+        /// Bytes needed.
+        needed: u64,
+        /// The budget.
+        budget: u64,
+        /// For what.
+        what: &'static str,
+    },
+}
+
+impl fmt::Display for QueryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueryError::Select(SelectError::Step { axis, step }) => {
+                write!(
+                    f,
+                    "selection axis {axis}: step must be at least 1, got {step}"
+                )
+            }
+            QueryError::Select(SelectError::Rank { given, ndim }) => write!(
+                f,
+                "selection has {given} entries but the dataset has {ndim} axes"
+            ),
+            QueryError::Axis { axis, ndim } => write!(
+                f,
+                "axis {axis} is out of range for a dataset with {ndim} axes"
+            ),
+            QueryError::Quantile(q) => write!(f, "quantile q = {q} is outside 0 ..= 1"),
+            QueryError::Chunk(c) => write!(f, "chunk {c} has no readable index row"),
+            QueryError::TooManyChunks { rows } => write!(
+                f,
+                "the selection touches more chunks than the index has rows ({rows}): the file \
+                 is missing chunks (run `tet-host verify`)"
+            ),
+            QueryError::Decode(e) => write!(f, "{e}"),
+            QueryError::Fold { error, cell } => {
+                let what = match error {
+                    FoldError::Empty => "needs at least one element, the selection has none",
+                    FoldError::Overflow => "overflows the output type",
+                    FoldError::Ddof => "has ddof at least as large as the element count",
+                };
+                write!(f, "the result {what} (output cell {cell})")
+            }
+            QueryError::Budget {
+                needed,
+                budget,
+                what,
+            } => write!(
+                f,
+                "{what} needs {needed} bytes, over the memory budget of {budget} bytes"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for QueryError {}
+
+/// The decoded tile of part `i` of `plan` (a raw payload is returned in place).
+pub fn decode_part<'d, 'f: 'd, B: FrameBackend>(
+    file: &TetFile<'f>,
+    plan: &ReadPlan<'f>,
+    i: usize,
+    dec: &'d mut ChunkDecoder<B>,
+) -> Result<&'d [u8], QueryError> {
+    let part = plan
+        .parts
+        .get(i)
+        .ok_or(QueryError::Chunk(Coords::default()))?;
+    let row = plan.rows.get(i).copied().unwrap_or(u64::MAX);
+    let raw = file
+        .rows()
+        .get(usize::try_from(row).unwrap_or(usize::MAX))
+        .ok_or(QueryError::Chunk(part.coords))?;
+    let chunk: Chunk<'f> = file
+        .checked_chunk(&plan.dataset, row, raw)
+        .map_err(|_| QueryError::Chunk(part.coords))?;
+    dec.decode(&chunk).map_err(QueryError::Decode)
+}
+
+/// Runs a whole query on one thread. Quantiles gather the selected elements of one group
+/// of output cells at a time (checked against `budget`).
+pub fn execute<'f, B: FrameBackend>(
+    file: &TetFile<'f>,
+    plan: &ReadPlan<'f>,
+    op: Operation,
+    axes: &Axes,
+    dec: &mut ChunkDecoder<B>,
+) -> Result<Output, QueryError> {
+    let dtype = plan.dataset.dtype();
+    let sel_shape = plan.selection.shape();
+    let out_shape = axes.out_shape(sel_shape.as_slice());
+    let budget = dec.budget();
+    match op {
+        Operation::Reduce(r) if axes.scalar() => {
+            let mut total = Acc::new();
+            for (i, part) in plan.parts.iter().enumerate() {
+                let tile = decode_part(file, plan, i, dec)?;
+                let acc = chunk_partial(plan, part, tile, r);
+                total.merge(r, &acc);
+            }
+            finish(r, dtype, Vec::new(), core::slice::from_ref(&total))
+        }
+        Operation::Reduce(r) => {
+            let mut gs = groups(plan, axes, budget)?;
+            for g in gs.iter_mut() {
+                for i in g.parts.clone() {
+                    let tile = decode_part(file, plan, i, dec)?;
+                    if let Some(part) = plan.parts.get(i) {
+                        g.fold_chunk(plan, axes, part, tile, r);
+                    }
+                }
+            }
+            let cells = out_shape.iter().fold(1u64, |a, n| a.saturating_mul(*n));
+            let mut out = vec![Acc::new(); usize::try_from(cells).unwrap_or(0)];
+            for g in &gs {
+                g.scatter(&out_shape, &mut out);
+            }
+            finish(r, dtype, out_shape, &out)
+        }
+        Operation::Quantile(q) => quantile(file, plan, q, axes, dec),
+    }
+}
+
