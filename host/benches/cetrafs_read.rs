@@ -2,7 +2,12 @@
 //! core reader (`Fs::read` into a 1 MiB caller buffer), next to a plain `memcpy` of the
 //! same number of bytes out of the in-memory image (the roofline) measured in the same run.
 
-#![allow(clippy::unwrap_used)]
+#![allow(
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::indexing_slicing,
+    clippy::unwrap_used
+)]
 
 mod timing;
 use timing::best_of;

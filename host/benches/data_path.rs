@@ -11,7 +11,13 @@
 //! `TET_BENCH_DIR` sets where the 2 GiB files go (default: the system temp dir); they are
 //! removed afterwards. Plain `Instant` timing; no timing happens in tests.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::unwrap_used
+)]
 
 mod timing;
 
@@ -23,8 +29,8 @@ use std::time::{Duration, Instant};
 use tet_alloc::tet::writer::{Compressor, DatasetSpec, Writer};
 use tet_core::tet::{Codec, DType, DatasetId, TetFile};
 use tet_host::atomic::{AtomicFile, RealFs};
-use tet_host::codec::CCompressor;
-use tet_host::tet_cmd::{check_with, DecodeOptions};
+use tet_host::tet::codec::CCompressor;
+use tet_host::tet::verify::{check_with, DecodeOptions};
 
 #[global_allocator]
 static ALLOC: timing::Counting = timing::Counting;
@@ -59,7 +65,7 @@ fn write_file(path: &Path, codec: Codec, batch: usize) -> Duration {
     let mut w = Writer::new(out, &spec()).unwrap();
     w.set_compressor(Box::new(CCompressor::new(3)));
     let mut spent = Duration::ZERO;
-    let mut pending: Vec<tet_host::write::Tile> = Vec::new();
+    let mut pending: Vec<tet_host::tet::write::Tile> = Vec::new();
     for i in 0..ROWS / CHUNK {
         for j in 0..COLS / CHUNK {
             let mut t = Vec::new();
@@ -67,7 +73,7 @@ fn write_file(path: &Path, codec: Codec, batch: usize) -> Duration {
             pending.push((DatasetId(0), vec![i, j], t));
             if pending.len() >= batch {
                 let s = Instant::now();
-                tet_host::write::write_batch(&mut w, &pending, codec, 3).unwrap();
+                tet_host::tet::write::write_batch(&mut w, &pending, codec, 3).unwrap();
                 spent += s.elapsed();
                 pending.clear();
             }

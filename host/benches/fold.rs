@@ -8,7 +8,12 @@
 //!
 //! `TET_BENCH_DIR` sets where the files go (default: the temp dir); they are removed.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::as_conversions,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::unwrap_used
+)]
 
 mod timing;
 
@@ -22,7 +27,7 @@ use tet_core::tet::fold::Reduce;
 use tet_core::tet::select::Slice;
 use tet_core::tet::{Codec, DType, DatasetId, TetFile};
 use tet_host::atomic::{AtomicFile, RealFs};
-use tet_host::query_cmd::run;
+use tet_host::tet::query::run;
 
 const ROWS: u64 = 16384;
 const COLS: u64 = 32768;
@@ -44,7 +49,7 @@ fn write(path: &Path, codec: Codec) {
             timing::field_tile(i, j, CHUNK, &mut t);
             batch.push((DatasetId(0), vec![i, j], t));
             if batch.len() == 8 {
-                tet_host::write::write_batch(&mut w, &batch, codec, 3).unwrap();
+                tet_host::tet::write::write_batch(&mut w, &batch, codec, 3).unwrap();
                 batch.clear();
             }
         }

@@ -8,7 +8,13 @@
 //! in-process by a counting allocator, and a roofline: reading every block the check
 //! must read (inode table, directory blocks) with plain 1 MiB `pread`s.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::unwrap_used
+)]
 
 mod timing;
 
@@ -17,9 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
 use tet_alloc::cetrafs::fsck;
-use tet_host::device::FileDevice;
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
+use tet_host::cetrafs::device::FileDevice;
 
 #[global_allocator]
 static ALLOC: timing::Counting = timing::Counting;

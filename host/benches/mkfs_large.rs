@@ -7,7 +7,12 @@
 //! (default `target/mkfs-bench`; about 1.2 GiB of real disk for the ext4 metadata) and
 //! are removed afterwards.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::expect_used,
+    clippy::unwrap_used
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -6,7 +6,11 @@
 //!
 //! Plain `Instant` timing, best of several runs; no timing happens in tests.
 
-#![allow(clippy::unwrap_used)]
+#![allow(
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::unwrap_used
+)]
 
 mod timing;
 use timing::best_of;

@@ -3,7 +3,6 @@
 //! either the old file or the complete new one. The file-system calls go through
 //! [`FsOps`], so tests can stop the sequence after any step.
 
-
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;

@@ -4,6 +4,8 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
+use crate::Exit;
+
 /// The bytes of an input file.
 pub enum Input {
     /// A read-only private mapping.
@@ -82,4 +84,30 @@ pub(crate) fn check_kind(path: &Path) -> std::io::Result<()> {
 fn map_readonly(file: &File) -> std::io::Result<memmap2::Mmap> {
     // SAFETY: see the function's contract above.
     unsafe { memmap2::Mmap::map(file) }
+}
+
+/// Runs `f` on the bytes of the file at `path`, mapped.
+pub fn with_input(path: &std::path::Path, f: impl FnOnce(&[u8]) -> Exit) -> Exit {
+    with_input_mode(path, false, f)
+}
+
+/// Runs `f` on the bytes of the file at `path`: mapped, or read into memory with
+/// `no_mmap`.
+pub fn with_input_mode(
+    path: &std::path::Path,
+    no_mmap: bool,
+    f: impl FnOnce(&[u8]) -> Exit,
+) -> Exit {
+    let opened = if no_mmap {
+        Input::read(path)
+    } else {
+        Input::open(path)
+    };
+    match opened {
+        Ok(i) => f(i.bytes()),
+        Err(e) => {
+            eprintln!("tet-host: cannot read {}: {e}", path.display());
+            Exit::Operational
+        }
+    }
 }

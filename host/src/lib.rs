@@ -4,45 +4,28 @@
 //! Exit codes follow the fsck convention: 0 clean, 1 problems found and all corrected,
 //! 4 problems found and left, 8 operational error (cannot open or read), 16 usage error.
 
-/// Declares modules held to the libraries' lint wall: no `as`, no unchecked arithmetic,
-/// indexing, unwraps or panics. Every module is declared here except the fuzz target
-/// bodies (feature `testing`).
-macro_rules! walled {
-    ($($(#[$doc:meta])* $m:ident;)*) => {
-        $(
-            $(#[$doc])*
-            #[deny(
-                clippy::arithmetic_side_effects,
-                clippy::as_conversions,
-                clippy::indexing_slicing,
-                clippy::unwrap_used,
-                clippy::expect_used,
-                clippy::panic
-            )]
-            pub mod $m;
-        )*
-    };
-}
+pub mod atomic;
+pub mod budget;
+pub mod cetrafs;
+pub mod cli;
+pub mod input;
+pub mod progress;
+pub mod repair_mode;
+pub mod report;
+pub mod tet;
 
-walled! {
-    atomic;
-    cetrafs_cmd;
-    codec;
-    convert;
-    device;
-    input;
-    mkfs;
-    npy;
-    query_cmd;
-    report;
-    tet_cmd;
-    tet_repair;
-    write;
-}
-
+// Panicking on a broken invariant is how a fuzz target reports it: the one module
+// outside the lint wall of `Cargo.toml`.
 #[cfg(feature = "testing")]
+#[allow(
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
 pub mod fuzzing;
-pub use tet_alloc::tet::history;
 
 /// Process exit status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,4 +83,20 @@ pub fn detect(bytes: &[u8]) -> Format {
     } else {
         Format::Tet
     }
+}
+
+/// Opens `path` as a cetrafs image when it starts with `CTFS` (`Ok(Some)`), or says it
+/// is something else (`Ok(None)`: a `.tet` file, or garbage its checks will name).
+pub fn sniff(path: &std::path::Path) -> Result<Option<cetrafs::device::FileDevice>, Exit> {
+    let dev = cetrafs::device::FileDevice::open(path).map_err(|e| {
+        eprintln!("tet-host: cannot read {}: {e}", path.display());
+        Exit::Operational
+    })?;
+    let mut head = [0u8; 4];
+    let n = dev.read_head(&mut head).map_err(|e| {
+        eprintln!("tet-host: cannot read {}: {e}", path.display());
+        Exit::Operational
+    })?;
+    let head = head.get(..n).unwrap_or(&[]);
+    Ok((detect(head) == Format::Cetrafs).then_some(dev))
 }

@@ -1,7 +1,12 @@
 //! `tet-host` on cetrafs images: mkfs from a directory, then info, ls, cat, stat and
 //! verify through the real binary; golden files for the deterministic outputs.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
+#![allow(
+    clippy::as_conversions,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unwrap_used
+)]
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,13 @@
 //! Runs the real `tet-host` binary and compares its output with committed golden files.
 //! `TET_BLESS=1 cargo test -p tet-host` rewrites the golden files (and the example file).
 
-#![allow(clippy::unwrap_used, clippy::panic)]
+#![allow(
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unwrap_used
+)]
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,13 @@
 //! little- and big-endian, bool, int8, 0-d), `.npz` archives with stored and deflated
 //! members, refusals, and a round trip through `export`.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
+#![allow(
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unwrap_used
+)]
 
 use std::path::{Path, PathBuf};
 
@@ -198,7 +204,7 @@ fn export_round_trip() {
 
 #[test]
 fn default_chunks_are_about_a_mebibyte() {
-    use tet_host::convert::default_chunk;
+    use tet_host::tet::npy::default_chunk;
     assert_eq!(default_chunk(&[16384, 32768], 4), vec![8, 32768]);
     assert_eq!(default_chunk(&[10, 10], 8), vec![10, 10]);
     assert_eq!(default_chunk(&[4, 1 << 20], 4), vec![1, 262144]);

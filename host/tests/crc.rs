@@ -1,6 +1,8 @@
 //! The host builds `tet-core` with hardware CRC-32C (`crc-hw`); it must agree with the
 //! table implementation firmware uses, on every length and alignment.
 
+#![allow(clippy::arithmetic_side_effects, clippy::indexing_slicing)]
+
 use proptest::prelude::*;
 use tet_core::checksum::{crc32c, crc32c_skipping, crc32c_software};
 

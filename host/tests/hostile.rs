@@ -1,7 +1,12 @@
 //! Inputs that are not regular files, and output into a closed pipe: refused or ended
 //! cleanly, never a hang or a panic.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
+#![allow(
+    clippy::as_conversions,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unwrap_used
+)]
 
 use std::path::PathBuf;
 use std::process::Command;

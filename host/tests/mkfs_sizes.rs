@@ -2,7 +2,7 @@
 //! written sparse (only metadata takes disk space), verifies clean, and both commands
 //! stay under a 64 MiB data limit (`RLIMIT_DATA`; file mappings are not data).
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -82,7 +82,7 @@ fn mkfs_streams_every_size_up_to_a_tebibyte() {
         assert_eq!(code, 0, "mkfs --size {size}: {out}");
         let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
         let meta = std::fs::metadata(d.join(&img)).unwrap();
-        let want = tet_host::mkfs::parse_size(size).unwrap() / 4096 * 4096;
+        let want = tet_host::cetrafs::mkfs::parse_size(size).unwrap() / 4096 * 4096;
         assert_eq!(meta.len(), want, "{size}: file length");
         // Sparse: what mkfs wrote is all the disk holds (512-byte units), and it grows
         // far slower than the image.
@@ -100,13 +100,13 @@ fn mkfs_streams_every_size_up_to_a_tebibyte() {
         std::fs::remove_file(d.join(&img)).unwrap();
     }
     // `T` is a unit, and a size with no room is refused in words.
-    assert_eq!(tet_host::mkfs::parse_size("2T"), Ok(2 << 40));
+    assert_eq!(tet_host::cetrafs::mkfs::parse_size("2T"), Ok(2 << 40));
     let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn defaults_scale_with_the_size() {
-    use tet_host::mkfs::{default_bg_blocks, default_inodes};
+    use tet_host::cetrafs::mkfs::{default_bg_blocks, default_inodes};
     // 16 MiB groups up to 16 GiB, then about 1024 groups, at most 1 GiB each.
     assert_eq!(default_bg_blocks(64 << 20), 4096);
     assert_eq!(default_bg_blocks(64 << 30), 16384);

@@ -2,7 +2,12 @@
 //! (golden), TOML documents with arrays of tables, standard input, exit codes, `--plan`,
 //! `--output` NumPy files, and the conformance corpus through the command line.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
+#![allow(
+    clippy::as_conversions,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unwrap_used
+)]
 
 use std::path::PathBuf;
 
@@ -24,7 +29,7 @@ fn q(doc: &str, extra: &[&str]) -> (i32, String, String) {
 fn every_operation_golden() {
     let mut out = String::new();
     for ds in ["temperature", "station_id", "pressure"] {
-        for op in tet_host::query_cmd::OPS
+        for op in tet_host::tet::query_doc::OPS
             .iter()
             .filter(|o| **o != "quantile")
         {

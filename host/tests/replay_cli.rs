@@ -3,10 +3,15 @@
 //! naming the node) and `ls`/`cat` show the journaled content before replay, the raw
 //! disk with `--no-journal`.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
+#![allow(
+    clippy::as_conversions,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unwrap_used
+)]
 
-use tet_alloc::cetrafs::testing::{register_node, write_journal_txn};
 use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::testing::{register_node, write_journal_txn};
 use tet_core::block::MemDevice;
 use tet_core::cetrafs::{Buffers, Fs, Mapping};
 

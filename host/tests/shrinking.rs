@@ -4,11 +4,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
 use tet_alloc::cetrafs::fsck;
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
 use tet_core::block::BlockDevice;
 use tet_core::cetrafs::Code;
-use tet_host::device::FileDevice;
+use tet_host::cetrafs::device::FileDevice;
 
 #[test]
 fn an_image_truncated_under_the_reader_gives_errors_with_offsets() {

@@ -29,7 +29,7 @@ pub fn conformance_dir() -> Option<PathBuf> {
 
 /// Every finding for `bytes`, footer JSON included (the same checks as `tet-host verify`).
 pub fn findings(bytes: &[u8]) -> Vec<Finding> {
-    let (c, _) = tet_host::tet_cmd::check(bytes).unwrap();
+    let (c, _) = tet_host::tet::verify::check(bytes).unwrap();
     assert_eq!(c.dropped, 0);
     c.kept
 }
@@ -60,8 +60,10 @@ pub fn element(dtype: DType, b: &[u8]) -> f64 {
 /// ruzstd and with the C decoder, and the bytes must agree: so every payload any test
 /// reassembles is also a differential test of the two decoders.
 pub fn logical_bytes(file: &TetFile<'_>, name: &str) -> Vec<u8> {
-    let mut dec = tet_alloc::tet::decode::ChunkDecoder::new(tet_alloc::tet::decode::Ruzstd::new(), 1 << 32);
-    let mut c_dec = tet_alloc::tet::decode::ChunkDecoder::new(tet_host::codec::CZstd::new(), 1 << 32);
+    let mut dec =
+        tet_alloc::tet::decode::ChunkDecoder::new(tet_alloc::tet::decode::Ruzstd::new(), 1 << 32);
+    let mut c_dec =
+        tet_alloc::tet::decode::ChunkDecoder::new(tet_host::tet::codec::CZstd::new(), 1 << 32);
     let ds = file.dataset(name).unwrap();
     let shape: Vec<u64> = ds.shape().collect();
     let chunk: Vec<u64> = ds.chunk_shape().collect();

@@ -2,9 +2,9 @@
 //! block budget, the overlapping-extent budget of large reads, and the path component
 //! limit. Each image is valid except for the one construction, and every checksum holds.
 
-use tet_alloc::cetrafs::testing::reseal;
-use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
 use tet_alloc::cetrafs::fsck;
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::testing::reseal;
 use tet_core::block::{MemDevice, BLOCK_SIZE};
 use tet_core::cetrafs::raw::{RawExtent, RawExtentHeader, RawExtentIndex, RawInode};
 use tet_core::cetrafs::{Buffers, Code, Fs, MAX_PATH_COMPONENTS};

@@ -4,9 +4,9 @@
 
 use std::ops::ControlFlow;
 
-use tet_alloc::cetrafs::testing::write_journal_txn;
-use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
 use tet_alloc::cetrafs::fsck;
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::testing::write_journal_txn;
 use tet_core::block::{MemDevice, BLOCK_SIZE};
 use tet_core::cetrafs::Finding;
 use tet_core::cetrafs::{Buffers, Committed, Extent, Fs, SlotClass};

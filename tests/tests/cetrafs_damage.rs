@@ -8,9 +8,9 @@ use std::ops::ControlFlow;
 mod power;
 use power::PowerCut;
 
-use tet_alloc::cetrafs::testing::{reseal, write_journal_txn};
-use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
 use tet_alloc::cetrafs::fsck;
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::testing::{reseal, write_journal_txn};
 use tet_core::block::{MemDevice, BLOCK_SIZE};
 use tet_core::cetrafs::raw::{
     RawBlockGroup, RawDirEntry, RawExtent, RawExtentIndex, RawInode, RawJournalFlag, RawNodeRow,

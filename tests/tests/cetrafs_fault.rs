@@ -3,8 +3,8 @@
 //! corruption tried it reaches the same result, and where `Error` fails, `Fault` fails
 //! with that error's category.
 
-use tet_alloc::cetrafs::testing::write_journal_txn;
 use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::testing::write_journal_txn;
 use tet_core::block::{Block, MemDevice, BLOCK_SIZE};
 use tet_core::cetrafs::Fs;
 use tet_core::checksum::Crc32c;

@@ -1,8 +1,8 @@
 //! The streaming image writer: what it must write on a used device, and sizes no file
 //! here can hold (simulated with a sink that only counts).
 
-use tet_alloc::cetrafs::mkfs::{BlockSink, ImageBuilder, MemSink, Params, Placement, Sparse};
 use tet_alloc::cetrafs::fsck;
+use tet_alloc::cetrafs::mkfs::{BlockSink, ImageBuilder, MemSink, Params, Placement, Sparse};
 use tet_core::block::{Block, MemDevice, BLOCK_SIZE};
 use tet_core::{Error, ErrorKind};
 

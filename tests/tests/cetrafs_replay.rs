@@ -6,9 +6,9 @@
 mod power;
 use power::PowerCut;
 
-use tet_alloc::cetrafs::testing::{register_node, write_journal_txn};
-use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
 use tet_alloc::cetrafs::fsck;
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::testing::{register_node, write_journal_txn};
 use tet_core::block::{BlockDeviceMut, MemDevice, MemDeviceMut, BLOCK_SIZE};
 use tet_core::cetrafs::check::Severity;
 use tet_core::cetrafs::replay::{replay, ReplayError, ReplayOptions, ReplayReport};
@@ -202,8 +202,8 @@ fn a_power_cut_at_any_write_then_replay_again_converges() {
 /// repaired again: always converges to a clean image with every file's new content.
 #[test]
 fn a_power_cut_at_any_write_of_a_repair_then_repair_again_converges() {
-    use tet_alloc::cetrafs::testing::reseal;
     use tet_alloc::cetrafs::repair::{repair, Mode, RepairOptions};
+    use tet_alloc::cetrafs::testing::reseal;
     let (mut img0, a, b) = scenario();
     {
         let mut bufs = Buffers::new();

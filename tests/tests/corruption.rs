@@ -305,8 +305,8 @@ fn row_coords_outside_grid_names_the_cell() {
     assert_eq!(f.error.kind, ErrorKind::OutOfRange { value: 3, max: 1 });
     assert_eq!(f.coords.unwrap().as_slice(), &[0, 3]);
     let file = TetFile::open(&b).unwrap();
-    let names = tet_host::report::Names::for_findings(Some(&file), &[f]);
-    let msg = tet_host::report::message(&names, &f, None);
+    let names = tet_host::tet::report::Names::for_findings(Some(&file), &[f]);
+    let msg = tet_host::tet::report::message(&names, &f, None);
     assert_eq!(
         msg,
         format!("dataset 0 'temperature': chunk (0, 3) is outside the 1×2 chunk grid (tidx row 1, byte {at:#x})")

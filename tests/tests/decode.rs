@@ -8,7 +8,7 @@ use tet_alloc::tet::testing::TetWriter;
 use tet_alloc::tet::writer::Compressor;
 use tet_core::tet::{Code, Codec, DType, TetFile};
 use tet_core::ErrorKind;
-use tet_host::codec::{CCompressor, CZstd};
+use tet_host::tet::codec::{CCompressor, CZstd};
 use tet_tests::findings;
 
 /// One u32 dataset [n] in one chunk whose stored bytes are `stored`.

@@ -10,7 +10,7 @@ use tet_alloc::tet::writer::{DatasetSpec, Writer};
 use tet_core::tet::fold::{Reduce, Value};
 use tet_core::tet::select::Slice;
 use tet_core::tet::{Codec, DType, DatasetId, TetFile};
-use tet_host::query_cmd::run;
+use tet_host::tet::query::run;
 
 /// Relative tolerance for float results (sums of up to a few thousand elements).
 const TOL: f64 = 1e-9;

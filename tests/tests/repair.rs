@@ -14,8 +14,9 @@ use tet_alloc::tet::writer::{DatasetSpec, FooterSpec, HistoryRow, Writer};
 use tet_core::tet::raw::off;
 use tet_core::tet::{Codec, DType, DatasetId, TetFile, INDEX_ENTRY_LEN};
 use tet_host::atomic::{FsOps, RealFs};
-use tet_host::tet_cmd::DecodeOptions;
-use tet_host::tet_repair::{repair_with, Mode, RepairOptions};
+use tet_host::repair_mode::Mode;
+use tet_host::tet::repair::{repair_with, RepairOptions};
+use tet_host::tet::verify::DecodeOptions;
 use tet_host::Exit;
 use tet_tests::{codes, findings};
 

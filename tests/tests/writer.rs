@@ -9,8 +9,8 @@ use tet_alloc::tet::writer::{
     ChunkProblem, DatasetSpec, FooterSpec, HistoryRow, WriteError, Writer, INLINE_JSON_LIMIT,
 };
 use tet_core::tet::{Codec, DType, DatasetId, ExecutionSettings, TetFile};
-use tet_host::codec::CCompressor;
-use tet_host::tet_cmd::{check_with, DecodeOptions};
+use tet_host::tet::codec::CCompressor;
+use tet_host::tet::verify::{check_with, DecodeOptions};
 use tet_tests::logical_bytes;
 
 #[derive(Debug, Clone)]
@@ -407,7 +407,7 @@ fn parallel_batches_write_the_same_bytes_as_one_thread() {
         }
         w.finish(None).unwrap()
     };
-    let batch: Vec<tet_host::write::Tile> = cells(std::slice::from_ref(&s))
+    let batch: Vec<tet_host::tet::write::Tile> = cells(std::slice::from_ref(&s))
         .into_iter()
         .map(|(_, c)| (DatasetId(0), c.clone(), tile(&s, &c)))
         .collect();
@@ -418,7 +418,7 @@ fn parallel_batches_write_the_same_bytes_as_one_thread() {
             .unwrap();
         let par = pool.install(|| {
             let mut w = Writer::new(Vec::new(), &one()).unwrap();
-            tet_host::write::write_batch(&mut w, &batch, Codec::Zstd, 5).unwrap();
+            tet_host::tet::write::write_batch(&mut w, &batch, Codec::Zstd, 5).unwrap();
             w.finish(None).unwrap()
         });
         assert_eq!(par, serial, "{threads} threads");

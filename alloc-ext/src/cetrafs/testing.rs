@@ -7,15 +7,15 @@ use alloc::vec::Vec;
 
 use super::mkfs::*;
 use tet_core::block::{Block, BLOCK_SIZE, BLOCK_SIZE_U64};
-use tet_core::checksum::{crc32c, crc32c_skipping};
-use tet_core::Error;
-use zerocopy::{FromZeros, IntoBytes};
 use tet_core::cetrafs::raw::{RawJournalFlag, RawNodeRow, RawSlotHeader};
 use tet_core::cetrafs::{
     Superblock, F_COMMIT, F_FRESH, INODE_MAGIC, JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC, NODE_MAGIC,
     ROWS_PER_BLOCK, SB_CHECKSUM_AT, SB_CLEAN, TAIL_AT, TAIL_DIR, TAIL_EXTENT, TAIL_XATTR,
     ZG_COLD_AT,
 };
+use tet_core::checksum::{crc32c, crc32c_skipping};
+use tet_core::Error;
+use zerocopy::{FromZeros, IntoBytes};
 
 fn seal(buf: &mut [u8], field: usize) {
     let c = crc32c_skipping(buf, field);

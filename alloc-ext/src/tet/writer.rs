@@ -487,7 +487,8 @@ pub fn footer_json(
         json.push('}');
         return Ok((json.into_bytes(), Vec::new()));
     };
-    crate::tet::history::check_spill(meta.as_bytes()).map_err(|e| alloc::format!("metadata: {e}"))?;
+    crate::tet::history::check_spill(meta.as_bytes())
+        .map_err(|e| alloc::format!("metadata: {e}"))?;
     let inline_len = json.len().saturating_add(meta.len()).saturating_add(13);
     if inline_len <= INLINE_JSON_LIMIT && !force_spill {
         json.push_str(",\"metadata\":");

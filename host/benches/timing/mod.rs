@@ -1,6 +1,8 @@
 //! Shared by the benches: best wall time of several runs, and the synthetic field the
 //! data-path benches write.
 
+#![allow(clippy::arithmetic_side_effects, clippy::as_conversions)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -7,14 +7,10 @@ use alloc::vec::Vec;
 
 use tet_core::arith::u64_of;
 use tet_core::tet::fold::{Acc, Reduce, Value};
-use tet_core::tet::select::{
-    for_each_run, ChunkPart,
-};
+use tet_core::tet::select::{for_each_run, ChunkPart};
 use tet_core::tet::{DType, MAX_NDIM};
 
-
 use super::*;
-
 
 /// The scalar partial of one chunk: every selected element of `part` in `tile` folded.
 pub fn chunk_partial(plan: &ReadPlan<'_>, part: &ChunkPart, tile: &[u8], op: Reduce) -> Acc {
@@ -327,4 +323,3 @@ pub fn finish(
     }
     Ok(Output { shape, values })
 }
-

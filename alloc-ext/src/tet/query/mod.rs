@@ -34,7 +34,6 @@ use tet_core::tet::{Chunk, Coords, TetFile};
 
 use crate::tet::decode::{ChunkDecoder, DecodeError, FrameBackend};
 
-
 /// What to compute.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -211,4 +210,3 @@ pub fn execute<'f, B: FrameBackend>(
         Operation::Quantile(q) => quantile(file, plan, q, axes, dec),
     }
 }
-

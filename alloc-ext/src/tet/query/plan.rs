@@ -6,11 +6,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use tet_core::arith::u64_of;
-use tet_core::tet::select::{
-    for_each_chunk, ChunkPart, Selection, Slice, TouchedAxis,
-};
+use tet_core::tet::select::{for_each_chunk, ChunkPart, Selection, Slice, TouchedAxis};
 use tet_core::tet::{Codec, Dataset, TetFile};
-
 
 use super::*;
 

@@ -11,8 +11,8 @@ use tet_core::tet::{DType, TetFile};
 
 use crate::tet::decode::{ChunkDecoder, FrameBackend};
 
-use super::*;
 use super::fold::{box_index, box_to_out};
+use super::*;
 
 /// Gathers the selected elements per output cell of each group and interpolates.
 pub(super) fn quantile<'f, B: FrameBackend>(
@@ -155,4 +155,3 @@ fn floor(x: f64) -> f64 {
         t
     }
 }
-

@@ -14,30 +14,17 @@
 //! Exit codes: 0 nothing to fix, 1 problems found and all corrected, 4 problems left,
 //! 8 operational error (nothing written), 16 usage error.
 
-
-use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 
-use tet_alloc::tet::repair::{self, Fix, Inputs, Plan};
+use tet_alloc::tet::repair::{self, Inputs, Plan};
 use tet_core::tet::TetFile;
 
+use super::verify::{check_with, DecodeOptions};
+use super::{budget_message, now_rfc3339};
 use crate::atomic::{AtomicFile, FsOps, RealFs};
-use crate::report::{message, Names};
-use crate::tet_cmd::{budget_message, check_with, DecodeOptions};
+use crate::repair_mode::{ask, check_can_ask, Mode};
+use crate::tet::report::{message, Names};
 use crate::Exit;
-
-/// How fixes are chosen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// `-n`: change nothing.
-    No,
-    /// `-p`: lossless fixes only.
-    Preen,
-    /// `-y`: every fix.
-    Yes,
-    /// Ask per fix.
-    Ask,
-}
 
 /// Options of `tet-host repair`.
 #[derive(Clone, Copy, Debug)]
@@ -52,64 +39,6 @@ pub struct RepairOptions<'a> {
     pub decode: DecodeOptions,
 }
 
-/// Current UTC time as RFC 3339 text, for history rows.
-pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (proleptic Gregorian; days are never negative
-    // here, so the era arithmetic stays unsigned).
-    let z = days.saturating_add(719_468);
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = doe
-        .saturating_sub(doe / 1460)
-        .saturating_add(doe / 36_524)
-        .saturating_sub(doe / 146_096)
-        / 365;
-    let doy = doe.saturating_sub(
-        yoe.saturating_mul(365)
-            .saturating_add(yoe / 4)
-            .saturating_sub(yoe / 100),
-    );
-    let mp = doy.saturating_mul(5).saturating_add(2) / 153;
-    let d = doy
-        .saturating_sub(mp.saturating_mul(153).saturating_add(2) / 5)
-        .saturating_add(1);
-    let m = if mp < 10 {
-        mp.saturating_add(3)
-    } else {
-        mp.saturating_sub(9)
-    };
-    let y = yoe
-        .saturating_add(era.saturating_mul(400))
-        .saturating_add(u64::from(m <= 2));
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
-fn ask(fix: &Fix) -> bool {
-    eprint!(
-        "{}[{}] {}? [y/N] ",
-        if fix.lossy { "lossy fix" } else { "fix" },
-        fix.code.as_str(),
-        fix.description
-    );
-    let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    if std::io::stdin().lock().read_line(&mut line).is_err() {
-        return false;
-    }
-    matches!(line.trim(), "y" | "Y" | "yes")
-}
-
 /// `tet-host repair FILE`, with the real file system.
 pub fn repair(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>) -> Exit {
     repair_with(path, bytes, opts, RealFs)
@@ -117,12 +46,8 @@ pub fn repair(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>) -> Exit {
 
 /// `tet-host repair FILE` with file-system steps from `ops` (tests stop them midway).
 pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>, ops: F) -> Exit {
-    if opts.mode == Mode::Ask && !std::io::stdin().is_terminal() {
-        eprintln!(
-            "tet-host: repair needs -n, -p or -y when standard input is not a terminal \
-             (it asks before each fix otherwise)"
-        );
-        return Exit::Usage;
+    if let Err(e) = check_can_ask(opts.mode) {
+        return e;
     }
     let decode = DecodeOptions {
         deep: true,
@@ -172,7 +97,7 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
             Mode::No => false,
             Mode::Preen => !f.lossy,
             Mode::Yes => true,
-            Mode::Ask => ask(f),
+            Mode::Ask => ask(!f.lossy, f.code.as_str(), &f.description),
         })
         .collect();
     report_plan(path, bytes, &plan, &chosen, opts.mode);

@@ -11,7 +11,6 @@
 //! while ruzstd checks each block before its output counts. Should ruzstd accept a
 //! frame C refused, the C verdict stands (and the differential test fails).
 
-
 use tet_alloc::tet::decode::{BackendError, Decoded, FrameBackend, Ruzstd};
 use tet_alloc::tet::writer::Compressor;
 use tet_core::tet::zstd::FrameHeader;

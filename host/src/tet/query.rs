@@ -9,7 +9,6 @@
 // `QueryError` carries a located decode error by value, as the libraries do.
 #![allow(clippy::result_large_err)]
 
-use std::io::Read;
 use std::path::Path;
 
 use rayon::prelude::*;
@@ -19,266 +18,15 @@ use tet_alloc::tet::query::{
     chunk_partial, decode_part, describe, execute, finish, groups, plan, position_coords, Axes,
     Operation, Output, QueryError, ReadPlan,
 };
-use tet_core::tet::fold::{Acc, Reduce, Value};
-use tet_core::tet::select::{for_each_run, Slice};
-use tet_core::tet::{DType, Dataset, ExecutionSettings, TetFile};
+use tet_core::tet::fold::{Acc, Value};
+use tet_core::tet::select::for_each_run;
+use tet_core::tet::{DType, Dataset, TetFile};
 
-use crate::codec::CZstd;
+use crate::tet::codec::CZstd;
 use crate::Exit;
 
-/// A parsed query document.
-#[derive(Clone, Debug, PartialEq)]
-pub struct QueryDoc {
-    /// Dataset name.
-    pub dataset: String,
-    /// Per-axis slices.
-    pub selection: Vec<Slice>,
-    /// The operation and the axes it reduces (`None`: all, a scalar).
-    pub op: Option<(Operation, Option<Vec<usize>>)>,
-    /// `execution` overrides of the memory budget.
-    pub execution: Option<ExecutionSettings>,
-}
-
-/// Every operation key a query document accepts.
-pub const OPS: &[&str] = &[
-    "sum",
-    "prod",
-    "mean",
-    "min",
-    "max",
-    "count",
-    "var",
-    "std",
-    "argmin",
-    "argmax",
-    "nan_sum",
-    "nan_mean",
-    "nan_min",
-    "nan_max",
-    "nan_var",
-    "nan_std",
-    "nan_count",
-    "inf_count",
-    "all_finite",
-    "quantile",
-    "median",
-];
-
-/// Reads the QUERY argument: `-` is standard input, an existing path is a file, anything
-/// else is the document itself.
-pub fn read_query_arg(arg: &str) -> Result<String, String> {
-    if arg == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| format!("cannot read the query from standard input: {e}"))?;
-        return Ok(s);
-    }
-    let p = Path::new(arg);
-    if p.is_file() {
-        return std::fs::read_to_string(p).map_err(|e| format!("cannot read {arg}: {e}"));
-    }
-    Ok(arg.to_string())
-}
-
-/// Parses a JSON or TOML query document.
-pub fn parse_doc(text: &str) -> Result<QueryDoc, String> {
-    let v: Json = if text.trim_start().starts_with('{') {
-        serde_json::from_str(text).map_err(|e| format!("query JSON: {e}"))?
-    } else {
-        toml::from_str(text).map_err(|e| format!("query TOML: {e}"))?
-    };
-    let obj = v
-        .as_object()
-        .ok_or("the query must be an object (JSON) or a table (TOML)")?;
-    let mut doc = QueryDoc {
-        dataset: String::new(),
-        selection: Vec::new(),
-        op: None,
-        execution: None,
-    };
-    let mut dataset = None;
-    let mut op_key: Option<&str> = None;
-    for (k, val) in obj {
-        match k.as_str() {
-            "layout_version" => {
-                if val.as_u64() != Some(1) {
-                    return Err(format!("layout_version {val} is not supported (only 1)"));
-                }
-            }
-            "dataset" => dataset = Some(val.as_str().ok_or("\"dataset\" must be a string")?),
-            "selection" => doc.selection = parse_selection(val)?,
-            "execution" => doc.execution = Some(parse_execution(val)?),
-            name if OPS.contains(&name) => {
-                if let Some(prev) = op_key {
-                    return Err(format!(
-                        "two operations in one query: \"{prev}\" and \"{name}\""
-                    ));
-                }
-                op_key = Some(name);
-                doc.op = Some(parse_op(name, val)?);
-            }
-            other => {
-                return Err(format!(
-                    "unknown key \"{other}\" (accepted: layout_version, dataset, selection, \
-                     execution, and one of {})",
-                    OPS.join(", ")
-                ))
-            }
-        }
-    }
-    doc.dataset = dataset.ok_or("the query names no \"dataset\"")?.to_string();
-    Ok(doc)
-}
-
-fn int(v: &Json, what: &str) -> Result<Option<i64>, String> {
-    match v {
-        Json::Null => Ok(None),
-        Json::Number(n) => n
-            .as_i64()
-            .map(Some)
-            .ok_or_else(|| format!("{what} must be an integer, got {n}")),
-        other => Err(format!("{what} must be an integer or null, got {other}")),
-    }
-}
-
-fn parse_selection(v: &Json) -> Result<Vec<Slice>, String> {
-    let list = v
-        .as_array()
-        .ok_or("\"selection\" must be a list of {start, stop, step} objects")?;
-    let mut out = Vec::with_capacity(list.len());
-    for (axis, item) in list.iter().enumerate() {
-        let mut s = Slice::default();
-        match item {
-            Json::Null => {}
-            Json::Object(m) => {
-                for (k, x) in m {
-                    let what = format!("selection[{axis}].{k}");
-                    match k.as_str() {
-                        "start" => s.start = int(x, &what)?,
-                        "stop" => s.stop = int(x, &what)?,
-                        "step" => s.step = int(x, &what)?,
-                        other => {
-                            return Err(format!(
-                                "unknown key \"{other}\" in selection[{axis}] (accepted: start, stop, step)"
-                            ))
-                        }
-                    }
-                }
-            }
-            other => {
-                return Err(format!(
-                    "selection[{axis}] must be an object with start, stop, step, got {other}"
-                ))
-            }
-        }
-        out.push(s);
-    }
-    Ok(out)
-}
-
-fn parse_execution(v: &Json) -> Result<ExecutionSettings, String> {
-    let m = v.as_object().ok_or("\"execution\" must be an object")?;
-    let mut e = ExecutionSettings {
-        memory_budget_percent_bps: 0,
-        memory_budget_bytes: 0,
-    };
-    for (k, x) in m {
-        match k.as_str() {
-            "memory_budget_bytes" => {
-                e.memory_budget_bytes = x
-                    .as_u64()
-                    .and_then(|n| u32::try_from(n).ok())
-                    .ok_or("execution.memory_budget_bytes must be an integer below 2^32")?;
-            }
-            "memory_budget_percent_bps" => {
-                e.memory_budget_percent_bps = x
-                    .as_u64()
-                    .and_then(|n| u16::try_from(n).ok())
-                    .filter(|n| *n <= 10_000)
-                    .ok_or("execution.memory_budget_percent_bps must be 0 ..= 10000")?;
-            }
-            other => {
-                return Err(format!(
-                    "unknown key \"{other}\" in execution (accepted: memory_budget_bytes, \
-                     memory_budget_percent_bps)"
-                ))
-            }
-        }
-    }
-    Ok(e)
-}
-
-fn axes_of(v: &Json, what: &str) -> Result<Option<Vec<usize>>, String> {
-    let one = |x: &Json| -> Result<usize, String> {
-        x.as_u64()
-            .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| format!("{what}: axis must be a non-negative integer, got {x}"))
-    };
-    match v {
-        Json::Null => Ok(None),
-        Json::Array(a) if a.is_empty() => Ok(None),
-        Json::Array(a) => a.iter().map(one).collect::<Result<Vec<_>, _>>().map(Some),
-        n @ Json::Number(_) => Ok(Some(vec![one(n)?])),
-        other => Err(format!(
-            "{what}: axes must be a list or a number, got {other}"
-        )),
-    }
-}
-
-fn parse_op(name: &str, v: &Json) -> Result<(Operation, Option<Vec<usize>>), String> {
-    let mut axes = None;
-    let mut ddof: u32 = 0;
-    let mut q: Option<f64> = None;
-    match v {
-        Json::Object(m) => {
-            for (k, x) in m {
-                match k.as_str() {
-                    "axes" | "axis" => axes = axes_of(x, name)?,
-                    "ddof" if matches!(name, "var" | "std" | "nan_var" | "nan_std") => {
-                        ddof = x
-                            .as_u64()
-                            .and_then(|n| u32::try_from(n).ok())
-                            .ok_or_else(|| format!("{name}.ddof must be a non-negative integer"))?;
-                    }
-                    "q" if name == "quantile" => {
-                        q = Some(x.as_f64().ok_or("quantile.q must be a number")?);
-                    }
-                    other => return Err(format!("unknown parameter \"{other}\" for {name}")),
-                }
-            }
-        }
-        other => axes = axes_of(other, name)?,
-    }
-    let r = match name {
-        "sum" => Reduce::Sum,
-        "prod" => Reduce::Prod,
-        "mean" => Reduce::Mean,
-        "min" => Reduce::Min,
-        "max" => Reduce::Max,
-        "count" => Reduce::Count,
-        "var" => Reduce::Var(ddof),
-        "std" => Reduce::Std(ddof),
-        "argmin" => Reduce::ArgMin,
-        "argmax" => Reduce::ArgMax,
-        "nan_sum" => Reduce::NanSum,
-        "nan_mean" => Reduce::NanMean,
-        "nan_min" => Reduce::NanMin,
-        "nan_max" => Reduce::NanMax,
-        "nan_var" => Reduce::NanVar(ddof),
-        "nan_std" => Reduce::NanStd(ddof),
-        "nan_count" => Reduce::NanCount,
-        "inf_count" => Reduce::InfCount,
-        "all_finite" => Reduce::AllFinite,
-        "median" => return Ok((Operation::Quantile(0.5), axes)),
-        "quantile" => {
-            let q = q.ok_or("quantile needs {\"q\": 0..1}")?;
-            return Ok((Operation::Quantile(q), axes));
-        }
-        other => return Err(format!("unknown operation {other}")),
-    };
-    Ok((Operation::Reduce(r), axes))
-}
+use super::query_doc::QueryDoc;
+use super::*;
 
 /// Bytes per task on the linear-scan path.
 const LINEAR_WINDOW: u64 = 64 << 20;
@@ -536,31 +284,6 @@ pub struct QueryOptions {
 /// Most values a selection without an operation prints as JSON; beyond, use `--output`.
 pub const MAX_PRINTED: u64 = 1 << 20;
 
-/// Opens `bytes` as a `.tet` file for reading data, or says why not (exit 4).
-pub fn open_tet<'a>(path: &Path, bytes: &'a [u8]) -> Result<TetFile<'a>, Exit> {
-    TetFile::open(bytes).map_err(|e| {
-        eprintln!(
-            "tet-host: {}: not a readable .tet file: {e}",
-            path.display()
-        );
-        Exit::Problems
-    })
-}
-
-/// The memory budget: `cli` when given, else `doc` (a query's `execution` object), else
-/// the file's `TIDX` execution settings, over this machine's RAM.
-pub fn budget_for(file: &TetFile<'_>, doc: Option<ExecutionSettings>, cli: Option<u64>) -> u64 {
-    cli.unwrap_or_else(|| {
-        let settings = doc
-            .or_else(|| file.index().map(|i| i.execution()))
-            .unwrap_or(ExecutionSettings {
-                memory_budget_percent_bps: 0,
-                memory_budget_bytes: 0,
-            });
-        tet_alloc::tet::decode::budget_from_settings(settings, crate::tet_cmd::host_ram())
-    })
-}
-
 /// `tet-host query`.
 pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exit {
     let file = match open_tet(path, bytes) {
@@ -601,7 +324,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
         Ok(a) => a,
         Err(e) => return fail(path, &e),
     };
-    let bar = crate::tet_cmd::progress_bar(true, p.read_bytes);
+    let bar = crate::progress::progress_bar(true, p.read_bytes);
     let res = run_with(&file, &p, op, &axes, threads, budget, bar.as_ref());
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -617,7 +340,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
             );
             return Exit::Usage;
         }
-        return match crate::npy::write_values(target, &out, &ds_shape) {
+        return match crate::tet::npy::write_values(target, &out, &ds_shape) {
             Ok(()) => Exit::Clean,
             Err(e) => {
                 eprintln!("tet-host: cannot write {}: {e}", target.display());
@@ -699,7 +422,7 @@ fn print_values(
     };
     let shape: Vec<u64> = p.selection.shape().as_slice().to_vec();
     if let Some(target) = &o.output {
-        return match crate::npy::write_raw(target, ds.dtype(), &shape, &bytes) {
+        return match crate::tet::npy::write_raw(target, ds.dtype(), &shape, &bytes) {
             Ok(()) => Exit::Clean,
             Err(e) => {
                 eprintln!("tet-host: cannot write {}: {e}", target.display());

@@ -4,12 +4,11 @@
 //! same whatever the thread count. Memory is the batch (raw and compressed), never the
 //! array.
 
-
 use rayon::prelude::*;
 use tet_alloc::tet::writer::{Compressor, Output, WriteError, Writer};
 use tet_core::tet::{Codec, DatasetId};
 
-use crate::codec::CCompressor;
+use crate::tet::codec::CCompressor;
 
 /// One tile to write: dataset, grid coordinates, clipped tile bytes.
 pub type Tile = (DatasetId, Vec<u64>, Vec<u8>);

@@ -249,16 +249,13 @@ impl BlockDeviceMut for FileDevice {
             .lock()
             .map_err(|_| Self::write_error(lba, "compare-and-write (lock)"))?;
         let mut now = [0u8; SECTOR];
-        let r = self
-            .file
-            .read_exact_at(&mut now, at)
-            .and_then(|()| {
-                if &now == expected {
-                    self.file.write_all_at(new, at).map(|()| true)
-                } else {
-                    Ok(false)
-                }
-            });
+        let r = self.file.read_exact_at(&mut now, at).and_then(|()| {
+            if &now == expected {
+                self.file.write_all_at(new, at).map(|()| true)
+            } else {
+                Ok(false)
+            }
+        });
         let _ = self.file.unlock();
         r.map_err(|_| Self::write_error(lba, "compare-and-write"))
     }

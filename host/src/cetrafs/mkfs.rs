@@ -93,7 +93,10 @@ pub fn default_bg_blocks(size: u64) -> u64 {
 /// for data), then one per MiB up to 2^22, at least 16. An inode takes a block (a hole
 /// until used), and the checker's maps take 4 bytes and a bit per inode.
 pub fn default_inodes(size: u64) -> u64 {
-    (size >> 16).min(1024).max((size >> 20).min(1 << 22)).max(16)
+    (size >> 16)
+        .min(1024)
+        .max((size >> 20).min(1 << 22))
+        .max(16)
 }
 
 /// The parameters `mkfs` builds with: the flags, else the size-scaled defaults.
@@ -139,7 +142,10 @@ impl Content for HostFile {
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
         let fail = |what: &'static str| Error::new(ErrorKind::Io, what, offset);
-        let mut open = self.open.try_borrow_mut().map_err(|_| fail("--from file"))?;
+        let mut open = self
+            .open
+            .try_borrow_mut()
+            .map_err(|_| fail("--from file"))?;
         if open.is_none() {
             *open = Some(File::open(&self.path).map_err(|e| {
                 eprintln!("tet-host: mkfs: {}: {e}", self.path.display());
@@ -148,7 +154,10 @@ impl Content for HostFile {
         }
         let f = open.as_ref().ok_or(fail("--from file"))?;
         f.read_exact_at(buf, offset).map_err(|e| {
-            eprintln!("tet-host: mkfs: {}: {e} (did it change while copying?)", self.path.display());
+            eprintln!(
+                "tet-host: mkfs: {}: {e} (did it change while copying?)",
+                self.path.display()
+            );
             fail("--from file (read)")
         })?;
         let end = offset.saturating_add(u64::try_from(buf.len()).unwrap_or(u64::MAX));
@@ -198,8 +207,14 @@ fn copy_tree(b: &mut ImageBuilder, dir: u64, host: &Path, seen: &mut Seen) -> Re
                 size: meta.len(),
                 open: std::cell::RefCell::new(None),
             };
-            b.add_file_from(dir, name, Box::new(src), Sparse::Holes, Placement::Contiguous)
-                .map_err(|e| at(&e))?
+            b.add_file_from(
+                dir,
+                name,
+                Box::new(src),
+                Sparse::Holes,
+                Placement::Contiguous,
+            )
+            .map_err(|e| at(&e))?
         } else {
             eprintln!(
                 "tet-host: skipping {} (not a file, directory or symlink)",
@@ -269,7 +284,11 @@ impl BlockSink for FileSink<'_> {
     fn write_block(&mut self, lba: u64, block: &Block) -> Result<(), Error> {
         let io_err = |e: io::Error, s: &mut Self| {
             s.failed = Some(e);
-            Error::new(ErrorKind::Io, "image write", lba.saturating_mul(BLOCK_SIZE_U64))
+            Error::new(
+                ErrorKind::Io,
+                "image write",
+                lba.saturating_mul(BLOCK_SIZE_U64),
+            )
         };
         if self.skip_zero && block.iter().all(|b| *b == 0) {
             return Ok(());
@@ -350,17 +369,16 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
     let mut result = Ok(());
     let written;
     {
-        let (skip_zero, mut write): (bool, Box<WriteAt<'_>>) =
-            match &mut target {
-                Target::File(f) => (
-                    true,
-                    Box::new(|at, bytes| {
-                        use tet_alloc::tet::writer::Output as _;
-                        f.write_at(at, bytes)
-                    }),
-                ),
-                Target::Device(f, _) => (false, Box::new(|at, bytes| f.write_all_at(bytes, at))),
-            };
+        let (skip_zero, mut write): (bool, Box<WriteAt<'_>>) = match &mut target {
+            Target::File(f) => (
+                true,
+                Box::new(|at, bytes| {
+                    use tet_alloc::tet::writer::Output as _;
+                    f.write_at(at, bytes)
+                }),
+            ),
+            Target::Device(f, _) => (false, Box::new(|at, bytes| f.write_all_at(bytes, at))),
+        };
         let mut sink = FileSink {
             write: &mut *write,
             skip_zero,
@@ -381,7 +399,11 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
     let done = result.and_then(|()| match target {
         Target::File(mut f) => {
             // The file's length is the size asked for; what was never written is a hole.
-            f.set_len(total.saturating_mul(BLOCK_SIZE_U64).max(size.saturating_sub(size % BLOCK_SIZE_U64)))?;
+            f.set_len(
+                total
+                    .saturating_mul(BLOCK_SIZE_U64)
+                    .max(size.saturating_sub(size % BLOCK_SIZE_U64)),
+            )?;
             f.commit()
         }
         Target::Device(f, _) => f.sync_all(),

@@ -1,0 +1,150 @@
+//! `tet-host info` for a cetrafs image: superblock, region map, groups, nodes, journals.
+
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use serde_json::{json, Value};
+use tet_core::cetrafs::Buffers;
+
+use super::*;
+use crate::{Exit, Output};
+
+/// `tet-host info` for an image.
+pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
+    let fs = match open_fs(path, dev) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    let sb = fs.superblock();
+    let mut bufs = Buffers::new();
+    let mut zgs = Vec::new();
+    for z in 0..sb.zone_group_count() {
+        if let Ok(zg) = fs.zone_group(z, &mut bufs.data) {
+            zgs.push(json!({"id": z, "owner": zg.owner(), "free_data_blocks": zg.hot().free_data_blocks.get(), "hb_seq": zg.hot().hb_seq.get(), "first_bg": zg.cold().first_bg_id.get(), "bg_count": zg.cold().bg_count.get()}));
+        }
+    }
+    let mut bgs = Vec::new();
+    let _ = fs.for_each_block_group(&mut bufs.data, |b, bg| {
+        if let Ok(bg) = bg {
+            let r = &bg.raw();
+            bgs.push(json!({"id": b, "owner_zg": r.owner_zg.get(), "start": r.start_block.get(), "length": r.length_blocks.get(), "data_blocks": r.data_block_count.get(), "free_data_blocks": r.free_data_blocks.get(), "reconcile_seq": r.reconcile_seq.get()}));
+        }
+        ControlFlow::Continue(())
+    });
+    let mut nodes = Vec::new();
+    let mut journals = Vec::new();
+    let slots = committed_slots(&fs, &mut bufs);
+    for row in 0..sb.node_capacity() {
+        if let Ok(Some(n)) = fs.node_row(row, &mut bufs.data) {
+            let host = String::from_utf8_lossy(&n.raw().hostname)
+                .trim_end_matches('\0')
+                .to_string();
+            nodes.push(json!({"row": row, "node_id": n.raw().node_id.get(), "state": n.state_name(), "hostname": host}));
+        }
+        let mut counts = std::collections::BTreeMap::new();
+        for c in slots.iter().filter(|c| c.row == row) {
+            if let Some(class) = c.class {
+                let n = counts.entry(class.name()).or_insert(0u64);
+                *n = n.saturating_add(1);
+            }
+        }
+        let flag = fs.journal_flag(row, &mut bufs.data);
+        journals.push(match flag {
+            Ok(f) => json!({"row": row, "state": if f.is_dirty() { "DIRTY" } else { "CLEAN" }, "replay_owner": f.raw().replay_owner.get(), "slots": counts}),
+            Err(e) => json!({"row": row, "error": describe(&e)}),
+        });
+    }
+    let regions: Vec<Value> =
+        std::iter::once(json!({"name": "superblock", "start": 0, "blocks": 1}))
+            .chain(
+                sb.regions()
+                    .iter()
+                    .map(|r| json!({"name": r.name, "start": r.start, "blocks": r.blocks})),
+            )
+            .collect();
+    let raw = sb.raw();
+    let label = String::from_utf8_lossy(&raw.label)
+        .trim_end_matches('\0')
+        .to_string();
+    let v = json!({
+        "file": path.display().to_string(),
+        "format": "cetrafs",
+        "version": raw.format_version.get(),
+        "label": label,
+        "total_blocks": sb.total_blocks(),
+        "read_only": sb.read_only(),
+        "features": features_json(&sb.features()),
+        "zone_groups": zgs,
+        "block_groups": bgs,
+        "node_capacity": sb.node_capacity(),
+        "nodes": nodes,
+        "inode_count": sb.inode_count(),
+        "regions": regions,
+        "journals": journals,
+    });
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+        _ => {
+            println!(
+                "image:        {} ({} blocks of 4096 bytes)",
+                path.display(),
+                sb.total_blocks()
+            );
+            println!(
+                "format:       cetrafs 0x{:04x}, label '{label}'{}",
+                raw.format_version.get(),
+                if sb.read_only() {
+                    ", read-only (unknown ro-compat bits)"
+                } else {
+                    ""
+                }
+            );
+            println!("features:     {}", features_json(&sb.features()));
+            println!("regions:");
+            for r in &regions {
+                println!(
+                    "  {:<22} start {:>8}  blocks {:>8}",
+                    r["name"].as_str().unwrap_or(""),
+                    r["start"],
+                    r["blocks"]
+                );
+            }
+            println!("zone groups:");
+            for z in &zgs {
+                println!(
+                    "  zg {:<3} block groups {}..{}  free {}  owner {}",
+                    z["id"],
+                    z["first_bg"],
+                    z["first_bg"]
+                        .as_u64()
+                        .unwrap_or(0)
+                        .saturating_add(z["bg_count"].as_u64().unwrap_or(0)),
+                    z["free_data_blocks"],
+                    if z["owner"].is_null() {
+                        "none".into()
+                    } else {
+                        z["owner"].to_string()
+                    }
+                );
+            }
+            println!("block groups:");
+            for b in &bgs {
+                println!("  bg {:<3} start {:>8}  length {:>6}  data {:>6}  free {:>6}  zg {}  reconcile_seq {}", b["id"], b["start"], b["length"], b["data_blocks"], b["free_data_blocks"], b["owner_zg"], b["reconcile_seq"]);
+            }
+            println!(
+                "nodes:        {} of {} registry rows in use",
+                nodes.len(),
+                sb.node_capacity()
+            );
+            for j in &journals {
+                println!(
+                    "  journal row {:<3} {}  {}",
+                    j["row"],
+                    j["state"].as_str().unwrap_or("ERROR"),
+                    j["slots"]
+                );
+            }
+        }
+    }
+    Exit::Clean
+}

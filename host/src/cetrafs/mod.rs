@@ -1,0 +1,114 @@
+//! `tet-host` commands for cetrafs images, one module per command, and what they share:
+//! opening an image, the journal overlay, the committed slots, error messages.
+
+pub mod device;
+pub mod info;
+pub mod mkfs;
+pub mod read;
+pub mod repair;
+pub mod replay;
+pub mod verify;
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+use tet_core::block::{BlockDevice, BLOCK_SIZE_U64};
+use tet_core::cetrafs::{Buffers, Committed, Features, Fs, OverlayDevice};
+use tet_core::Error;
+
+use crate::Exit;
+
+/// A device the commands read an image from.
+pub type Dev<'a> = &'a dyn BlockDevice;
+
+fn open_fs<'a>(path: &Path, dev: Dev<'a>) -> Result<Fs<Dev<'a>>, Exit> {
+    let mut b = Buffers::new();
+    let magic_ok = dev.block_count() > 0
+        && dev.read_block(0, &mut b.data).is_ok()
+        && b.data.starts_with(&tet_core::cetrafs::SB_MAGIC);
+    if !magic_ok {
+        eprintln!("tet-host: {}: not a cetrafs image (no CTFS magic); ls, cat and stat read cetrafs images", path.display());
+        return Err(Exit::Usage);
+    }
+    Fs::open(dev, &mut b.data).map_err(|e| {
+        eprintln!(
+            "tet-host: {}: cannot mount: {}",
+            path.display(),
+            describe(&e)
+        );
+        Exit::Problems
+    })
+}
+
+/// Runs `f` on the image as a mount sees it: blocks that committed, not-yet-replayed
+/// journal transactions change are served at their last committed version (section 7,
+/// through the library's [`OverlayDevice`]), so `ls`, `cat` and `stat` show what the
+/// filesystem holds; `no_journal` shows the raw on-disk state. An image that does not
+/// mount, or whose journals cannot be classified, is read raw; the command then reports
+/// the mount error itself.
+pub fn with_journal<R>(dev: Dev<'_>, no_journal: bool, f: impl FnOnce(Dev<'_>) -> R) -> R {
+    let mut bufs = Buffers::new();
+    let Some(fs) = (!no_journal)
+        .then(|| Fs::open(dev, &mut bufs.data).ok())
+        .flatten()
+    else {
+        return f(dev);
+    };
+    let n = fs.committed_slots(&mut [], &mut bufs);
+    let mut table = vec![Committed::default(); n];
+    match fs.overlay(&mut table, &mut bufs) {
+        Ok(ov) => f(&OverlayDevice::new(dev, &ov)),
+        Err(_) => f(dev),
+    }
+}
+
+/// Every committed slot of the dirty journals, classified across journals (empty when
+/// they cannot be classified; `verify` says why).
+fn committed_slots(fs: &Fs<Dev<'_>>, bufs: &mut Buffers) -> Vec<Committed> {
+    let n = fs.committed_slots(&mut [], bufs);
+    let mut table = vec![Committed::default(); n];
+    let got = fs.committed_slots(&mut table, bufs);
+    table.truncate(got);
+    if fs.classify_chains(&mut table, &mut bufs.data).is_err() {
+        table.clear();
+    }
+    table
+}
+
+/// An error with its block number spelled out.
+pub fn describe(e: &Error) -> String {
+    format!(
+        "{} (block {}, byte {:#x}) {}",
+        e.what,
+        e.offset / BLOCK_SIZE_U64,
+        e.offset,
+        e.kind
+    )
+}
+
+fn features_json(f: &Features) -> Value {
+    let names = |word: u64, table: &[(u32, &'static str)]| -> Vec<String> {
+        (0..64u32)
+            .filter(|b| word & (1u64 << b) != 0)
+            .map(|b| {
+                Features::name(table, b).map_or_else(|| format!("unknown bit {b}"), str::to_string)
+            })
+            .collect()
+    };
+    json!({
+        "compat": names(f.compat, Features::COMPAT),
+        "incompat": names(f.incompat, Features::INCOMPAT),
+        "ro_compat": names(f.ro_compat, Features::RO_COMPAT),
+    })
+}
+
+/// Runs `f` on the cetrafs image at `path`, read with positioned reads.
+pub fn with_device(path: &std::path::Path, f: impl FnOnce(&device::FileDevice) -> Exit) -> Exit {
+    match device::FileDevice::open(path) {
+        Ok(d) => f(&d),
+        Err(e) => {
+            eprintln!("tet-host: cannot read {}: {e}", path.display());
+            Exit::Operational
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! `tet-host ls`, `cat` and `stat`: reading an image as a mount sees it.
+
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use serde_json::{json, Value};
+use tet_core::cetrafs::{Buffers, Fs, Inode};
+use tet_core::{Error, ErrorKind};
+
+use super::*;
+use crate::{Exit, Output};
+
+fn type_name(inode: &Inode) -> &'static str {
+    if inode.is_dir() {
+        "dir"
+    } else if inode.is_symlink() {
+        "symlink"
+    } else {
+        "file"
+    }
+}
+
+/// Mounts the image and resolves `inner`: the start of `ls`, `cat` and `stat`.
+fn open_path<'a>(
+    path: &Path,
+    dev: Dev<'a>,
+    inner: &str,
+    bufs: &mut Buffers,
+) -> Result<(Fs<Dev<'a>>, Inode), Exit> {
+    let fs = open_fs(path, dev)?;
+    let inode = fs.resolve(inner.as_bytes(), bufs).map_err(|e| {
+        if e.kind == ErrorKind::NotFound {
+            eprintln!(
+                "tet-host: {}: {inner}: no such file or directory",
+                path.display()
+            );
+            Exit::Usage
+        } else {
+            eprintln!("tet-host: {}: {inner}: {}", path.display(), describe(&e));
+            Exit::Problems
+        }
+    })?;
+    Ok((fs, inode))
+}
+
+/// `tet-host ls`.
+pub fn ls(path: &Path, dev: Dev<'_>, inner: &str, output: Output, no_journal: bool) -> Exit {
+    with_journal(dev, no_journal, |dev| ls_in(path, dev, inner, output))
+}
+
+fn ls_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
+    let mut bufs = Buffers::new();
+    let (fs, dir) = match open_path(path, dev, inner, &mut bufs) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let mut names: Vec<(Vec<u8>, u64)> = Vec::new();
+    if dir.is_dir() {
+        if let Err(e) = fs.read_dir(&dir, &mut bufs, |e| {
+            names.push((e.name().to_vec(), e.inode));
+            ControlFlow::Continue(())
+        }) {
+            eprintln!("tet-host: {}: {}", path.display(), describe(&e));
+            return Exit::Problems;
+        }
+    } else {
+        names.push((
+            inner
+                .rsplit('/')
+                .next()
+                .unwrap_or(inner)
+                .as_bytes()
+                .to_vec(),
+            dir.ino(),
+        ));
+    }
+    names.sort();
+    let mut rows = Vec::new();
+    for (name, ino) in names {
+        match fs.inode(ino, &mut bufs.data) {
+            Ok(i) => rows.push(json!({"name": String::from_utf8_lossy(&name), "inode": ino, "type": type_name(&i), "size": i.size(), "mode": format!("{:o}", i.raw().mode.get() & 0o7777)})),
+            Err(e) => {
+                eprintln!("tet-host: {}: {}", path.display(), describe(&e));
+                return Exit::Problems;
+            }
+        }
+    }
+    match output {
+        Output::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
+        ),
+        _ => {
+            for r in &rows {
+                println!(
+                    "{:<8} {:>5} {:>10} {:>6}  {}",
+                    r["type"].as_str().unwrap_or(""),
+                    r["mode"].as_str().unwrap_or(""),
+                    r["size"],
+                    r["inode"],
+                    r["name"].as_str().unwrap_or("")
+                );
+            }
+        }
+    }
+    Exit::Clean
+}
+
+/// `tet-host cat`.
+pub fn cat(path: &Path, dev: Dev<'_>, inner: &str, output: Output, no_journal: bool) -> Exit {
+    with_journal(dev, no_journal, |dev| cat_in(path, dev, inner, output))
+}
+
+fn cat_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
+    let mut bufs = Buffers::new();
+    let (fs, f) = match open_path(path, dev, inner, &mut bufs) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    if f.is_dir() {
+        eprintln!("tet-host: {}: {inner}: is a directory", path.display());
+        return Exit::Usage;
+    }
+    let mut stdout = std::io::stdout().lock();
+    let fail = |e: &Error| {
+        eprintln!("tet-host: {}: {}", path.display(), describe(e));
+        Exit::Problems
+    };
+    if output != Output::Json {
+        let r = stream_file(&fs, &f, &mut bufs, |chunk| stdout.write_all(chunk));
+        return match r {
+            Ok(Ok(())) => Exit::Clean,
+            Ok(Err(_)) => Exit::Operational,
+            Err(e) => fail(&e),
+        };
+    }
+    // JSON streams too: one pass decides text (UTF-8) or hex, a second writes it.
+    let mut utf8 = Utf8Check::default();
+    if let Err(e) = stream_file(&fs, &f, &mut bufs, |c| {
+        utf8.feed(c);
+        Ok(())
+    }) {
+        return fail(&e);
+    }
+    let text = utf8.finish();
+    let head = format!(
+        "{{\"path\":{},\"inode\":{},\"size\":{},\"{}\":\"",
+        Value::String(inner.to_string()),
+        f.ino(),
+        f.size(),
+        if text { "text" } else { "hex" }
+    );
+    if stdout.write_all(head.as_bytes()).is_err() {
+        return Exit::Operational;
+    }
+    let mut carry: Vec<u8> = Vec::new();
+    let r = stream_file(&fs, &f, &mut bufs, |chunk| {
+        if text {
+            // Escape whole characters only: hold back an incomplete one for the next chunk.
+            carry.extend_from_slice(chunk);
+            let valid = match std::str::from_utf8(&carry) {
+                Ok(_) => carry.len(),
+                Err(e) => e.valid_up_to(),
+            };
+            let done = carry.get(..valid).unwrap_or(&[]);
+            let s =
+                serde_json::to_string(std::str::from_utf8(done).unwrap_or("")).unwrap_or_default();
+            stdout.write_all(s.get(1..s.len().saturating_sub(1)).unwrap_or("").as_bytes())?;
+            carry.drain(..valid);
+            Ok(())
+        } else {
+            let hex: String = chunk.iter().map(|b| format!("{b:02x}")).collect();
+            stdout.write_all(hex.as_bytes())
+        }
+    });
+    match r {
+        Ok(Ok(())) => match stdout.write_all(b"\"}\n") {
+            Ok(()) => Exit::Clean,
+            Err(_) => Exit::Operational,
+        },
+        Ok(Err(_)) => Exit::Operational,
+        Err(e) => fail(&e),
+    }
+}
+
+/// Reads `f` start to end in 64 KiB pieces, handing each to `sink`: memory stays one
+/// piece whatever the file's size says. The outer error is the image's, the inner the
+/// sink's.
+fn stream_file(
+    fs: &Fs<Dev<'_>>,
+    f: &Inode,
+    bufs: &mut Buffers,
+    mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> Result<std::io::Result<()>, Error> {
+    let mut chunk = vec![0u8; 1 << 16];
+    let mut off = 0u64;
+    while off < f.size() {
+        let n = fs.read(f, off, &mut chunk, bufs)?;
+        if n == 0 {
+            break;
+        }
+        if let Err(e) = sink(chunk.get(..n).unwrap_or(&[])) {
+            return Ok(Err(e));
+        }
+        off = off.saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
+    }
+    Ok(Ok(()))
+}
+
+/// Bytes as text when they are UTF-8, else as `0x` and hex (as `getfattr -e hex`
+/// prints them), so a binary value is shown whole and unambiguously.
+fn shown(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) if !s.starts_with("0x") => s.to_string(),
+        _ => {
+            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            format!("0x{hex}")
+        }
+    }
+}
+
+/// Whether a byte stream is UTF-8, fed in pieces that may split a character.
+#[derive(Default)]
+struct Utf8Check {
+    pending: Vec<u8>,
+    bad: bool,
+}
+
+impl Utf8Check {
+    fn feed(&mut self, chunk: &[u8]) {
+        if self.bad {
+            return;
+        }
+        self.pending.extend_from_slice(chunk);
+        match std::str::from_utf8(&self.pending) {
+            Ok(_) => self.pending.clear(),
+            // An incomplete character at the end waits for the next piece.
+            Err(e) if e.error_len().is_none() => {
+                let keep = self.pending.split_off(e.valid_up_to());
+                self.pending = keep;
+            }
+            Err(_) => self.bad = true,
+        }
+    }
+
+    fn finish(self) -> bool {
+        !self.bad && self.pending.is_empty()
+    }
+}
+
+/// `tet-host stat`.
+pub fn stat(path: &Path, dev: Dev<'_>, inner: &str, output: Output, no_journal: bool) -> Exit {
+    with_journal(dev, no_journal, |dev| stat_in(path, dev, inner, output))
+}
+
+fn stat_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
+    let mut bufs = Buffers::new();
+    let (fs, i) = match open_path(path, dev, inner, &mut bufs) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let s = fs.stat(&i);
+    let mut xattrs = serde_json::Map::new();
+    if let Err(e) = fs.xattrs(&i, &mut bufs, |x| {
+        xattrs.insert(shown(x.key()), Value::String(shown(x.value())));
+        ControlFlow::Continue(())
+    }) {
+        eprintln!("tet-host: {}: {}", path.display(), describe(&e));
+        return Exit::Problems;
+    }
+    let v = json!({
+        "path": inner, "inode": s.ino, "type": type_name(&i), "mode": format!("{:o}", s.mode & 0o7777),
+        "uid": s.uid, "gid": s.gid, "nlink": s.nlink, "size": s.size, "blocks": s.blocks,
+        "mtime_ns": s.mtime_ns, "parent": s.parent, "extent_depth": s.depth, "xattrs": xattrs,
+    });
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+        _ => {
+            for (k, val) in v.as_object().into_iter().flatten() {
+                println!(
+                    "{k:<13} {}",
+                    if let Value::String(s) = val {
+                        s.clone()
+                    } else {
+                        val.to_string()
+                    }
+                );
+            }
+        }
+    }
+    Exit::Clean
+}

@@ -1,0 +1,111 @@
+//! `tet-host replay`: journal replay only.
+
+use std::path::Path;
+
+use serde_json::json;
+use tet_core::cetrafs::{Buffers, Committed, Finding, Fs};
+
+use super::*;
+use crate::{Exit, Output};
+
+/// `tet-host replay IMAGE`: journal replay only (as e2fsck's `-E journal_only`). Exit 0
+/// when no journal was dirty, 1 when journals were replayed, 4 when some slots conflict
+/// (reported, not written), 8 when refused (a live node's journal, another replayer's
+/// claim) or the image cannot be written.
+pub fn replay(
+    path: &Path,
+    dev: &crate::cetrafs::device::FileDevice,
+    node_id: u64,
+    force: bool,
+    output: Output,
+) -> Exit {
+    use tet_core::cetrafs::replay::{replay as run, ReplayError, ReplayOptions};
+    let mut bufs = Buffers::new();
+    let fs = match Fs::open(dev, &mut bufs.data) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!(
+                "tet-host: {}: cannot mount: {}",
+                path.display(),
+                describe(&e)
+            );
+            return Exit::Problems;
+        }
+    };
+    let n = fs.committed_slots(&mut [], &mut bufs);
+    let mut table = vec![Committed::default(); n];
+    let mut conflicts: Vec<Finding> = Vec::new();
+    let r = run(
+        &fs,
+        ReplayOptions { node_id, force },
+        &mut table,
+        &mut bufs,
+        &mut |f: &Finding| conflicts.push(*f),
+    );
+    let report = match r {
+        Ok(r) => r,
+        Err(ReplayError::LiveNode { row, node_id }) => {
+            eprintln!(
+                "tet-host: {}: the journal of node {node_id} (registry row {row}) needs replay, \
+                 but the registry shows that node ACTIVE: it replays its own journal. If it is \
+                 down, fence it or pass --force",
+                path.display()
+            );
+            return Exit::Operational;
+        }
+        Err(ReplayError::Claimed { row, owner }) => {
+            eprintln!(
+                "tet-host: {}: the journal of registry row {row} is being replayed by node \
+                 {owner}; pass --force to take it over",
+                path.display()
+            );
+            return Exit::Operational;
+        }
+        Err(ReplayError::Device(e)) => {
+            eprintln!(
+                "tet-host: {}: replay stopped: {}",
+                path.display(),
+                describe(&e)
+            );
+            return Exit::Operational;
+        }
+    };
+    match output {
+        Output::Json => println!(
+            "{}",
+            json!({"file": path.display().to_string(), "journals": report.journals,
+                   "written": report.written, "already_applied": report.already,
+                   "conflicts": report.conflicts,
+                   "findings": conflicts.iter().map(|f| json!({"code": f.code.as_str(), "offset": f.error.offset, "message": describe(&f.error)})).collect::<Vec<_>>()})
+        ),
+        _ => {
+            for f in &conflicts {
+                println!(
+                    "{}[{}] {}",
+                    f.severity().name(),
+                    f.code.as_str(),
+                    describe(&f.error)
+                );
+            }
+            if report.journals == 0 {
+                println!("{}: no journal needs replay", path.display());
+            } else {
+                println!(
+                    "{}: replayed {} journal(s): {} block(s) written, {} already applied, {} conflicting",
+                    path.display(),
+                    report.journals,
+                    report.written,
+                    report.already,
+                    report.conflicts
+                );
+            }
+        }
+    }
+    if report.conflicts > 0 {
+        Exit::Problems
+    } else if report.journals > 0 {
+        Exit::Fixed
+    } else {
+        Exit::Clean
+    }
+}

@@ -1,0 +1,294 @@
+//! The command line: clap's types for every command and option, and the process setup
+//! `main` does before dispatching.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::Exit;
+
+#[derive(Parser)]
+#[command(
+    name = "tet-host",
+    version,
+    about = "Inspect and verify .tet files and cetrafs images"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    /// The command.
+    pub command: Command,
+}
+
+/// How payloads are read (.tet).
+#[derive(clap::Args, Clone, Copy)]
+pub struct ReadArgs {
+    /// Decode every chunk, not only the first 128 (.tet).
+    #[arg(long)]
+    pub deep: bool,
+    /// Threads for decoding (default: one per core).
+    #[arg(short = 'j', long = "jobs", value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: Option<u16>,
+    /// Memory budget for decoding, e.g. 512M (default: the file's TIDX execution
+    /// settings, 25 % of RAM when they are 0).
+    #[arg(long, value_parser = crate::cetrafs::mkfs::parse_size)]
+    pub memory_budget: Option<u64>,
+    /// Read the file into memory instead of mapping it. Use on filesystems where
+    /// mapping is unsafe (network filesystems, files another process may truncate:
+    /// a mapped file that shrinks kills the process with SIGBUS). Costs the file's
+    /// size in memory.
+    #[arg(long)]
+    pub no_mmap: bool,
+}
+
+impl ReadArgs {
+    /// The decode options these arguments give.
+    pub fn decode(self) -> crate::tet::verify::DecodeOptions {
+        crate::tet::verify::DecodeOptions {
+            deep: self.deep,
+            threads: self.jobs.map(usize::from),
+            budget: self.memory_budget,
+            progress: self.deep,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Show the superblock, datasets, execution settings and footer (.tet), or the
+    /// superblock, region map, groups, nodes and journal states (cetrafs).
+    Info {
+        /// The file or image.
+        file: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create a cetrafs image (deterministic), optionally populated from a directory.
+    Mkfs {
+        /// The image: a file (written sparse, replaced atomically) or a block device
+        /// (written in place).
+        image: PathBuf,
+        /// Image size, e.g. 64M or 2T (required for a file; a block device's size by
+        /// default). Block group size and inode count scale with it unless given.
+        #[arg(long, value_parser = crate::cetrafs::mkfs::parse_size)]
+        size: Option<u64>,
+        /// Block group size, e.g. 16M.
+        #[arg(long, value_parser = crate::cetrafs::mkfs::parse_size)]
+        block_group_size: Option<u64>,
+        /// Zone groups.
+        #[arg(long)]
+        zone_groups: Option<u32>,
+        /// Node registry capacity.
+        #[arg(long)]
+        nodes: Option<u32>,
+        /// Inode table length.
+        #[arg(long)]
+        inodes: Option<u64>,
+        /// Volume label.
+        #[arg(long)]
+        label: Option<String>,
+        /// Copy this directory's files, directories, symlinks and xattrs in.
+        #[arg(long)]
+        from: Option<PathBuf>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay the journals of a cetrafs image (only that: like e2fsck -E journal_only).
+    /// Exit 0 nothing to replay, 1 replayed, 4 conflicting slots left, 8 refused.
+    Replay {
+        /// The image (written in place).
+        image: PathBuf,
+        /// The id this tool claims journals under (written to replay_owner).
+        #[arg(long, default_value_t = u64::MAX, value_parser = clap::value_parser!(u64).range(1..))]
+        node_id: u64,
+        /// Replay journals of nodes the registry shows ACTIVE, or that another replayer
+        /// has claimed.
+        #[arg(long)]
+        force: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a directory of a cetrafs image.
+    Ls {
+        /// The image.
+        image: PathBuf,
+        /// Path inside the image.
+        #[arg(default_value = "/")]
+        path: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Show the raw on-disk state, ignoring committed journal transactions that
+        /// are not replayed yet (by default they are read as a mount would).
+        #[arg(long)]
+        no_journal: bool,
+    },
+    /// Write a file of a cetrafs image to standard output.
+    Cat {
+        /// The image.
+        image: PathBuf,
+        /// Path inside the image.
+        path: String,
+        /// Print a JSON object with the bytes (UTF-8 text, or hex) instead of raw bytes.
+        #[arg(long)]
+        json: bool,
+        /// Show the raw on-disk state, ignoring committed journal transactions that
+        /// are not replayed yet (by default they are read as a mount would).
+        #[arg(long)]
+        no_journal: bool,
+    },
+    /// Show an inode of a cetrafs image.
+    Stat {
+        /// The image.
+        image: PathBuf,
+        /// Path inside the image.
+        path: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Show the raw on-disk state, ignoring committed journal transactions that
+        /// are not replayed yet (by default they are read as a mount would).
+        #[arg(long)]
+        no_journal: bool,
+    },
+    /// Answer a query document (JSON or TOML: a path, inline text, or - for standard
+    /// input) over a .tet file, e.g. '{"dataset": "a", "selection": [{"start": 0,
+    /// "stop": 10}], "mean": []}'. Prints JSON unless -q or --format table.
+    Query {
+        /// The query document, inline text, or - for standard input.
+        query: String,
+        /// The .tet file.
+        #[arg(short = 't', long = "tet")]
+        file: PathBuf,
+        /// Print one line.
+        #[arg(short, long, conflicts_with = "format")]
+        quiet: bool,
+        /// Output format.
+        #[arg(long, value_parser = ["json", "table"], default_value = "json")]
+        format: String,
+        /// Write a partial result, or the selected values, to this .npy file.
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Print only the first N selected values (queries without an operation).
+        #[arg(long)]
+        preview: Option<usize>,
+        /// Print the read plan (chunks, bytes to read and decode) and stop.
+        #[arg(long)]
+        plan: bool,
+        /// Execute the query (the default; accepted for compatibility).
+        #[arg(short = 'x', long = "execute")]
+        execute: bool,
+        #[command(flatten)]
+        read: ReadArgs,
+    },
+    /// Convert a NumPy .npy (one dataset) or .npz (one dataset per array) file to .tet.
+    Convert {
+        /// The .npy or .npz file.
+        input: PathBuf,
+        /// The .tet file to write (replaced atomically).
+        output: PathBuf,
+        /// Chunk shape, e.g. 256,256 (default: about 1 MiB per chunk).
+        #[arg(long)]
+        chunk: Option<String>,
+        /// Payload codec.
+        #[arg(long, value_parser = ["raw", "zstd"], default_value = "zstd")]
+        codec: String,
+        /// zstd level (1 ..= 22).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
+        level: i32,
+        /// Dataset name for a .npy input (default: the file name without extension).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Write a dataset, or a selection of it, to a NumPy .npy file.
+    Export {
+        /// The .tet file.
+        file: PathBuf,
+        /// The dataset.
+        #[arg(long)]
+        dataset: String,
+        /// The .npy file to write.
+        output: PathBuf,
+        /// A selection as JSON, e.g. '[{"start": 0, "stop": 10}]'.
+        #[arg(long)]
+        selection: Option<String>,
+        #[command(flatten)]
+        read: ReadArgs,
+    },
+    /// Repair a .tet file: -n reports, -p applies fixes that lose nothing, -y applies
+    /// every fix; without one of them it asks per fix on a terminal. Exit 0 nothing to
+    /// fix, 1 all corrected, 4 problems left, 8 operational error, 16 usage error.
+    Repair {
+        /// The file (.tet: replaced atomically unless -o is given; cetrafs: repaired in
+        /// place through its journal).
+        file: PathBuf,
+        /// Report what would be done; change nothing.
+        #[arg(short = 'n', conflicts_with_all = ["preen", "yes"])]
+        no: bool,
+        /// Apply only the fixes that lose nothing.
+        #[arg(short = 'p', conflicts_with = "yes")]
+        preen: bool,
+        /// Apply every fix, including those that lose history or chunk contents.
+        #[arg(short = 'y')]
+        yes: bool,
+        /// Write the repaired file here and leave the original alone.
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
+        /// Replace chunks that cannot be decoded by raw zeros (NaN for floats),
+        /// recording each loss in the history footer. Lossy: needs -y or a yes.
+        #[arg(long)]
+        zero_bad_chunks: bool,
+        /// cetrafs: repair although the registry shows nodes ACTIVE (the filesystem may
+        /// be mounted), and replay their journals.
+        #[arg(long)]
+        force: bool,
+        /// cetrafs: print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        read: ReadArgs,
+    },
+    /// Check every structural rule and decode payloads (.tet: the first 128 chunks, or
+    /// all with --deep); exit 0 when clean, 4 when problems are found.
+    Verify {
+        /// The file.
+        file: PathBuf,
+        /// Print JSON.
+        #[arg(long, conflicts_with = "quiet")]
+        json: bool,
+        /// Print one line.
+        #[arg(short, long)]
+        quiet: bool,
+        #[command(flatten)]
+        read: ReadArgs,
+    },
+}
+
+/// Output into a closed pipe (`tet-host info FILE | head -1`) ends the process quietly
+/// with status 0, as ripgrep does: Rust ignores SIGPIPE, so a write to a closed standard
+/// output fails and `println!` panics; that panic is turned into a clean exit, and any
+/// other failure to write standard output (`> /dev/full`) into a message and exit 8.
+/// Every other panic keeps the default report.
+pub fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") {
+            if msg.contains("Broken pipe") {
+                std::process::exit(0);
+            }
+            // Any other write error (a full disk, /dev/full): say so, exit 8.
+            let why = msg.trim_start_matches("failed printing to stdout: ");
+            eprintln!("tet-host: cannot write to standard output: {why}");
+            std::process::exit(i32::from(Exit::Operational.code()));
+        }
+        default(info);
+    }));
+}

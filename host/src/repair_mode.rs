@@ -1,0 +1,51 @@
+//! How `repair` chooses fixes, the same for both formats:
+//!
+//! | mode | applies |
+//! | --- | --- |
+//! | `-n` | nothing; prints what it would do |
+//! | `-p` | fixes that lose nothing |
+//! | `-y` | every fix, including those that lose something (each named as such) |
+//! | none | asks per fix on a terminal; refuses (exit 16) when standard input is not one |
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use crate::Exit;
+
+/// How fixes are chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `-n`: change nothing.
+    No,
+    /// `-p`: lossless fixes only.
+    Preen,
+    /// `-y`: every fix.
+    Yes,
+    /// Ask per fix.
+    Ask,
+}
+
+/// Refuses [`Mode::Ask`] when standard input is not a terminal (there is no one to ask).
+pub fn check_can_ask(mode: Mode) -> Result<(), Exit> {
+    if mode == Mode::Ask && !std::io::stdin().is_terminal() {
+        eprintln!(
+            "tet-host: repair needs -n, -p or -y when standard input is not a terminal \
+             (it asks before each fix otherwise)"
+        );
+        return Err(Exit::Usage);
+    }
+    Ok(())
+}
+
+/// Asks on the terminal whether to apply a fix; anything but `y`/`yes` is a no.
+pub fn ask(lossless: bool, code: &str, action: &str) -> bool {
+    eprint!(
+        "{}[{code}] {action}? [y/N] ",
+        if lossless { "fix" } else { "lossy fix" },
+    );
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim(), "y" | "Y" | "yes")
+}

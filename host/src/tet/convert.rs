@@ -1,0 +1,243 @@
+//! `tet-host convert`: NumPy `.npy`/`.npz` to `.tet`.
+//!
+//! `.npy` input is memory-mapped and converted tile by tile, so files larger than RAM
+//! convert; `.npz` members stored uncompressed (`np.savez`) are read in place, deflated
+//! members (`np.savez_compressed`) are inflated into memory first. Big-endian and Fortran-order
+//! arrays are converted; `bool` becomes `u8` and `int8` widens to `i16` (`.tet` has no
+//! 8-bit signed type); object, string, complex, datetime and structured arrays are refused.
+
+use std::path::Path;
+
+use tet_alloc::tet::writer::{DatasetSpec, FooterSpec, HistoryRow, Writer};
+use tet_core::tet::{Codec, DatasetId};
+
+use crate::atomic::{AtomicFile, RealFs};
+use crate::tet::write::{write_batch, Tile};
+use crate::Exit;
+
+use super::npy::{default_chunk, parse_npy, tile, Npy};
+
+/// Options of `tet-host convert`.
+#[derive(Clone, Debug)]
+pub struct ConvertOptions {
+    /// Chunk shape (default about 1 MiB per chunk).
+    pub chunk: Option<Vec<u64>>,
+    /// Codec.
+    pub codec: Codec,
+    /// zstd level.
+    pub level: i32,
+    /// Dataset name for a `.npy` input (default: the file stem).
+    pub name: Option<String>,
+}
+
+/// Tiles compressed per parallel batch.
+const BATCH: usize = 16;
+
+/// `tet-host convert`.
+pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
+    let src = match crate::input::Input::open(input) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("tet-host: cannot read {}: {e}", input.display());
+            return Exit::Operational;
+        }
+    };
+    let bytes = src.bytes();
+    let mut members: Vec<(String, Vec<u8>)> = Vec::new(); // inflated npz members
+    let mut arrays: Vec<(String, Npy<'_>)> = Vec::new();
+    let is_zip = bytes.starts_with(b"PK\x03\x04");
+    let mut stored: Vec<(String, std::ops::Range<usize>)> = Vec::new();
+    if is_zip {
+        match npz_members(bytes) {
+            Ok((s, m)) => {
+                stored = s;
+                members = m;
+            }
+            Err(e) => {
+                eprintln!("tet-host: {}: {e}", input.display());
+                return Exit::Usage;
+            }
+        }
+    }
+    let result: Result<(), String> = (|| {
+        if is_zip {
+            for (name, range) in &stored {
+                let b = bytes
+                    .get(range.clone())
+                    .ok_or("archive member out of range")?;
+                arrays.push((name.clone(), parse_npy(b)?));
+            }
+            for (name, b) in &members {
+                arrays.push((name.clone(), parse_npy(b)?));
+            }
+        } else {
+            let name = o.name.clone().unwrap_or_else(|| {
+                input
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "data".into())
+            });
+            arrays.push((name, parse_npy(bytes)?));
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        eprintln!("tet-host: {}: {e}", input.display());
+        return Exit::Usage;
+    }
+    if arrays.is_empty() {
+        eprintln!("tet-host: {}: no arrays to convert", input.display());
+        return Exit::Usage;
+    }
+    let chunks: Vec<Vec<u64>> = arrays
+        .iter()
+        .map(|(_, a)| {
+            o.chunk
+                .clone()
+                .filter(|c| c.len() == a.shape.len())
+                .unwrap_or_else(|| default_chunk(&a.shape, a.source.dtype.size()))
+        })
+        .collect();
+    if let Some(c) = &o.chunk {
+        if let Some((name, a)) = arrays.iter().find(|(_, a)| a.shape.len() != c.len()) {
+            eprintln!(
+                "tet-host: --chunk has {} axes but array '{name}' has {}",
+                c.len(),
+                a.shape.len()
+            );
+            return Exit::Usage;
+        }
+    }
+    let specs: Vec<DatasetSpec<'_>> = arrays
+        .iter()
+        .zip(&chunks)
+        .map(|((name, a), c)| DatasetSpec {
+            name,
+            dtype: a.source.dtype,
+            shape: &a.shape,
+            chunk_shape: c,
+        })
+        .collect();
+    let out = match AtomicFile::create(output, RealFs) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!(
+                "tet-host: cannot create a file beside {}: {e}",
+                output.display()
+            );
+            return Exit::Operational;
+        }
+    };
+    let mut w = match Writer::new(out, &specs) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("tet-host: {}: {e}", output.display());
+            return Exit::Usage;
+        }
+    };
+    for (i, ((_, a), c)) in arrays.iter().zip(&chunks).enumerate() {
+        let grid: Vec<u64> = a
+            .shape
+            .iter()
+            .zip(c)
+            .map(|(s, k)| s.div_ceil((*k).max(1)))
+            .collect();
+        let cells = grid.iter().fold(1u64, |x, g| x.saturating_mul(*g));
+        let id = DatasetId(u32::try_from(i).unwrap_or(u32::MAX));
+        let mut batch: Vec<Tile> = Vec::new();
+        for cell in 0..cells {
+            let coords = tet_alloc::tet::query::position_coords(&grid, cell);
+            let mut t = Vec::new();
+            tile(a, c, &coords, &mut t);
+            batch.push((id, coords, t));
+            if batch.len() >= BATCH || cell.saturating_add(1) == cells {
+                if let Err(e) = write_batch(&mut w, &batch, o.codec, o.level) {
+                    eprintln!("tet-host: {}: {e}", output.display());
+                    return Exit::Operational;
+                }
+                batch.clear();
+            }
+        }
+    }
+    let descrs: Vec<String> = arrays
+        .iter()
+        .map(|(n, a)| format!("{n}:{}", a.descr))
+        .collect();
+    let footer = FooterSpec {
+        history: vec![HistoryRow {
+            op: "convert".into(),
+            source: input.display().to_string(),
+            at: super::now_rfc3339(),
+            params: Some(
+                serde_json::json!({
+                    "from": if is_zip { "npz" } else { "npy" },
+                    "arrays": descrs,
+                    "codec": o.codec.name(),
+                })
+                .to_string(),
+            ),
+        }],
+        metadata: None,
+    };
+    match w.finish(Some(&footer)).map(|f| f.commit()) {
+        Ok(Ok(())) => Exit::Clean,
+        Ok(Err(e)) => {
+            eprintln!("tet-host: {}: {e}", output.display());
+            Exit::Operational
+        }
+        Err(e) => {
+            eprintln!("tet-host: {}: {e}", output.display());
+            Exit::Operational
+        }
+    }
+}
+
+/// The members of an `.npz`: stored ones as byte ranges of `bytes`, deflated ones
+/// inflated in memory (bounded by the archive's declared sizes, checked as they inflate).
+type Members = (
+    Vec<(String, std::ops::Range<usize>)>,
+    Vec<(String, Vec<u8>)>,
+);
+
+fn npz_members(bytes: &[u8]) -> Result<Members, String> {
+    use std::io::Read;
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes))
+        .map_err(|e| format!("not a readable .npz archive: {e}"))?;
+    let mut stored = Vec::new();
+    let mut inflated = Vec::new();
+    for i in 0..zip.len() {
+        let mut f = zip
+            .by_index(i)
+            .map_err(|e| format!("archive member {i}: {e}"))?;
+        let name = f.name().trim_end_matches(".npy").to_string();
+        if f.compression() == zip::CompressionMethod::Stored {
+            let start = f
+                .data_start()
+                .and_then(|s| usize::try_from(s).ok())
+                .ok_or("archive member without a data offset")?;
+            let len = usize::try_from(f.size()).map_err(|_| "archive member too large")?;
+            stored.push((name, start..start.saturating_add(len)));
+        } else {
+            let mut v = Vec::new();
+            f.read_to_end(&mut v)
+                .map_err(|e| format!("archive member '{name}': {e}"))?;
+            inflated.push((name, v));
+        }
+    }
+    Ok((stored, inflated))
+}
+
+/// Parses `--chunk 256,256`.
+pub fn parse_chunk(s: &str) -> Result<Vec<u64>, String> {
+    s.split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|v| *v > 0)
+                .ok_or_else(|| {
+                    format!("--chunk wants positive integers separated by commas, got '{s}'")
+                })
+        })
+        .collect()
+}

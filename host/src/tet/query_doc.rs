@@ -1,0 +1,265 @@
+//! Query documents: JSON or TOML, the flat shape the other implementation accepts,
+//! parsed into a [`QueryDoc`].
+
+use std::io::Read;
+use std::path::Path;
+
+use serde_json::Value as Json;
+use tet_alloc::tet::query::Operation;
+use tet_core::tet::fold::Reduce;
+use tet_core::tet::select::Slice;
+use tet_core::tet::ExecutionSettings;
+
+/// A parsed query document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueryDoc {
+    /// Dataset name.
+    pub dataset: String,
+    /// Per-axis slices.
+    pub selection: Vec<Slice>,
+    /// The operation and the axes it reduces (`None`: all, a scalar).
+    pub op: Option<(Operation, Option<Vec<usize>>)>,
+    /// `execution` overrides of the memory budget.
+    pub execution: Option<ExecutionSettings>,
+}
+
+/// Every operation key a query document accepts.
+pub const OPS: &[&str] = &[
+    "sum",
+    "prod",
+    "mean",
+    "min",
+    "max",
+    "count",
+    "var",
+    "std",
+    "argmin",
+    "argmax",
+    "nan_sum",
+    "nan_mean",
+    "nan_min",
+    "nan_max",
+    "nan_var",
+    "nan_std",
+    "nan_count",
+    "inf_count",
+    "all_finite",
+    "quantile",
+    "median",
+];
+
+/// Reads the QUERY argument: `-` is standard input, an existing path is a file, anything
+/// else is the document itself.
+pub fn read_query_arg(arg: &str) -> Result<String, String> {
+    if arg == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("cannot read the query from standard input: {e}"))?;
+        return Ok(s);
+    }
+    let p = Path::new(arg);
+    if p.is_file() {
+        return std::fs::read_to_string(p).map_err(|e| format!("cannot read {arg}: {e}"));
+    }
+    Ok(arg.to_string())
+}
+
+/// Parses a JSON or TOML query document.
+pub fn parse_doc(text: &str) -> Result<QueryDoc, String> {
+    let v: Json = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).map_err(|e| format!("query JSON: {e}"))?
+    } else {
+        toml::from_str(text).map_err(|e| format!("query TOML: {e}"))?
+    };
+    let obj = v
+        .as_object()
+        .ok_or("the query must be an object (JSON) or a table (TOML)")?;
+    let mut doc = QueryDoc {
+        dataset: String::new(),
+        selection: Vec::new(),
+        op: None,
+        execution: None,
+    };
+    let mut dataset = None;
+    let mut op_key: Option<&str> = None;
+    for (k, val) in obj {
+        match k.as_str() {
+            "layout_version" => {
+                if val.as_u64() != Some(1) {
+                    return Err(format!("layout_version {val} is not supported (only 1)"));
+                }
+            }
+            "dataset" => dataset = Some(val.as_str().ok_or("\"dataset\" must be a string")?),
+            "selection" => doc.selection = parse_selection(val)?,
+            "execution" => doc.execution = Some(parse_execution(val)?),
+            name if OPS.contains(&name) => {
+                if let Some(prev) = op_key {
+                    return Err(format!(
+                        "two operations in one query: \"{prev}\" and \"{name}\""
+                    ));
+                }
+                op_key = Some(name);
+                doc.op = Some(parse_op(name, val)?);
+            }
+            other => {
+                return Err(format!(
+                    "unknown key \"{other}\" (accepted: layout_version, dataset, selection, \
+                     execution, and one of {})",
+                    OPS.join(", ")
+                ))
+            }
+        }
+    }
+    doc.dataset = dataset.ok_or("the query names no \"dataset\"")?.to_string();
+    Ok(doc)
+}
+
+fn int(v: &Json, what: &str) -> Result<Option<i64>, String> {
+    match v {
+        Json::Null => Ok(None),
+        Json::Number(n) => n
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| format!("{what} must be an integer, got {n}")),
+        other => Err(format!("{what} must be an integer or null, got {other}")),
+    }
+}
+
+fn parse_selection(v: &Json) -> Result<Vec<Slice>, String> {
+    let list = v
+        .as_array()
+        .ok_or("\"selection\" must be a list of {start, stop, step} objects")?;
+    let mut out = Vec::with_capacity(list.len());
+    for (axis, item) in list.iter().enumerate() {
+        let mut s = Slice::default();
+        match item {
+            Json::Null => {}
+            Json::Object(m) => {
+                for (k, x) in m {
+                    let what = format!("selection[{axis}].{k}");
+                    match k.as_str() {
+                        "start" => s.start = int(x, &what)?,
+                        "stop" => s.stop = int(x, &what)?,
+                        "step" => s.step = int(x, &what)?,
+                        other => {
+                            return Err(format!(
+                                "unknown key \"{other}\" in selection[{axis}] (accepted: start, stop, step)"
+                            ))
+                        }
+                    }
+                }
+            }
+            other => {
+                return Err(format!(
+                    "selection[{axis}] must be an object with start, stop, step, got {other}"
+                ))
+            }
+        }
+        out.push(s);
+    }
+    Ok(out)
+}
+
+fn parse_execution(v: &Json) -> Result<ExecutionSettings, String> {
+    let m = v.as_object().ok_or("\"execution\" must be an object")?;
+    let mut e = ExecutionSettings {
+        memory_budget_percent_bps: 0,
+        memory_budget_bytes: 0,
+    };
+    for (k, x) in m {
+        match k.as_str() {
+            "memory_budget_bytes" => {
+                e.memory_budget_bytes = x
+                    .as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or("execution.memory_budget_bytes must be an integer below 2^32")?;
+            }
+            "memory_budget_percent_bps" => {
+                e.memory_budget_percent_bps = x
+                    .as_u64()
+                    .and_then(|n| u16::try_from(n).ok())
+                    .filter(|n| *n <= 10_000)
+                    .ok_or("execution.memory_budget_percent_bps must be 0 ..= 10000")?;
+            }
+            other => {
+                return Err(format!(
+                    "unknown key \"{other}\" in execution (accepted: memory_budget_bytes, \
+                     memory_budget_percent_bps)"
+                ))
+            }
+        }
+    }
+    Ok(e)
+}
+
+fn axes_of(v: &Json, what: &str) -> Result<Option<Vec<usize>>, String> {
+    let one = |x: &Json| -> Result<usize, String> {
+        x.as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| format!("{what}: axis must be a non-negative integer, got {x}"))
+    };
+    match v {
+        Json::Null => Ok(None),
+        Json::Array(a) if a.is_empty() => Ok(None),
+        Json::Array(a) => a.iter().map(one).collect::<Result<Vec<_>, _>>().map(Some),
+        n @ Json::Number(_) => Ok(Some(vec![one(n)?])),
+        other => Err(format!(
+            "{what}: axes must be a list or a number, got {other}"
+        )),
+    }
+}
+
+fn parse_op(name: &str, v: &Json) -> Result<(Operation, Option<Vec<usize>>), String> {
+    let mut axes = None;
+    let mut ddof: u32 = 0;
+    let mut q: Option<f64> = None;
+    match v {
+        Json::Object(m) => {
+            for (k, x) in m {
+                match k.as_str() {
+                    "axes" | "axis" => axes = axes_of(x, name)?,
+                    "ddof" if matches!(name, "var" | "std" | "nan_var" | "nan_std") => {
+                        ddof = x
+                            .as_u64()
+                            .and_then(|n| u32::try_from(n).ok())
+                            .ok_or_else(|| format!("{name}.ddof must be a non-negative integer"))?;
+                    }
+                    "q" if name == "quantile" => {
+                        q = Some(x.as_f64().ok_or("quantile.q must be a number")?);
+                    }
+                    other => return Err(format!("unknown parameter \"{other}\" for {name}")),
+                }
+            }
+        }
+        other => axes = axes_of(other, name)?,
+    }
+    let r = match name {
+        "sum" => Reduce::Sum,
+        "prod" => Reduce::Prod,
+        "mean" => Reduce::Mean,
+        "min" => Reduce::Min,
+        "max" => Reduce::Max,
+        "count" => Reduce::Count,
+        "var" => Reduce::Var(ddof),
+        "std" => Reduce::Std(ddof),
+        "argmin" => Reduce::ArgMin,
+        "argmax" => Reduce::ArgMax,
+        "nan_sum" => Reduce::NanSum,
+        "nan_mean" => Reduce::NanMean,
+        "nan_min" => Reduce::NanMin,
+        "nan_max" => Reduce::NanMax,
+        "nan_var" => Reduce::NanVar(ddof),
+        "nan_std" => Reduce::NanStd(ddof),
+        "nan_count" => Reduce::NanCount,
+        "inf_count" => Reduce::InfCount,
+        "all_finite" => Reduce::AllFinite,
+        "median" => return Ok((Operation::Quantile(0.5), axes)),
+        "quantile" => {
+            let q = q.ok_or("quantile needs {\"q\": 0..1}")?;
+            return Ok((Operation::Quantile(q), axes));
+        }
+        other => return Err(format!("unknown operation {other}")),
+    };
+    Ok((Operation::Reduce(r), axes))
+}

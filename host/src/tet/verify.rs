@@ -1,0 +1,321 @@
+//! `tet-host info` and `tet-host verify` for `.tet` files.
+
+use std::path::Path;
+
+use rayon::prelude::*;
+use serde_json::{json, Value};
+use tet_alloc::tet::decode::{ChunkDecoder, DecodeError};
+use tet_alloc::tet::scan::ChunkTable;
+use tet_core::tet::{Code, Finding, Sink, Span, TetFile};
+use tet_core::{Error, ErrorKind};
+
+use super::budget_message;
+use crate::progress::progress_bar;
+use crate::tet::codec::CZstd;
+use crate::tet::report::{finding_json, message, Collector, Names};
+use crate::{Exit, Output};
+use tet_alloc::tet::history;
+
+/// Parses the footer JSON (if any) and returns the metadata spill span it names; JSON
+/// problems become findings.
+fn footer_checks(
+    file: &TetFile<'_>,
+    out: &mut Collector,
+) -> (Option<history::History>, Option<Span>) {
+    let Some(footer) = file.footer() else {
+        return (None, None);
+    };
+    let at = footer.json_offset();
+    match history::parse(footer.history_json()) {
+        Err(e) => {
+            out.report_with_note(
+                Finding::new(
+                    Code::FooterJson,
+                    Error::new(ErrorKind::Invalid, "footer.history_json", at),
+                ),
+                e,
+            );
+            (None, None)
+        }
+        Ok(h) => {
+            let span = h.metadata_ref.map(|(offset, len)| Span { offset, len });
+            if let Some(s) = span {
+                let spill = usize::try_from(s.offset).ok().and_then(|o| {
+                    let end = o.checked_add(usize::try_from(s.len).ok()?)?;
+                    file.bytes().get(o..end)
+                });
+                if let Some(bytes) = spill.filter(|_| s.offset.saturating_add(s.len) <= at) {
+                    if let Err(e) = history::check_spill(bytes) {
+                        out.report_with_note(
+                            Finding::new(
+                                Code::MetadataSpill,
+                                Error::new(ErrorKind::Invalid, "metadata_spill", s.offset),
+                            ),
+                            e,
+                        );
+                    }
+                }
+            }
+            (Some(h), span)
+        }
+    }
+}
+
+/// How a pass reads payloads.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DecodeOptions {
+    /// Decode every chunk (`--deep`); otherwise the first 128 rows (quick scan).
+    pub deep: bool,
+    /// Threads (`-j`); `None` = one per core.
+    pub threads: Option<usize>,
+    /// Memory budget in bytes; `None` = the file's `TIDX` execution settings.
+    pub budget: Option<u64>,
+    /// Draw a progress bar on standard error.
+    pub progress: bool,
+}
+
+/// What a full check found.
+pub struct Checked {
+    /// Structural and decode findings.
+    pub found: Collector,
+    /// The footer JSON, when valid.
+    pub history: Option<history::History>,
+    /// The first chunk that could not be decoded for lack of memory (operational).
+    pub operational: Option<DecodeError>,
+    /// The budget in force.
+    pub budget: u64,
+    /// Rows whose payloads failed to decode (corruption), in row order.
+    pub bad_rows: Vec<u64>,
+    /// End of the last referenced byte.
+    pub data_end: u64,
+    /// The metadata spill the footer JSON names.
+    pub spill: Option<Span>,
+}
+
+/// Runs every structural check plus the quick decode scan.
+pub fn check(bytes: &[u8]) -> Result<(Collector, Option<history::History>), Error> {
+    let c = check_with(bytes, &DecodeOptions::default())?;
+    Ok((c.found, c.history))
+}
+
+/// Runs every structural check, then decodes the payloads `opts` asks for.
+pub fn check_with(bytes: &[u8], opts: &DecodeOptions) -> Result<Checked, Error> {
+    let mut out = Collector::default();
+    let mut spill = None;
+    let mut hist = None;
+    let file = TetFile::parse(bytes, &mut |_: &Finding| {});
+    if let Some(file) = &file {
+        (hist, spill) = footer_checks(file, &mut out);
+    }
+    let summary = tet_alloc::tet::verify_owned(bytes, spill, &mut out)?;
+    let mut checked = Checked {
+        found: out,
+        history: hist,
+        operational: None,
+        budget: 0,
+        bad_rows: Vec::new(),
+        data_end: summary.data_end,
+        spill,
+    };
+    let Some(file) = file else {
+        return Ok(checked);
+    };
+    checked.budget = crate::tet::budget_for(&file, None, opts.budget);
+    let table = ChunkTable::new(file)?;
+    let pass = decode_pass(&table, opts, checked.budget);
+    for e in &pass.corrupt {
+        if let Some(f) = e.finding() {
+            checked.found.report(&f);
+        }
+        checked.bad_rows.push(e.row);
+    }
+    checked.operational = pass.operational;
+    Ok(checked)
+}
+
+/// What decoding found.
+pub struct DecodePass {
+    /// Corruption, in row order.
+    pub corrupt: Vec<DecodeError>,
+    /// The first operational failure (over budget, out of memory).
+    pub operational: Option<DecodeError>,
+}
+
+/// Rows decoded per parallel batch: results are gathered per batch, so memory for
+/// results stays bounded however many rows fail.
+const BATCH_ROWS: u64 = 4096;
+
+/// Decodes the zstd rows `opts` selects, in parallel, reporting in row order whatever
+/// the thread count. Threads are reduced so that `threads × largest chunk` fits the
+/// budget; a chunk that alone exceeds it is an operational failure.
+pub fn decode_pass(table: &ChunkTable<'_>, opts: &DecodeOptions, budget: u64) -> DecodePass {
+    let rows = table.scan_rows(opts.deep);
+    let probe: ChunkDecoder<CZstd> = ChunkDecoder::new(CZstd::new(), budget);
+    let mut largest = 0u64;
+    let mut stored_total = 0u64;
+    for r in 0..rows {
+        if table.is_zstd(r) {
+            if let Some(row) = usize::try_from(r)
+                .ok()
+                .and_then(|i| table.file().rows().get(i))
+            {
+                largest = largest.max(probe.memory_needed(row.raw_byte_len.get()));
+                stored_total = stored_total.saturating_add(row.stored_byte_len.get());
+            }
+        }
+    }
+    let wanted = opts
+        .threads
+        .unwrap_or_else(rayon::current_num_threads)
+        .max(1);
+    let fit =
+        usize::try_from(budget.checked_div(largest).unwrap_or(u64::MAX)).unwrap_or(usize::MAX);
+    let threads = wanted.min(fit).max(1);
+    let bar = progress_bar(opts.progress, stored_total);
+    let run = || {
+        let mut pass = DecodePass {
+            corrupt: Vec::new(),
+            operational: None,
+        };
+        let mut start = 0u64;
+        while start < rows {
+            let end = start.saturating_add(BATCH_ROWS).min(rows);
+            let errors: Vec<DecodeError> = (start..end)
+                .into_par_iter()
+                .filter(|r| table.is_zstd(*r))
+                .filter_map(|r| table.chunk(r))
+                .map_init(
+                    || ChunkDecoder::new(CZstd::new(), budget),
+                    |dec, c| {
+                        let r = dec.decode(&c).err();
+                        if let Some(b) = &bar {
+                            b.inc(u64::try_from(c.payload.len()).unwrap_or(0));
+                        }
+                        r
+                    },
+                )
+                .flatten()
+                .collect();
+            for e in errors {
+                if e.is_operational() {
+                    pass.operational.get_or_insert(e);
+                } else if pass.corrupt.len() < crate::tet::report::KEEP {
+                    pass.corrupt.push(e);
+                }
+            }
+            start = end;
+        }
+        pass
+    };
+    let pass = match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+        Ok(pool) => pool.install(run),
+        Err(_) => run(),
+    };
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    pass
+}
+
+/// `tet-host verify`.
+pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -> Exit {
+    let checked = match check_with(bytes, opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tet-host: {}: {e}", path.display());
+            return Exit::Operational;
+        }
+    };
+    let found = &checked.found;
+    let file = TetFile::parse(bytes, &mut |_: &Finding| {});
+    let file = file.as_ref();
+    let mut findings: Vec<(usize, &Finding)> = found.kept.iter().enumerate().collect();
+    findings.sort_by_key(|(i, f)| (f.error.offset, *i));
+    let names = Names::for_findings(file, &found.kept);
+    let msg = |i: usize, f: &Finding| message(&names, f, found.notes.get(&i));
+    let status = if checked.operational.is_some() {
+        "incomplete"
+    } else if found.errors > 0 {
+        "errors"
+    } else if found.warnings > 0 {
+        "warnings"
+    } else {
+        "clean"
+    };
+    match output {
+        Output::Json => {
+            let list: Vec<Value> = findings
+                .iter()
+                .map(|(i, f)| finding_json(&names, f, found.notes.get(i)))
+                .collect();
+            let v = json!({
+                "file": path.display().to_string(),
+                "format": "tet",
+                "status": status,
+                "scan": if opts.deep { "deep" } else { "quick" },
+                "errors": found.errors,
+                "warnings": found.warnings,
+                "findings_not_listed": found.dropped,
+                "findings": list,
+            });
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        }
+        Output::Quiet => {
+            if found.is_clean() {
+                println!("{}: {status}", path.display());
+            } else {
+                let first = findings
+                    .iter()
+                    .find(|(_, f)| f.severity() == tet_core::tet::Severity::Error)
+                    .or(findings.first())
+                    .map(|(i, f)| {
+                        format!(
+                            " first: {}[{}] {}",
+                            f.severity().name(),
+                            f.code.as_str(),
+                            msg(*i, f)
+                        )
+                    })
+                    .unwrap_or_default();
+                println!(
+                    "{}: {} error(s), {} warning(s);{first}",
+                    path.display(),
+                    found.errors,
+                    found.warnings
+                );
+            }
+        }
+        Output::Human => {
+            for (i, f) in &findings {
+                println!(
+                    "{}[{}] {}",
+                    f.severity().name(),
+                    f.code.as_str(),
+                    msg(*i, f)
+                );
+            }
+            if found.dropped > 0 {
+                println!("... and {} more findings not listed", found.dropped);
+            }
+            if found.is_clean() {
+                println!("{}: {status}", path.display());
+            } else {
+                println!(
+                    "{}: {} error(s), {} warning(s)",
+                    path.display(),
+                    found.errors,
+                    found.warnings
+                );
+            }
+        }
+    }
+    if let Some(e) = &checked.operational {
+        eprintln!("tet-host: {}: {}", path.display(), budget_message(e));
+        return Exit::Operational;
+    }
+    if found.is_clean() {
+        Exit::Clean
+    } else {
+        Exit::Problems
+    }
+}
