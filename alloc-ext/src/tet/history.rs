@@ -3,10 +3,13 @@
 
 use alloc::borrow::Cow;
 use alloc::string::{String, ToString};
+use alloc::vec::Vec;
 use core::fmt;
 
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use tet_core::tet::{Code, Finding, Span, TetFile};
+use tet_core::{Error, ErrorKind};
 
 /// What the JSON says.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -200,6 +203,55 @@ pub fn check_spill(spill: &[u8]) -> Result<(), String> {
     let mut de = serde_json::Deserializer::from_slice(spill);
     Obj::deserialize(&mut de).map_err(|e| e.to_string())?;
     de.end().map_err(|e| e.to_string())
+}
+
+/// What a file's footer JSON holds, and what is wrong with it.
+#[derive(Debug, Default)]
+pub struct FooterCheck {
+    /// The history, when the JSON is valid.
+    pub history: Option<History>,
+    /// The metadata spill the JSON names (checked against the file only by the verifier).
+    pub spill: Option<Span>,
+    /// `footer-json` and `metadata-spill` findings, each with what the JSON parser said.
+    pub problems: Vec<(Finding, String)>,
+}
+
+/// Checks the footer JSON of `file` (if it has a footer) and the metadata spill it
+/// names. Memory stays bounded by the largest history row ([`parse`]).
+pub fn check_footer(file: &TetFile<'_>) -> FooterCheck {
+    let mut out = FooterCheck::default();
+    let Some(footer) = file.footer() else {
+        return out;
+    };
+    let at = footer.json_offset();
+    let h = match parse(footer.history_json()) {
+        Ok(h) => h,
+        Err(e) => {
+            let error = Error::new(ErrorKind::Invalid, "footer.history_json", at);
+            out.problems
+                .push((Finding::new(Code::FooterJson, error), e));
+            return out;
+        }
+    };
+    let span = h.metadata_ref.map(|(offset, len)| Span { offset, len });
+    // A spill that does not lie before the footer is the verifier's finding, not ours.
+    let spill = span
+        .filter(|s| s.offset.saturating_add(s.len) <= at)
+        .and_then(|s| {
+            let start = usize::try_from(s.offset).ok()?;
+            let end = start.checked_add(usize::try_from(s.len).ok()?)?;
+            file.bytes().get(start..end).map(|b| (s, b))
+        });
+    if let Some((s, bytes)) = spill {
+        if let Err(e) = check_spill(bytes) {
+            let error = Error::new(ErrorKind::Invalid, "metadata_spill", s.offset);
+            out.problems
+                .push((Finding::new(Code::MetadataSpill, error), e));
+        }
+    }
+    out.history = Some(h);
+    out.spill = span;
+    out
 }
 
 #[cfg(test)]

@@ -2,11 +2,11 @@
 //! memory-mapped: other nodes write a shared disk while we read it, and a mapping of a
 //! file that shrinks kills the process with `SIGBUS` where a read returns an error.
 
-use std::cell::RefCell;
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
 
 use tet_core::block::{Block, BlockDevice, BlockDeviceMut, BLOCK_SIZE, BLOCK_SIZE_U64, SECTOR};
 use tet_core::{Error, ErrorKind, Result};
@@ -34,9 +34,18 @@ struct Window {
 pub struct FileDevice {
     file: File,
     blocks: u64,
-    windows: RefCell<(u64, Vec<Window>)>,
+    /// The read-ahead cache behind a lock, so one device can serve reads from several
+    /// threads (`FileDevice` is `Send + Sync`; a poisoned lock still holds a valid
+    /// cache, so it is used as it is).
+    windows: Mutex<(u64, Vec<Window>)>,
     writable: bool,
 }
+
+// A check may fan out over one device on several threads.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<FileDevice>();
+};
 
 impl FileDevice {
     /// Opens `path` read-only. Directories, FIFOs, sockets and character devices are
@@ -49,7 +58,7 @@ impl FileDevice {
         Ok(FileDevice {
             file,
             blocks: bytes / BLOCK_SIZE_U64,
-            windows: RefCell::new((0, (0..WINDOWS).map(|_| Window::default()).collect())),
+            windows: Mutex::new((0, (0..WINDOWS).map(|_| Window::default()).collect())),
             writable: false,
         })
     }
@@ -66,17 +75,16 @@ impl FileDevice {
         Ok(FileDevice {
             file,
             blocks: bytes / BLOCK_SIZE_U64,
-            windows: RefCell::new((0, (0..WINDOWS).map(|_| Window::default()).collect())),
+            windows: Mutex::new((0, (0..WINDOWS).map(|_| Window::default()).collect())),
             writable: true,
         })
     }
 
     /// Forgets cached blocks (after a write).
     fn invalidate(&self) {
-        if let Ok(mut w) = self.windows.try_borrow_mut() {
-            for win in w.1.iter_mut() {
-                win.blocks = 0;
-            }
+        let mut w = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+        for win in w.1.iter_mut() {
+            win.blocks = 0;
         }
     }
 
@@ -137,7 +145,7 @@ impl BlockDevice for FileDevice {
                 lba.saturating_mul(BLOCK_SIZE_U64),
             ));
         }
-        let mut w = self.windows.borrow_mut();
+        let mut w = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
         let (clock, windows) = &mut *w;
         *clock = clock.saturating_add(1);
         let now = *clock;

@@ -6,8 +6,8 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 use tet_alloc::tet::decode::{ChunkDecoder, DecodeError};
 use tet_alloc::tet::scan::ChunkTable;
-use tet_core::tet::{Code, Finding, Sink, Span, TetFile};
-use tet_core::{Error, ErrorKind};
+use tet_core::tet::{Finding, Sink, Span, TetFile};
+use tet_core::Error;
 
 use super::budget_message;
 use crate::progress::progress_bar;
@@ -15,51 +15,6 @@ use crate::tet::codec::CZstd;
 use crate::tet::report::{finding_json, message, Collector, Names};
 use crate::{Exit, Output};
 use tet_alloc::tet::history;
-
-/// Parses the footer JSON (if any) and returns the metadata spill span it names; JSON
-/// problems become findings.
-fn footer_checks(
-    file: &TetFile<'_>,
-    out: &mut Collector,
-) -> (Option<history::History>, Option<Span>) {
-    let Some(footer) = file.footer() else {
-        return (None, None);
-    };
-    let at = footer.json_offset();
-    match history::parse(footer.history_json()) {
-        Err(e) => {
-            out.report_with_note(
-                Finding::new(
-                    Code::FooterJson,
-                    Error::new(ErrorKind::Invalid, "footer.history_json", at),
-                ),
-                e,
-            );
-            (None, None)
-        }
-        Ok(h) => {
-            let span = h.metadata_ref.map(|(offset, len)| Span { offset, len });
-            if let Some(s) = span {
-                let spill = usize::try_from(s.offset).ok().and_then(|o| {
-                    let end = o.checked_add(usize::try_from(s.len).ok()?)?;
-                    file.bytes().get(o..end)
-                });
-                if let Some(bytes) = spill.filter(|_| s.offset.saturating_add(s.len) <= at) {
-                    if let Err(e) = history::check_spill(bytes) {
-                        out.report_with_note(
-                            Finding::new(
-                                Code::MetadataSpill,
-                                Error::new(ErrorKind::Invalid, "metadata_spill", s.offset),
-                            ),
-                            e,
-                        );
-                    }
-                }
-            }
-            (Some(h), span)
-        }
-    }
-}
 
 /// How a pass reads payloads.
 #[derive(Clone, Copy, Debug, Default)]
@@ -105,7 +60,11 @@ pub fn check_with(bytes: &[u8], opts: &DecodeOptions) -> Result<Checked, Error> 
     let mut hist = None;
     let file = TetFile::parse(bytes, &mut |_: &Finding| {});
     if let Some(file) = &file {
-        (hist, spill) = footer_checks(file, &mut out);
+        let footer = history::check_footer(file);
+        for (f, note) in footer.problems {
+            out.report_with_note(f, note);
+        }
+        (hist, spill) = (footer.history, footer.spill);
     }
     let summary = tet_alloc::tet::verify_owned(bytes, spill, &mut out)?;
     let mut checked = Checked {
