@@ -43,6 +43,19 @@ pub enum Exit {
 }
 
 impl Exit {
+    /// The exit status for an error of `category`, the one mapping every command uses
+    /// (the README's table): the input's own damage, whatever its form, is 4; what the
+    /// machine could not do (read, write, memory, a refusal) is 8; what the user typed
+    /// wrong is 16.
+    pub fn of(category: tet_core::Category) -> Exit {
+        use tet_core::Category;
+        match category {
+            Category::Truncated | Category::Corrupt | Category::Incompatible => Exit::Problems,
+            Category::Io => Exit::Operational,
+            Category::Usage => Exit::Usage,
+        }
+    }
+
     /// The process exit status.
     pub fn code(self) -> u8 {
         match self {

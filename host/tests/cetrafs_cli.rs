@@ -11,6 +11,9 @@
 use std::path::{Path, PathBuf};
 
 use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::testing::reseal;
+use tet_core::block::MemDevice;
+use tet_core::cetrafs::{Buffers, Fs};
 
 mod common;
 use common::{golden, run};
@@ -58,6 +61,52 @@ fn fixed_image(dir: &Path) {
     )
     .unwrap();
     std::fs::write(dir.join("golden.img"), b.build().unwrap()).unwrap();
+}
+
+/// The findings of `verify --json` and `repair -n --json` have the one shape both
+/// formats share (`code`, `severity`, `field`, `offset`, `message`, `context`), pinned by
+/// golden files: a wrong link count on /etc/motd and a block group free count off by
+/// one, checksums resealed.
+#[test]
+fn golden_findings_json_for_a_damaged_image() {
+    let dir = scratch("golden-damaged");
+    fixed_image(&dir);
+    let path = dir.join("golden.img");
+    let mut img = std::fs::read(&path).unwrap();
+    {
+        let mut bufs = Buffers::new();
+        let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+        let inode = fs.resolve(b"/etc/motd", &mut bufs).unwrap().lba() as usize * 4096;
+        let bg = fs.superblock().raw().bg_table_start.get() as usize * 4096;
+        img[inode + 28] = 5;
+        img[bg + 64] ^= 2;
+    }
+    reseal(&mut img);
+    std::fs::write(&path, &img).unwrap();
+    let (code, out, _) = run(&["verify", "--json", "golden.img"], &dir);
+    assert_eq!(code, 4);
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let link = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "link-count")
+        .unwrap();
+    assert_eq!(link["severity"], "error");
+    assert!(link["context"]["inode"].as_u64().unwrap() > 1, "{link}");
+    assert_eq!(
+        link["context"]["block"].as_u64().unwrap(),
+        link["offset"].as_u64().unwrap() / 4096
+    );
+    golden("cetrafs_verify_damaged.json", &text(out));
+    let (code, out, _) = run(&["repair", "-n", "--json", "golden.img"], &dir);
+    assert_eq!(code, 4);
+    golden("cetrafs_repair_n_damaged.json", &text(out));
+    assert!(
+        std::fs::read(&path).unwrap() == img,
+        "-n wrote to the image"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -221,4 +270,54 @@ fn hard_links_binary_xattrs_streamed_cat_and_zone_groups() {
 
 fn text_of(b: impl Into<Vec<u8>>) -> String {
     String::from_utf8(b.into()).unwrap()
+}
+
+/// A device whose reads past block 0 fail, as a disk with bad sectors does.
+struct FailingDevice<'a>(MemDevice<'a>);
+
+impl tet_core::block::BlockDevice for FailingDevice<'_> {
+    fn block_count(&self) -> u64 {
+        self.0.block_count()
+    }
+    fn read_block(&self, lba: u64, buf: &mut tet_core::block::Block) -> tet_core::Result<()> {
+        if lba == 0 {
+            return self.0.read_block(lba, buf);
+        }
+        Err(tet_core::Error::new(
+            tet_core::ErrorKind::Io,
+            "block read",
+            lba.saturating_mul(4096),
+        ))
+    }
+}
+
+/// An I/O error while mounting is operational (exit 8), not damage (4): the exit code
+/// comes from the error's category.
+#[test]
+fn an_io_error_while_mounting_exits_8() {
+    use tet_core::block::BlockDevice;
+    use tet_host::Exit;
+    let dir = scratch("io-mount");
+    fixed_image(&dir);
+    let path = dir.join("golden.img");
+    let img = std::fs::read(&path).unwrap();
+    let dev = FailingDevice(MemDevice::new(&img));
+    assert_eq!(dev.block_count(), 2048);
+    let out = tet_host::Output::Human;
+    assert_eq!(
+        tet_host::cetrafs::read::ls(&path, &dev, "/", out, true),
+        Exit::Operational
+    );
+    assert_eq!(
+        tet_host::cetrafs::info::info(&path, &dev, out),
+        Exit::Operational
+    );
+    assert_eq!(Exit::Operational.code(), 8);
+    // The same image read whole mounts and lists.
+    let whole = MemDevice::new(&img);
+    assert_eq!(
+        tet_host::cetrafs::read::ls(&path, &whole, "/", out, true),
+        Exit::Clean
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

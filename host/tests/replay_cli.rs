@@ -16,7 +16,7 @@ use tet_core::block::MemDevice;
 use tet_core::cetrafs::{Buffers, Fs, Mapping};
 
 mod common;
-use common::run;
+use common::{golden, run};
 
 fn dirty_image(live: bool) -> Vec<u8> {
     let mut b = ImageBuilder::new(Params {
@@ -94,6 +94,21 @@ fn replay_once_then_nothing_and_live_nodes_refused() {
     );
     let (code, _, err) = run(&["replay", "--force", "live"], &dir);
     assert_eq!(code, 1, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `replay --json` in the shape pinned by a golden file.
+#[test]
+fn replay_json_golden() {
+    let dir = std::env::temp_dir().join(format!("tet-host-replay-json-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("img"), dirty_image(false)).unwrap();
+    let (code, out, err) = run(&["replay", "--json", "img"], &dir);
+    assert_eq!(code, 1, "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["journals"], 1);
+    golden("cetrafs_replay.json", &String::from_utf8(out).unwrap());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -17,7 +17,7 @@ use core::fmt;
 use tet_core::arith::u64_of;
 use tet_core::tet::zstd::{parse_frame_header, FrameHeader, FRAME_MAGIC};
 use tet_core::tet::{Chunk, Code, Codec, Coords, DatasetId, ExecutionSettings, Finding};
-use tet_core::{Error, ErrorKind};
+use tet_core::{Category, Error, ErrorKind};
 
 /// The memory budget a file's `TIDX` execution settings ask for on a host with
 /// `host_ram` bytes of memory: `memory_budget_bytes` when nonzero, else
@@ -103,6 +103,16 @@ pub struct DecodeError {
 }
 
 impl DecodeError {
+    /// The category, for exit codes: a budget or allocator failure is operational
+    /// ([`Category::Io`]), everything else is the file's corruption.
+    pub fn category(&self) -> Category {
+        if self.is_operational() {
+            Category::Io
+        } else {
+            Category::Corrupt
+        }
+    }
+
     /// Whether the failure says nothing about the file (budget or allocator): report it
     /// as an operational error, never as a finding, and never repair the chunk.
     pub fn is_operational(&self) -> bool {

@@ -80,6 +80,17 @@ pub enum ReplayError {
     Device(Error),
 }
 
+impl ReplayError {
+    /// The category, for exit codes: a refusal (a live node, another replayer's claim) is
+    /// operational, like a device error; a structure's failure has its own.
+    pub fn category(&self) -> crate::Category {
+        match self {
+            ReplayError::LiveNode { .. } | ReplayError::Claimed { .. } => crate::Category::Io,
+            ReplayError::Device(e) => e.kind.category(),
+        }
+    }
+}
+
 impl From<Error> for ReplayError {
     fn from(e: Error) -> Self {
         ReplayError::Device(e)

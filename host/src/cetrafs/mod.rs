@@ -13,21 +13,34 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 use tet_core::block::{BlockDevice, BLOCK_SIZE_U64};
-use tet_core::cetrafs::{Buffers, Committed, Features, Fs, OverlayDevice};
+use tet_core::cetrafs::{Buffers, Committed, Features, Finding, Fs, OverlayDevice};
 use tet_core::Error;
 
+use crate::report::Rendered;
 use crate::Exit;
 
 /// A device the commands read an image from.
 pub type Dev<'a> = &'a dyn BlockDevice;
 
-fn open_fs<'a>(path: &Path, dev: Dev<'a>) -> Result<Fs<Dev<'a>>, Exit> {
+/// Mounts the image for reading, or says why not: not a cetrafs image (16), a block 0
+/// that cannot be read (8), an image that does not mount (from the error's category).
+fn open_fs<D: BlockDevice>(path: &Path, dev: D) -> Result<Fs<D>, Exit> {
     let mut b = Buffers::new();
-    let magic_ok = dev.block_count() > 0
-        && dev.read_block(0, &mut b.data).is_ok()
-        && b.data.starts_with(&tet_core::cetrafs::SB_MAGIC);
-    if !magic_ok {
-        eprintln!("tet-host: {}: not a cetrafs image (no CTFS magic); ls, cat and stat read cetrafs images", path.display());
+    if dev.block_count() > 0 {
+        if let Err(e) = dev.read_block(0, &mut b.data) {
+            eprintln!(
+                "tet-host: {}: cannot read: {}",
+                path.display(),
+                describe(&e)
+            );
+            return Err(Exit::of(e.kind.category()));
+        }
+    }
+    if dev.block_count() == 0 || !b.data.starts_with(&tet_core::cetrafs::SB_MAGIC) {
+        eprintln!(
+            "tet-host: {}: not a cetrafs image (no CTFS magic); this command reads cetrafs images",
+            path.display()
+        );
         return Err(Exit::Usage);
     }
     Fs::open(dev, &mut b.data).map_err(|e| {
@@ -36,7 +49,7 @@ fn open_fs<'a>(path: &Path, dev: Dev<'a>) -> Result<Fs<Dev<'a>>, Exit> {
             path.display(),
             describe(&e)
         );
-        Exit::Problems
+        Exit::of(e.kind.category())
     })
 }
 
@@ -84,6 +97,27 @@ pub fn describe(e: &Error) -> String {
         e.offset,
         e.kind
     )
+}
+
+/// A finding rendered for printing (the shared shape of [`crate::report`]), with its
+/// cetrafs context: the block holding the field, and the inode when there is one.
+pub fn rendered(f: &Finding) -> Rendered {
+    let mut context = serde_json::Map::new();
+    context.insert("block".into(), json!(f.error.offset / BLOCK_SIZE_U64));
+    let mut message = String::new();
+    if let Some(ino) = f.ino {
+        context.insert("inode".into(), json!(ino));
+        message = format!("inode {ino}: ");
+    }
+    message.push_str(&describe(&f.error));
+    Rendered {
+        code: f.code.as_str(),
+        severity: f.severity(),
+        field: f.error.what,
+        offset: f.error.offset,
+        message,
+        context,
+    }
 }
 
 fn features_json(f: &Features) -> Value {

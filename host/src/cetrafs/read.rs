@@ -38,7 +38,7 @@ fn open_path<'a>(
             Exit::Usage
         } else {
             eprintln!("tet-host: {}: {inner}: {}", path.display(), describe(&e));
-            Exit::Problems
+            Exit::of(e.kind.category())
         }
     })?;
     Ok((fs, inode))
@@ -62,7 +62,7 @@ fn ls_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
             ControlFlow::Continue(())
         }) {
             eprintln!("tet-host: {}: {}", path.display(), describe(&e));
-            return Exit::Problems;
+            return Exit::of(e.kind.category());
         }
     } else {
         names.push((
@@ -82,7 +82,7 @@ fn ls_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
             Ok(i) => rows.push(json!({"name": String::from_utf8_lossy(&name), "inode": ino, "type": type_name(&i), "size": i.size(), "mode": format!("{:o}", i.raw().mode.get() & 0o7777)})),
             Err(e) => {
                 eprintln!("tet-host: {}: {}", path.display(), describe(&e));
-                return Exit::Problems;
+                return Exit::of(e.kind.category());
             }
         }
     }
@@ -125,7 +125,7 @@ fn cat_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
     let mut stdout = std::io::stdout().lock();
     let fail = |e: &Error| {
         eprintln!("tet-host: {}: {}", path.display(), describe(e));
-        Exit::Problems
+        Exit::of(e.kind.category())
     };
     if output != Output::Json {
         let r = stream_file(&fs, &f, &mut bufs, |chunk| stdout.write_all(chunk));
@@ -267,7 +267,7 @@ fn stat_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
         ControlFlow::Continue(())
     }) {
         eprintln!("tet-host: {}: {}", path.display(), describe(&e));
-        return Exit::Problems;
+        return Exit::of(e.kind.category());
     }
     let v = json!({
         "path": inner, "inode": s.ino, "type": type_name(&i), "mode": format!("{:o}", s.mode & 0o7777),

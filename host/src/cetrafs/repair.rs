@@ -95,7 +95,7 @@ pub fn repair(path: &Path, mode: crate::repair_mode::Mode, force: bool, output: 
             json!({"file": path.display().to_string(), "mode": format!("{m:?}").to_lowercase(),
                    "replayed_journals": out.replay.journals, "rounds": out.rounds,
                    "fixes": out.fixes.iter().map(|f| json!({"code": f.code.as_str(), "action": f.action, "offset": f.offset, "value": f.value, "lossless": f.lossless})).collect::<Vec<_>>(),
-                   "left": out.left.iter().map(|f| json!({"code": f.code.as_str(), "offset": f.error.offset, "message": describe(&f.error)})).collect::<Vec<_>>()})
+                   "left": out.left.iter().map(|f| rendered(f).json()).collect::<Vec<_>>()})
         ),
         _ => {
             if out.replay.journals > 0 {
@@ -114,7 +114,7 @@ pub fn repair(path: &Path, mode: crate::repair_mode::Mode, force: bool, output: 
                 );
             }
             for f in &out.left {
-                println!("left[{}] {}", f.code.as_str(), describe(&f.error));
+                println!("{}", rendered(f).line_as("left"));
             }
         }
     }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use serde_json::json;
-use tet_core::cetrafs::{Buffers, Committed, Finding, Fs};
+use tet_core::cetrafs::{Buffers, Committed, Finding};
 
 use super::*;
 use crate::{Exit, Output};
@@ -21,16 +21,9 @@ pub fn replay(
 ) -> Exit {
     use tet_core::cetrafs::replay::{replay as run, ReplayError, ReplayOptions};
     let mut bufs = Buffers::new();
-    let fs = match Fs::open(dev, &mut bufs.data) {
+    let fs = match open_fs(path, dev) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!(
-                "tet-host: {}: cannot mount: {}",
-                path.display(),
-                describe(&e)
-            );
-            return Exit::Problems;
-        }
+        Err(e) => return e,
     };
     let n = fs.committed_slots(&mut [], &mut bufs);
     let mut table = vec![Committed::default(); n];
@@ -44,30 +37,21 @@ pub fn replay(
     );
     let report = match r {
         Ok(r) => r,
-        Err(ReplayError::LiveNode { row, node_id }) => {
-            eprintln!(
-                "tet-host: {}: the journal of node {node_id} (registry row {row}) needs replay, \
-                 but the registry shows that node ACTIVE: it replays its own journal. If it is \
-                 down, fence it or pass --force",
-                path.display()
-            );
-            return Exit::Operational;
-        }
-        Err(ReplayError::Claimed { row, owner }) => {
-            eprintln!(
-                "tet-host: {}: the journal of registry row {row} is being replayed by node \
-                 {owner}; pass --force to take it over",
-                path.display()
-            );
-            return Exit::Operational;
-        }
-        Err(ReplayError::Device(e)) => {
-            eprintln!(
-                "tet-host: {}: replay stopped: {}",
-                path.display(),
-                describe(&e)
-            );
-            return Exit::Operational;
+        Err(e) => {
+            let why = match e {
+                ReplayError::LiveNode { row, node_id } => format!(
+                    "the journal of node {node_id} (registry row {row}) needs replay, but the \
+                     registry shows that node ACTIVE: it replays its own journal. If it is \
+                     down, fence it or pass --force"
+                ),
+                ReplayError::Claimed { row, owner } => format!(
+                    "the journal of registry row {row} is being replayed by node {owner}; pass \
+                     --force to take it over"
+                ),
+                ReplayError::Device(e) => format!("replay stopped: {}", describe(&e)),
+            };
+            eprintln!("tet-host: {}: {why}", path.display());
+            return Exit::of(e.category());
         }
     };
     match output {
@@ -76,16 +60,11 @@ pub fn replay(
             json!({"file": path.display().to_string(), "journals": report.journals,
                    "written": report.written, "already_applied": report.already,
                    "conflicts": report.conflicts,
-                   "findings": conflicts.iter().map(|f| json!({"code": f.code.as_str(), "offset": f.error.offset, "message": describe(&f.error)})).collect::<Vec<_>>()})
+                   "findings": conflicts.iter().map(|f| rendered(f).json()).collect::<Vec<_>>()})
         ),
         _ => {
             for f in &conflicts {
-                println!(
-                    "{}[{}] {}",
-                    f.severity().name(),
-                    f.code.as_str(),
-                    describe(&f.error)
-                );
+                println!("{}", rendered(f).line());
             }
             if report.journals == 0 {
                 println!("{}: no journal needs replay", path.display());

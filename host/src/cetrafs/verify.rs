@@ -4,10 +4,10 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 use tet_alloc::cetrafs::fsck;
-use tet_core::block::BLOCK_SIZE_U64;
 use tet_core::cetrafs::Finding;
 
 use super::*;
+use crate::report::{summary_line, Rendered};
 use crate::{Exit, Output};
 
 /// `tet-host verify` for an image: the full check (`tet_alloc::cetrafs::fsck`), findings in the
@@ -25,43 +25,28 @@ pub fn verify(path: &Path, dev: Dev<'_>, output: Output, memory_limit: u64) -> E
     } else {
         "clean"
     };
+    let shown: Vec<Rendered> = found.iter().map(rendered).collect();
     match output {
         Output::Json => {
-            let list: Vec<Value> = found
-                .iter()
-                .map(|f| json!({"code": f.code.as_str(), "severity": f.severity().name(), "field": f.error.what, "offset": f.error.offset, "block": f.error.offset / BLOCK_SIZE_U64, "inode": f.ino, "message": describe(&f.error)}))
-                .collect();
-            let v = json!({"file": path.display().to_string(), "format": "cetrafs", "status": status, "errors": errors, "warnings": warnings, "inodes": outcome.summary.inodes, "cross_checked": outcome.cross_checked, "findings": list});
+            let v = json!({"file": path.display().to_string(), "format": "cetrafs", "status": status,
+                "errors": errors, "warnings": warnings, "inodes": outcome.summary.inodes,
+                "cross_checked": outcome.cross_checked,
+                "findings": shown.iter().map(Rendered::json).collect::<Vec<Value>>()});
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         }
-        Output::Quiet => match found.first() {
+        Output::Quiet => match shown.first() {
             None => println!("{}: clean", path.display()),
-            Some(f) => println!(
-                "{}: {errors} error(s), {warnings} warning(s); first: {}[{}] {}",
+            Some(r) => println!(
+                "{}: {errors} error(s), {warnings} warning(s); first: {}",
                 path.display(),
-                f.severity().name(),
-                f.code.as_str(),
-                describe(&f.error)
+                r.line()
             ),
         },
         Output::Human => {
-            for f in &found {
-                let ino = f.ino.map(|i| format!(" inode {i}:")).unwrap_or_default();
-                println!(
-                    "{}[{}]{ino} {}",
-                    f.severity().name(),
-                    f.code.as_str(),
-                    describe(&f.error)
-                );
+            for r in &shown {
+                println!("{}", r.line());
             }
-            if errors == 0 && warnings == 0 {
-                println!("{}: clean", path.display());
-            } else {
-                println!(
-                    "{}: {errors} error(s), {warnings} warning(s)",
-                    path.display()
-                );
-            }
+            println!("{}", summary_line(path, errors, warnings));
         }
     }
     if errors > 0 {

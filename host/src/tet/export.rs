@@ -26,14 +26,14 @@ pub fn export(
         Ok(p) => p,
         Err(e) => {
             eprintln!("tet-host: {}: {e}", path.display());
-            return Exit::Usage;
+            return Exit::of(e.category());
         }
     };
     let values = match crate::tet::query::select_values(&file, &p, budget) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("tet-host: {}: {e}", path.display());
-            return Exit::Operational;
+            return Exit::of(e.category());
         }
     };
     let shape: Vec<u64> = p.selection.shape().as_slice().to_vec();

@@ -27,7 +27,7 @@ pub fn open_tet<'a>(path: &Path, bytes: &'a [u8]) -> Result<TetFile<'a>, Exit> {
             "tet-host: {}: not a readable .tet file: {e}",
             path.display()
         );
-        Exit::Problems
+        Exit::of(e.kind.category())
     })
 }
 

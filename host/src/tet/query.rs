@@ -458,12 +458,5 @@ fn print_values(
 
 fn fail(path: &Path, e: &QueryError) -> Exit {
     eprintln!("tet-host: {}: {e}", path.display());
-    match e {
-        QueryError::Budget { .. } => Exit::Operational,
-        QueryError::Decode(d) if d.is_operational() => Exit::Operational,
-        QueryError::Decode(_) | QueryError::Chunk(_) | QueryError::TooManyChunks { .. } => {
-            Exit::Problems
-        }
-        _ => Exit::Usage,
-    }
+    Exit::of(e.category())
 }

@@ -23,7 +23,7 @@ use super::verify::{check_with, DecodeOptions};
 use super::{budget_message, now_rfc3339};
 use crate::atomic::{AtomicFile, FsOps, RealFs};
 use crate::repair_mode::{ask, check_can_ask, Mode};
-use crate::tet::report::{message, Names};
+use crate::tet::report::{rendered, Names};
 use crate::Exit;
 
 /// Options of `tet-host repair`.
@@ -57,7 +57,7 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
         Ok(c) => c,
         Err(e) => {
             eprintln!("tet-host: {}: {e}", path.display());
-            return Exit::Operational;
+            return Exit::of(e.kind.category());
         }
     };
     if let Some(e) = &checked.operational {
@@ -191,11 +191,7 @@ fn report_plan(path: &Path, bytes: &[u8], plan: &Plan, chosen: &[bool], mode: Mo
         } else {
             " (no safe fix)"
         };
-        println!(
-            "unfixed[{}] {}{hint}",
-            f.code.as_str(),
-            message(&names, f, None)
-        );
+        println!("{}{hint}", rendered(&names, f, None).line_as("unfixed"));
     }
     let _ = path;
 }

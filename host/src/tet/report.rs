@@ -1,11 +1,13 @@
-//! Turning core findings into messages a person can act on, and into JSON.
+//! `.tet` findings in words a person can act on: dataset names, chunk grids, rows.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde_json::{json, Value};
+use serde_json::{json, Map};
 use tet_core::tet::{Code, Finding, Severity, Sink, TetFile};
 use tet_core::ErrorKind;
+
+use crate::report::Rendered;
 
 /// Findings kept in full; past this only per-code counts grow, so a file with millions
 /// of bad rows cannot make the report outgrow the file.
@@ -138,16 +140,28 @@ pub fn message(names: &Names, f: &Finding, note: Option<&String>) -> String {
     m
 }
 
-/// The JSON object for a finding.
-pub fn finding_json(names: &Names, f: &Finding, note: Option<&String>) -> Value {
-    json!({
-        "code": f.code.as_str(),
-        "severity": f.severity().name(),
-        "field": f.error.what,
-        "offset": f.error.offset,
-        "dataset": f.dataset,
-        "row": f.row,
-        "coords": f.coords.map(|c| c.as_slice().to_vec()),
-        "message": message(names, f, note),
-    })
+/// A finding rendered for printing (the shared shape of [`crate::report`]), with its
+/// `.tet` context: dataset id and name, index row, chunk coordinates.
+pub fn rendered(names: &Names, f: &Finding, note: Option<&String>) -> Rendered {
+    let mut context = Map::new();
+    if let Some(id) = f.dataset {
+        context.insert("dataset".into(), json!(id));
+        if let Some((name, _)) = names.0.get(&id) {
+            context.insert("dataset_name".into(), json!(name));
+        }
+    }
+    if let Some(row) = f.row {
+        context.insert("row".into(), json!(row));
+    }
+    if let Some(c) = f.coords {
+        context.insert("coords".into(), json!(c.as_slice()));
+    }
+    Rendered {
+        code: f.code.as_str(),
+        severity: f.severity(),
+        field: f.error.what,
+        offset: f.error.offset,
+        message: message(names, f, note),
+        context,
+    }
 }

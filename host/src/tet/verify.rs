@@ -6,13 +6,14 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 use tet_alloc::tet::decode::{ChunkDecoder, DecodeError};
 use tet_alloc::tet::scan::ChunkTable;
-use tet_core::tet::{Finding, Sink, Span, TetFile};
+use tet_core::tet::{Finding, Severity, Sink, Span, TetFile};
 use tet_core::Error;
 
 use super::budget_message;
 use crate::progress::progress_bar;
+use crate::report::{summary_line, Rendered};
 use crate::tet::codec::CZstd;
-use crate::tet::report::{finding_json, message, Collector, Names};
+use crate::tet::report::{rendered, Collector, Names};
 use crate::{Exit, Output};
 use tet_alloc::tet::history;
 
@@ -182,7 +183,7 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
         Ok(r) => r,
         Err(e) => {
             eprintln!("tet-host: {}: {e}", path.display());
-            return Exit::Operational;
+            return Exit::of(e.kind.category());
         }
     };
     let found = &checked.found;
@@ -191,7 +192,10 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
     let mut findings: Vec<(usize, &Finding)> = found.kept.iter().enumerate().collect();
     findings.sort_by_key(|(i, f)| (f.error.offset, *i));
     let names = Names::for_findings(file, &found.kept);
-    let msg = |i: usize, f: &Finding| message(&names, f, found.notes.get(&i));
+    let shown: Vec<Rendered> = findings
+        .iter()
+        .map(|(i, f)| rendered(&names, f, found.notes.get(i)))
+        .collect();
     let status = if checked.operational.is_some() {
         "incomplete"
     } else if found.errors > 0 {
@@ -203,10 +207,6 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
     };
     match output {
         Output::Json => {
-            let list: Vec<Value> = findings
-                .iter()
-                .map(|(i, f)| finding_json(&names, f, found.notes.get(i)))
-                .collect();
             let v = json!({
                 "file": path.display().to_string(),
                 "format": "tet",
@@ -215,7 +215,7 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
                 "errors": found.errors,
                 "warnings": found.warnings,
                 "findings_not_listed": found.dropped,
-                "findings": list,
+                "findings": shown.iter().map(Rendered::json).collect::<Vec<Value>>(),
             });
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         }
@@ -223,18 +223,11 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
             if found.is_clean() {
                 println!("{}: {status}", path.display());
             } else {
-                let first = findings
+                let first = shown
                     .iter()
-                    .find(|(_, f)| f.severity() == tet_core::tet::Severity::Error)
-                    .or(findings.first())
-                    .map(|(i, f)| {
-                        format!(
-                            " first: {}[{}] {}",
-                            f.severity().name(),
-                            f.code.as_str(),
-                            msg(*i, f)
-                        )
-                    })
+                    .find(|r| r.severity == Severity::Error)
+                    .or(shown.first())
+                    .map(|r| format!(" first: {}", r.line()))
                     .unwrap_or_default();
                 println!(
                     "{}: {} error(s), {} warning(s);{first}",
@@ -245,13 +238,8 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
             }
         }
         Output::Human => {
-            for (i, f) in &findings {
-                println!(
-                    "{}[{}] {}",
-                    f.severity().name(),
-                    f.code.as_str(),
-                    msg(*i, f)
-                );
+            for r in &shown {
+                println!("{}", r.line());
             }
             if found.dropped > 0 {
                 println!("... and {} more findings not listed", found.dropped);
@@ -259,12 +247,7 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
             if found.is_clean() {
                 println!("{}: {status}", path.display());
             } else {
-                println!(
-                    "{}: {} error(s), {} warning(s)",
-                    path.display(),
-                    found.errors,
-                    found.warnings
-                );
+                println!("{}", summary_line(path, found.errors, found.warnings));
             }
         }
     }

@@ -28,6 +28,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
+use tet_core::Category;
+
 use tet_core::tet::fold::{Acc, FoldError, Reduce};
 use tet_core::tet::select::SelectError;
 use tet_core::tet::{Chunk, Coords, TetFile};
@@ -96,6 +98,22 @@ pub enum QueryError {
         /// For what.
         what: &'static str,
     },
+}
+
+impl QueryError {
+    /// The category, for exit codes: budgets are operational, unreadable chunks are the
+    /// file's damage, the rest is a request the query cannot make.
+    pub fn category(&self) -> Category {
+        match self {
+            QueryError::Budget { .. } => Category::Io,
+            QueryError::Decode(d) => d.category(),
+            QueryError::Chunk(_) | QueryError::TooManyChunks { .. } => Category::Corrupt,
+            QueryError::Select(_)
+            | QueryError::Axis { .. }
+            | QueryError::Quantile(_)
+            | QueryError::Fold { .. } => Category::Usage,
+        }
+    }
 }
 
 impl fmt::Display for QueryError {

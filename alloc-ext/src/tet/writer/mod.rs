@@ -216,7 +216,9 @@ mod layout;
 
 pub use footer::footer_json;
 pub(crate) use footer::footer_tail;
-pub(crate) use layout::{head_bytes, index_row, plan_datasets, regions, Layout, Plan};
+#[cfg(feature = "testing")]
+pub(crate) use layout::Plan;
+pub(crate) use layout::{head_bytes, index_row, plan_datasets, regions, Layout};
 
 #[derive(Clone, Copy, Default)]
 struct Slot {
