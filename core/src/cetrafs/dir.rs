@@ -5,9 +5,11 @@ use core::ops::ControlFlow;
 use zerocopy::FromBytes;
 
 use super::check_tail;
+use super::fs::Fs;
+use super::inode::Inode;
 use super::raw::{RawDirEntry, RawXattr};
-use super::tree::Inode;
-use super::{err, Fs, Scratch, DIRENTS_PER_BLOCK, TAIL_AT, TAIL_DIR, TAIL_XATTR, XATTRS_PER_BLOCK};
+use super::scratch::Scratch;
+use super::{err, DIRENTS_PER_BLOCK, TAIL_AT, TAIL_DIR, TAIL_XATTR, XATTRS_PER_BLOCK};
 use crate::block::{Block, BlockDevice, BLOCK_SIZE_U64};
 use crate::error::{Error, ErrorKind, Result};
 
