@@ -241,10 +241,7 @@ pub fn check_inode<D: BlockDevice>(
             &Finding::new(
                 Code::DirBlock,
                 err(
-                    ErrorKind::OutOfRange {
-                        value: reads,
-                        max: budget,
-                    },
+                    ErrorKind::Exhausted { budget },
                     "directory walk block budget",
                     inode.lba,
                     104,
@@ -324,16 +321,16 @@ fn check_xattrs<D: BlockDevice>(
     }
     let mut keys = [([0u8; 64], 0usize); XATTRS_PER_BLOCK];
     let mut n = 0usize;
-    let mut dup: Option<usize> = None;
+    // The repeated entry and the earlier one with the same key.
+    let mut dup: Option<(usize, usize)> = None;
     let r = fs.xattrs(inode, bufs, |x| {
         let k = x.key();
         let seen = keys.get(..n).unwrap_or(&[]);
-        if dup.is_none()
-            && seen
+        if dup.is_none() {
+            dup = seen
                 .iter()
-                .any(|(b, l)| b.get(..*l).is_some_and(|p| p == k))
-        {
-            dup = Some(n);
+                .position(|(b, l)| b.get(..*l).is_some_and(|p| p == k))
+                .map(|first| (n, first));
         }
         if let Some(slot) = keys.get_mut(n) {
             slot.1 = crate::arith::copy_prefix(&mut slot.0, k);
@@ -345,13 +342,13 @@ fn check_xattrs<D: BlockDevice>(
         Err(e) => sink.report(&Finding::structural(Code::XattrBlock, e).of_inode(inode.ino)),
         Ok(()) => {
             v.xattr_block(inode.ino, xb);
-            if let Some(i) = dup {
+            if let Some((i, first)) = dup {
                 sink.report(
                     &Finding::new(
                         Code::XattrDuplicate,
                         err(
                             ErrorKind::Duplicate {
-                                first_row: crate::arith::u64_of(i),
+                                first: super::at(xb, first.saturating_mul(322)),
                             },
                             "xattr.key (repeated)",
                             xb,
@@ -425,7 +422,7 @@ pub fn check_groups<D: BlockDevice>(
                         sink.report(&Finding::new(
                             Code::BitmapPadding,
                             err(
-                                ErrorKind::Invalid,
+                                padding_bit(i),
                                 "data bitmap padding bit clear",
                                 lba,
                                 usize::try_from(i / 8).unwrap_or(0),
@@ -468,6 +465,13 @@ pub fn check_groups<D: BlockDevice>(
     }
 }
 
+/// The kind for bitmap bit `i`, which must be set, found clear (reported at its byte).
+fn padding_bit(i: u64) -> ErrorKind {
+    ErrorKind::MissingFlags {
+        bits: 1u64 << (i % 8),
+    }
+}
+
 /// Set bits among the first `n` bits of a bitmap block (eight bytes at a time).
 pub fn count_ones(block: &Block, n: u64) -> u64 {
     let whole = usize::try_from(n / 64).unwrap_or(0).saturating_mul(8);
@@ -505,7 +509,7 @@ pub fn check_inode_bitmap<D: BlockDevice>(
             sink.report(&Finding::new(
                 Code::BitmapPadding,
                 err(
-                    ErrorKind::Invalid,
+                    ErrorKind::MissingFlags { bits: 1 },
                     "inode bitmap bit 0 (inode 0) clear",
                     lba,
                     0,
@@ -518,7 +522,7 @@ pub fn check_inode_bitmap<D: BlockDevice>(
             sink.report(&Finding::new(
                 Code::BitmapPadding,
                 err(
-                    ErrorKind::Invalid,
+                    padding_bit(i),
                     "inode bitmap padding bit clear",
                     lba,
                     usize::try_from(i / 8).unwrap_or(0),
@@ -796,7 +800,7 @@ pub fn verify<D: BlockDevice>(
         sink.report(&Finding::new(
             Code::CheckIncomplete,
             Error::new(
-                ErrorKind::BufferTooSmall {
+                ErrorKind::Budget {
                     needed: crate::arith::u64_of(needed),
                     available: crate::arith::u64_of(table.len()),
                 },

@@ -245,10 +245,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
                 reads = reads.saturating_add(1);
                 if reads > budget {
                     return Err(err(
-                        ErrorKind::OutOfRange {
-                            value: reads,
-                            max: budget,
-                        },
+                        ErrorKind::Exhausted { budget },
                         "directory walk block budget",
                         dir.lba,
                         104,

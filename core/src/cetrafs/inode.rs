@@ -75,15 +75,7 @@ impl Inode {
             ));
         }
         if raw.nlink.get() == 0 {
-            return Err(err(
-                ErrorKind::OutOfRange {
-                    value: 0,
-                    max: u32::MAX.into(),
-                },
-                "inode.nlink",
-                lba,
-                28,
-            ));
+            return Err(err(ErrorKind::Zero, "inode.nlink", lba, 28));
         }
         let max_size = 1u64 << 44;
         if raw.size.get() > max_size {

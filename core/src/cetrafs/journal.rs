@@ -313,15 +313,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
             ));
         }
         if h.txn_id.get() == 0 {
-            return Err(err(
-                ErrorKind::OutOfRange {
-                    value: 0,
-                    max: u64::MAX,
-                },
-                "slot.txn_id",
-                base,
-                8,
-            ));
+            return Err(err(ErrorKind::Zero, "slot.txn_id", base, 8));
         }
         if h.txn_slots.get() == 0 || h.txn_index.get() >= h.txn_slots.get() {
             return Err(err(
@@ -460,7 +452,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
     /// Builds the overlay of every dirty journal into `table`: the committed slots are
     /// classified by [`Fs::classify_chains`] and each target that needs replay is
     /// served at its last version (a chain is served at its end). A table too small
-    /// for the committed slots is a `BufferTooSmall` error naming
+    /// for the committed slots is a `Budget` error naming
     /// `"journal overlay table"`.
     pub fn overlay<'t>(
         &self,
@@ -470,7 +462,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
         let needed = self.committed_slots(table, scratch);
         if needed > table.len() {
             return Err(E::from(Error::new(
-                ErrorKind::BufferTooSmall {
+                ErrorKind::Budget {
                     needed: crate::arith::u64_of(needed),
                     available: crate::arith::u64_of(table.len()),
                 },

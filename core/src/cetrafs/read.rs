@@ -207,8 +207,9 @@ impl<D: BlockDevice> Fs<D> {
 
     /// `read` for large ranges with two buffers: zero the output, then walk every extent
     /// once and copy the blocks that intersect the range. Valid extents never overlap,
-    /// so more block reads than blocks in the range prove overlapping extents, which is
-    /// reported instead of being allowed to multiply the work.
+    /// so more block reads than blocks in the range prove overlapping extents: the read
+    /// budget is the range's block count, and exhausting it is reported instead of being
+    /// allowed to multiply the work.
     fn read_sweep(
         &self,
         inode: &Inode,
@@ -234,7 +235,7 @@ impl<D: BlockDevice> Fs<D> {
                 reads = reads.saturating_add(1);
                 if reads > budget {
                     return Err(err(
-                        ErrorKind::Overlap { other: l },
+                        ErrorKind::Exhausted { budget },
                         "extent.logical (overlapping extents)",
                         inode.lba,
                         104,

@@ -100,10 +100,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
         let len = raw.len.get() & !EXTENT_UNINIT;
         if len == 0 {
             return Err(err(
-                ErrorKind::OutOfRange {
-                    value: 0,
-                    max: (!EXTENT_UNINIT).into(),
-                },
+                ErrorKind::Zero,
                 "extent.len",
                 lba,
                 at.saturating_add(4),
