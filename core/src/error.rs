@@ -45,6 +45,15 @@ pub enum ErrorKind {
         /// The value stored.
         found: u64,
     },
+    /// A value that must be nonzero is zero.
+    Zero,
+    /// A value that must be odd and at least `min` is not.
+    OddAtLeast {
+        /// The value found.
+        value: u64,
+        /// Smallest legal value.
+        min: u64,
+    },
     /// A reserved field or padding that must be zero.
     NonZero {
         /// The value found.
@@ -53,6 +62,11 @@ pub enum ErrorKind {
     /// Undefined bits set in a flags field.
     UnknownFlags {
         /// The undefined bits that are set.
+        bits: u64,
+    },
+    /// Required bits of a flags field (feature bits, bitmap padding) are clear.
+    MissingFlags {
+        /// The required bits that are clear.
         bits: u64,
     },
     /// Arithmetic on file values overflowed `u64` (or `usize` on this target).
@@ -64,15 +78,18 @@ pub enum ErrorKind {
     },
     /// A byte span overlapping another span that starts at `other`.
     Overlap {
-        /// Absolute offset of the span this one overlaps.
+        /// Absolute byte offset of the span this one overlaps, or, when that span is not
+        /// bytes of the image (a file's logical blocks, a queue's block range), of the
+        /// entry that describes it.
         other: u64,
     },
     /// A grid cell that no index row covers.
     Missing,
-    /// A grid cell covered by more than one index row; `first_row` is the earlier one.
+    /// Something that must be unique (a grid cell's index row, a name, a key, a node or
+    /// transaction id) appears again; `first` locates the earlier occurrence.
     Duplicate {
-        /// The first row that covers the same cell.
-        first_row: u64,
+        /// Absolute byte offset of the earlier row or entry.
+        first: u64,
     },
     /// A looked-up name or coordinate that does not exist.
     NotFound,
@@ -83,7 +100,23 @@ pub enum ErrorKind {
         /// Checksum computed over the bytes.
         computed: u64,
     },
-    /// A caller-owned buffer is too small for the work asked of it.
+    /// A walk over linked or variable data stopped after `budget` steps (block reads):
+    /// a valid image never needs more, so the image is corrupt (overlapping extents, a
+    /// loop).
+    Exhausted {
+        /// The steps the walk may take.
+        budget: u64,
+    },
+    /// The memory the caller granted (a scratch table, a memory limit, or an allocation
+    /// that failed) is too small for the work: the file may be fine, the run could not
+    /// finish. Units as the `what` of the error says (bytes, words or table entries).
+    Budget {
+        /// Units required.
+        needed: u64,
+        /// Units granted.
+        available: u64,
+    },
+    /// A caller-owned output buffer is too small for the value asked for.
     BufferTooSmall {
         /// Units (bytes or words, see the function) required.
         needed: u64,
@@ -101,7 +134,10 @@ pub enum ErrorKind {
     Io,
 }
 
-/// Coarse grouping of kinds, for exit codes and repair decisions.
+/// Coarse grouping of kinds, for exit codes and repair decisions. The CLI exits with 4
+/// for [`Category::Truncated`], [`Category::Corrupt`] and [`Category::Incompatible`],
+/// with 8 for the operational [`Category::Resource`] and [`Category::Io`], and with 16
+/// for [`Category::Usage`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Category {
@@ -113,7 +149,12 @@ pub enum Category {
     Incompatible,
     /// The caller's request or buffers, not the file, are at fault.
     Usage,
-    /// Reading failed.
+    /// The memory granted to the run ([`ErrorKind::Budget`]) is too small: an
+    /// operational condition like [`Category::Io`] (the CLI exits with 8 for both), not a
+    /// fault of the file or of the request.
+    Resource,
+    /// Reading or writing failed, or the operation was refused for a reason outside the
+    /// data (a live node's journal, another replayer's claim).
     Io,
 }
 
@@ -124,6 +165,7 @@ impl ErrorKind {
             ErrorKind::Truncated { .. } => Category::Truncated,
             ErrorKind::Unsupported { .. } => Category::Incompatible,
             ErrorKind::NotFound | ErrorKind::BufferTooSmall { .. } => Category::Usage,
+            ErrorKind::Budget { .. } => Category::Resource,
             ErrorKind::Io => Category::Io,
             _ => Category::Corrupt,
         }
@@ -158,6 +200,7 @@ impl Category {
             Category::Corrupt => "corrupt",
             Category::Incompatible => "incompatible",
             Category::Usage => "usage",
+            Category::Resource => "resource",
             Category::Io => "io",
         }
     }
@@ -167,7 +210,7 @@ impl Category {
 ///
 /// The cetrafs read path is generic over its error type (`Fs<D, E = Error>`): with
 /// `Fs<D, Fault>` every check still runs, but a failure reports only whether the image
-/// is truncated, corrupt, incompatible, misused or unreadable. A bootloader that can
+/// is truncated, corrupt, incompatible, misused, short of memory or unreadable. A bootloader that can
 /// only refuse to boot does not need more, and building and passing on the field name,
 /// offset and values of [`Error`] is most of its code: on a Cortex-M3, `boot_cetrafs`
 /// is 22 KB with `Error` and 15 KB with `Fault` (`docs/firmware.md`). Host tools, and
@@ -229,8 +272,13 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Mismatch { expected, found } => {
                 write!(f, "is {found}, expected {expected}")
             }
+            ErrorKind::Zero => write!(f, "must be nonzero, is 0"),
+            ErrorKind::OddAtLeast { value, min } => {
+                write!(f, "must be odd and at least {min}, is {value}")
+            }
             ErrorKind::NonZero { value } => write!(f, "must be zero, is {value:#x}"),
             ErrorKind::UnknownFlags { bits } => write!(f, "has undefined bits {bits:#x} set"),
+            ErrorKind::MissingFlags { bits } => write!(f, "has required bits {bits:#x} clear"),
             ErrorKind::Overflow => write!(f, "arithmetic on this value overflows"),
             ErrorKind::InvalidUtf8 { valid_up_to } => {
                 write!(f, "is not UTF-8 (valid for the first {valid_up_to} bytes)")
@@ -239,13 +287,20 @@ impl fmt::Display for ErrorKind {
                 write!(f, "overlaps the span starting at byte {other:#x}")
             }
             ErrorKind::Missing => write!(f, "is missing"),
-            ErrorKind::Duplicate { first_row } => {
-                write!(f, "is already covered by tidx row {first_row}")
+            ErrorKind::Duplicate { first } => {
+                write!(f, "is already covered by the row at byte {first:#x}")
             }
             ErrorKind::NotFound => write!(f, "not found"),
             ErrorKind::ChecksumMismatch { stored, computed } => write!(
                 f,
                 "checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
+            ),
+            ErrorKind::Exhausted { budget } => {
+                write!(f, "walk stopped after its budget of {budget} steps")
+            }
+            ErrorKind::Budget { needed, available } => write!(
+                f,
+                "memory budget too small: {needed} units needed, {available} granted"
             ),
             ErrorKind::BufferTooSmall { needed, available } => write!(
                 f,

@@ -20,11 +20,16 @@
 //! ```
 //!
 //! # Crate features
-//! The crate is always `no_std` and never allocates. Features only pick the CRC-32C
-//! lookup table for cetrafs checksums:
-//! * default: a 1 KiB table;
+//! The crate is always `no_std` and never allocates. Three features pick how cetrafs
+//! checksums (CRC-32C) are computed, one adds logging:
+//! * default: a 1 KiB lookup table;
 //! * `crc-no-table`: bitwise, no table (smallest flash);
-//! * `crc-table-16k`: a 16 KiB slice-by-16 table (fastest).
+//! * `crc-table-16k`: a 16 KiB slice-by-16 table (fastest in software);
+//! * `crc-hw`: the CPU's CRC instructions where it has them (x86-64 SSE 4.2, AArch64),
+//!   detected at run time through the `crc32c` crate, which needs `std`: for host builds
+//!   only; results are identical (tests cross-check them);
+//! * `defmt`: `defmt::Format` for errors, findings and views, for firmware that logs
+//!   with defmt (without it nothing of defmt is compiled or linked).
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 // Findings carry their coordinates inline (160 bytes) because there is no allocator to box

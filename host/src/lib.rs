@@ -3,6 +3,17 @@
 //!
 //! Exit codes follow the fsck convention: 0 clean, 1 problems found and all corrected,
 //! 4 problems found and left, 8 operational error (cannot open or read), 16 usage error.
+//!
+//! One folder per format, as in the libraries: `tet/` and `cetrafs/` hold one module per
+//! command, and neither imports from the other; what both use sits beside them once
+//! ([`cli`] with the command line, [`report`] rendering findings, [`Exit`] from an
+//! error's category, [`input`], [`atomic`] output, [`budget`], [`progress`],
+//! [`repair_mode`]).
+//!
+//! # Crate features
+//! * `testing`: the fuzz targets' bodies (`fuzzing`) and the test tools they need
+//!   (resealing images, writing journal transactions). Off by default and not part of
+//!   the supported API; the fuzz crate and the tests crate turn it on.
 
 pub mod atomic;
 pub mod budget;
@@ -51,7 +62,7 @@ impl Exit {
         use tet_core::Category;
         match category {
             Category::Truncated | Category::Corrupt | Category::Incompatible => Exit::Problems,
-            Category::Io => Exit::Operational,
+            Category::Resource | Category::Io => Exit::Operational,
             Category::Usage => Exit::Usage,
         }
     }

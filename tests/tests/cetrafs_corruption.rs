@@ -314,7 +314,7 @@ fn journal_replay_classification_and_overlay() {
     let e = f.overlay(&mut [], &mut bufs).unwrap_err();
     assert_eq!(
         e.kind,
-        ErrorKind::BufferTooSmall {
+        ErrorKind::Budget {
             needed: 1,
             available: 0
         }

@@ -171,7 +171,7 @@ fn each_category_reaches_the_fault() {
     };
     flipped[root_block * BLOCK_SIZE + 40] ^= 0x04;
     expect(&flipped, Category::Corrupt);
-    // Usage: a path that does not exist, and an overlay table too small.
+    // Usage: a path that does not exist. Resource: an overlay table too small.
     let mut one: Block = [0; BLOCK_SIZE];
     let lean = Fs::<_, Fault>::open_for_read_as(MemDevice::new(&img), &mut one).unwrap();
     assert_eq!(
@@ -180,7 +180,7 @@ fn each_category_reaches_the_fault() {
     );
     assert_eq!(
         lean.overlay(&mut [], &mut one).unwrap_err(),
-        Fault(Category::Usage)
+        Fault(Category::Resource)
     );
     // Io: the flash fails to read past the superblock.
     let failing = Failing {

@@ -427,7 +427,7 @@ fn duplicate_chunk_names_both_rows() {
     let b = patched(|m| row(m, 3) + off::row::CHUNK_INDEX, &0u64.to_le_bytes());
     let m = map(&b);
     let f = has(&b, Code::ChunkDuplicate, row(&m, 3) + 8);
-    assert_eq!(f.error.kind, ErrorKind::Duplicate { first_row: 2 });
+    assert_eq!(f.error.kind, ErrorKind::Duplicate { first: row(&m, 2) });
     assert_eq!(f.coords.unwrap().as_slice(), &[0]);
     // Its raw length is now also wrong (a full 2-element tile is 4 bytes; it declares 4),
     // so only the duplicate and the missing cell (1) are reported.
@@ -470,7 +470,7 @@ fn non_canonical_row_order_is_valid_and_readable() {
     assert_eq!(sink[0].code, Code::VerifyIncomplete);
     assert_eq!(
         sink[0].error.kind,
-        ErrorKind::BufferTooSmall {
+        ErrorKind::Budget {
             needed: 2 + 4,
             available: 0
         }

@@ -248,8 +248,7 @@ impl Scan<'_> {
                     (Code::BlockShared, shared)
                 };
                 sink.report(
-                    &Finding::new(code, err(ErrorKind::Overlap { other: b }, what, at.0, at.1))
-                        .of_inode(ino),
+                    &Finding::new(code, err(overlap_block(b), what, at.0, at.1)).of_inode(ino),
                 );
                 return;
             }
@@ -261,6 +260,8 @@ impl Scan<'_> {
         let mut extents = core::mem::take(&mut self.extents);
         extents.sort_unstable_by_key(|(e, _, _)| e.logical);
         let mut end: u64 = 0;
+        // Absolute byte offset of the extent entry that reaches `end`.
+        let mut end_at: u64 = 0;
         for (e, lba, at) in &extents {
             let start = u64::from(e.logical);
             if start < end {
@@ -268,7 +269,7 @@ impl Scan<'_> {
                     &Finding::new(
                         Code::ExtentOverlap,
                         err(
-                            ErrorKind::Overlap { other: start },
+                            ErrorKind::Overlap { other: end_at },
                             "extent.logical (overlaps another extent of the file)",
                             *lba,
                             *at,
@@ -279,6 +280,7 @@ impl Scan<'_> {
                 continue;
             }
             end = start.saturating_add(e.len.into());
+            end_at = byte_at(*lba, *at);
             self.claim_as(
                 e.physical,
                 e.len.into(),
@@ -316,10 +318,7 @@ impl Scan<'_> {
                             Code::DirentDuplicate,
                             err(
                                 ErrorKind::Duplicate {
-                                    first_row: a
-                                        .2
-                                        .saturating_mul(BLOCK_SIZE_U64)
-                                        .saturating_add(u64_of(a.3)),
+                                    first: byte_at(a.2, a.3),
                                 },
                                 "dirent.name (repeated in the directory)",
                                 b.2,
@@ -429,7 +428,7 @@ fn check_inner<D: BlockDevice>(
         sink.report(&Finding::new(
             Code::CheckIncomplete,
             Error::new(
-                ErrorKind::BufferTooSmall {
+                ErrorKind::Budget {
                     needed: map_bytes,
                     available: opts.memory_limit,
                 },
@@ -517,7 +516,7 @@ fn check_inner<D: BlockDevice>(
                     Code::NodeDuplicate,
                     err(
                         ErrorKind::Duplicate {
-                            first_row: a.1.into(),
+                            first: byte_at(a.2, a.3),
                         },
                         "registry.node_id (used by another row)",
                         b.2,
@@ -551,19 +550,24 @@ fn check_inner<D: BlockDevice>(
     });
     pending.sort_unstable();
     let mut end: u64 = 0;
+    // Absolute byte offset of the entry that reaches `end`.
+    let mut end_at: u64 = 0;
     for (s, e, lba, off) in &pending {
         if *s < end {
             sink.report(&Finding::new(
                 Code::PendingDuplicate,
                 err(
-                    ErrorKind::Overlap { other: *s },
+                    ErrorKind::Overlap { other: end_at },
                     "pending_free.lba (freed by another entry too)",
                     *lba,
                     *off,
                 ),
             ));
         }
-        end = end.max(*e);
+        if *e > end {
+            end = *e;
+            end_at = byte_at(*lba, *off);
+        }
         for b in *s..*e {
             if let Some(i) = own.index(b) {
                 own.bits.set(i);
@@ -657,7 +661,7 @@ fn check_inner<D: BlockDevice>(
         sink.report(&Finding::new(
             Code::CheckIncomplete,
             Error::new(
-                ErrorKind::BufferTooSmall {
+                ErrorKind::Budget {
                     needed: 1,
                     available: 0,
                 },
@@ -739,6 +743,19 @@ fn check_inner<D: BlockDevice>(
     }
 }
 
+/// Absolute byte offset of byte `at` of block `lba`.
+fn byte_at(lba: u64, at: usize) -> u64 {
+    lba.saturating_mul(BLOCK_SIZE_U64)
+        .saturating_add(u64_of(at))
+}
+
+/// The overlap of a block claimed twice: the block's absolute byte offset.
+fn overlap_block(lba: u64) -> ErrorKind {
+    ErrorKind::Overlap {
+        other: byte_at(lba, 0),
+    }
+}
+
 /// Pass 1's classification: committed slots of dirty journals, one `txn_id` per
 /// transaction, each target's slots chained by their checksums (core's
 /// `classify_chains`). Reports what needs replay or conflicts; returns the journals
@@ -757,7 +774,9 @@ fn classify<D: BlockDevice>(
                 sink.report(&Finding::new(
                     Code::JournalTxn,
                     err(
-                        ErrorKind::Duplicate { first_row: a.lba },
+                        ErrorKind::Duplicate {
+                            first: byte_at(a.lba, 0),
+                        },
                         "slot.txn_id (used by another transaction)",
                         b.lba,
                         8,

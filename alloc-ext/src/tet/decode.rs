@@ -104,10 +104,10 @@ pub struct DecodeError {
 
 impl DecodeError {
     /// The category, for exit codes: a budget or allocator failure is operational
-    /// ([`Category::Io`]), everything else is the file's corruption.
+    /// ([`Category::Resource`]), everything else is the file's corruption.
     pub fn category(&self) -> Category {
         if self.is_operational() {
-            Category::Io
+            Category::Resource
         } else {
             Category::Corrupt
         }

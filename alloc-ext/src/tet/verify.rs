@@ -24,7 +24,7 @@ pub fn verify_owned(
     let mut scratch: Vec<u64> = Vec::new();
     scratch.try_reserve_exact(words).map_err(|_| {
         Error::new(
-            ErrorKind::BufferTooSmall {
+            ErrorKind::Budget {
                 needed: u64::try_from(words).unwrap_or(u64::MAX),
                 available: 0,
             },

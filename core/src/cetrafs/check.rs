@@ -11,13 +11,14 @@
 use core::ops::ControlFlow;
 
 use super::groups::{BlockGroup, NodeRow, PendingFree};
+use super::inode::Inode;
 pub use super::journal::Committed;
-use super::journal::SlotClass;
-use super::tree::{Extent, Inode, TreeEvent, TreeProblem};
-use super::Scratch;
+use super::journal::{walk_journal, JournalProblem, SlotClass};
+use super::scratch::{Buffers, Scratch};
+use super::tree::{Extent, TreeEvent, TreeProblem};
 use super::{
-    bitmap_blocks, err, Buffers, DirEntry, Fs, BITS_PER_BITMAP_BLOCK, F_COMMIT, SB_CLEAN,
-    XATTRS_PER_BLOCK, ZG_NO_OWNER,
+    bitmap_blocks, err, DirEntry, Fs, BITS_PER_BITMAP_BLOCK, SB_CLEAN, XATTRS_PER_BLOCK,
+    ZG_NO_OWNER,
 };
 use crate::block::{Block, BlockDevice, BLOCK_SIZE_U64};
 use crate::error::{Error, ErrorKind};
@@ -240,10 +241,7 @@ pub fn check_inode<D: BlockDevice>(
             &Finding::new(
                 Code::DirBlock,
                 err(
-                    ErrorKind::OutOfRange {
-                        value: reads,
-                        max: budget,
-                    },
+                    ErrorKind::Exhausted { budget },
                     "directory walk block budget",
                     inode.lba,
                     104,
@@ -323,16 +321,16 @@ fn check_xattrs<D: BlockDevice>(
     }
     let mut keys = [([0u8; 64], 0usize); XATTRS_PER_BLOCK];
     let mut n = 0usize;
-    let mut dup: Option<usize> = None;
+    // The repeated entry and the earlier one with the same key.
+    let mut dup: Option<(usize, usize)> = None;
     let r = fs.xattrs(inode, bufs, |x| {
         let k = x.key();
         let seen = keys.get(..n).unwrap_or(&[]);
-        if dup.is_none()
-            && seen
+        if dup.is_none() {
+            dup = seen
                 .iter()
-                .any(|(b, l)| b.get(..*l).is_some_and(|p| p == k))
-        {
-            dup = Some(n);
+                .position(|(b, l)| b.get(..*l).is_some_and(|p| p == k))
+                .map(|first| (n, first));
         }
         if let Some(slot) = keys.get_mut(n) {
             slot.1 = crate::arith::copy_prefix(&mut slot.0, k);
@@ -344,13 +342,13 @@ fn check_xattrs<D: BlockDevice>(
         Err(e) => sink.report(&Finding::structural(Code::XattrBlock, e).of_inode(inode.ino)),
         Ok(()) => {
             v.xattr_block(inode.ino, xb);
-            if let Some(i) = dup {
+            if let Some((i, first)) = dup {
                 sink.report(
                     &Finding::new(
                         Code::XattrDuplicate,
                         err(
                             ErrorKind::Duplicate {
-                                first_row: crate::arith::u64_of(i),
+                                first: super::at(xb, first.saturating_mul(322)),
                             },
                             "xattr.key (repeated)",
                             xb,
@@ -424,7 +422,7 @@ pub fn check_groups<D: BlockDevice>(
                         sink.report(&Finding::new(
                             Code::BitmapPadding,
                             err(
-                                ErrorKind::Invalid,
+                                padding_bit(i),
                                 "data bitmap padding bit clear",
                                 lba,
                                 usize::try_from(i / 8).unwrap_or(0),
@@ -467,6 +465,13 @@ pub fn check_groups<D: BlockDevice>(
     }
 }
 
+/// The kind for bitmap bit `i`, which must be set, found clear (reported at its byte).
+fn padding_bit(i: u64) -> ErrorKind {
+    ErrorKind::MissingFlags {
+        bits: 1u64 << (i % 8),
+    }
+}
+
 /// Set bits among the first `n` bits of a bitmap block (eight bytes at a time).
 pub fn count_ones(block: &Block, n: u64) -> u64 {
     let whole = usize::try_from(n / 64).unwrap_or(0).saturating_mul(8);
@@ -504,7 +509,7 @@ pub fn check_inode_bitmap<D: BlockDevice>(
             sink.report(&Finding::new(
                 Code::BitmapPadding,
                 err(
-                    ErrorKind::Invalid,
+                    ErrorKind::MissingFlags { bits: 1 },
                     "inode bitmap bit 0 (inode 0) clear",
                     lba,
                     0,
@@ -517,7 +522,7 @@ pub fn check_inode_bitmap<D: BlockDevice>(
             sink.report(&Finding::new(
                 Code::BitmapPadding,
                 err(
-                    ErrorKind::Invalid,
+                    padding_bit(i),
                     "inode bitmap padding bit clear",
                     lba,
                     usize::try_from(i / 8).unwrap_or(0),
@@ -680,176 +685,15 @@ pub fn check_journal<D: BlockDevice, S: Sink<Finding> + ?Sized>(
     sink: &mut S,
     on_committed: &mut impl FnMut(Committed),
 ) -> Option<bool> {
-    let mut report = |code: Code, e: Error, structural: bool| {
-        sink.report(&if structural {
-            Finding::structural(code, e)
-        } else {
-            Finding::new(code, e)
+    let mut report = |p: JournalProblem, e: Error| {
+        sink.report(&match p {
+            JournalProblem::Flag => Finding::structural(Code::JournalFlag, e),
+            JournalProblem::Slot => Finding::structural(Code::JournalSlot, e),
+            JournalProblem::Txn => Finding::new(Code::JournalTxn, e),
+            JournalProblem::Payload => Finding::new(Code::JournalPayload, e),
         });
     };
     walk_journal(fs, row, bufs, &mut report, on_committed, true)
-}
-
-/// [`check_journal`] for any error type: each problem goes to `report` with its code and
-/// whether it is structural (its code refined by [`Finding::structural`]). A clean
-/// journal's slots are read only when `check_clean` is set: gathering committed slots
-/// needs nothing from a clean journal, and reading its slots (two blocks each) would
-/// make every boot read every node's whole journal.
-pub(crate) fn walk_journal<D: BlockDevice, E: From<Error>>(
-    fs: &Fs<D, E>,
-    row: u32,
-    bufs: &mut impl Scratch,
-    report: &mut impl FnMut(Code, E, bool),
-    on_committed: &mut impl FnMut(Committed),
-    check_clean: bool,
-) -> Option<bool> {
-    let flag = match fs.journal_flag(row, bufs.block()) {
-        Ok(f) => f,
-        Err(e) => {
-            report(Code::JournalFlag, e, true);
-            return None;
-        }
-    };
-    let dirty = flag.is_dirty();
-    let n = fs.journal_slots();
-    if !dirty {
-        // A clean journal's slots are history, partly overwritten by later transactions:
-        // each header must still be well formed, but transactions are not gathered.
-        if !check_clean {
-            return Some(false);
-        }
-        for s in 0..n {
-            if let Err(e) = fs.journal_slot(row, s, bufs) {
-                report(Code::JournalSlot, e, true);
-            }
-        }
-        return Some(false);
-    }
-    // The transaction being gathered: first slot, txn_id, txn_slots, length so far,
-    // whether every payload matched.
-    let mut cur: Option<(u64, u64, u32, u32, bool)> = None;
-    let mut s = 0u64;
-    while s <= n {
-        let slot = if s == n {
-            None
-        } else {
-            match fs.journal_slot(row, s, bufs) {
-                Ok(x) => x,
-                Err(e) => {
-                    report(Code::JournalSlot, e, true);
-                    cur = None;
-                    s = s.saturating_add(1);
-                    continue;
-                }
-            }
-        };
-        let Some(sl) = slot else {
-            cur = None;
-            s = s.saturating_add(1);
-            continue;
-        };
-        let h = sl.header;
-        let (txn, idx, total) = (h.txn_id.get(), h.txn_index.get(), h.txn_slots.get());
-        let commit = h.flags.get() & F_COMMIT != 0;
-        let bad =
-            |what: &'static str, at: usize, kind: ErrorKind| -> E { err(kind, what, sl.lba, at) };
-        let continues = cur.is_some_and(|(_, t, _, len, _)| t == txn && idx == len);
-        if continues {
-            if let Some(c) = cur.as_mut() {
-                if c.2 != total {
-                    report(
-                        Code::JournalTxn,
-                        bad(
-                            "slot.txn_slots (differs within the transaction)",
-                            44,
-                            ErrorKind::Mismatch {
-                                expected: c.2.into(),
-                                found: total.into(),
-                            },
-                        ),
-                        false,
-                    );
-                    cur = None;
-                    s = s.saturating_add(1);
-                    continue;
-                }
-                c.3 = c.3.saturating_add(1);
-                c.4 = c.4 && sl.payload_ok;
-            }
-        } else if idx == 0 {
-            cur = Some((s, txn, total, 1, sl.payload_ok));
-        } else {
-            report(
-                Code::JournalTxn,
-                bad(
-                    "slot.txn_index (a transaction must start at index 0)",
-                    40,
-                    ErrorKind::Mismatch {
-                        expected: 0,
-                        found: idx.into(),
-                    },
-                ),
-                false,
-            );
-            cur = None;
-            s = s.saturating_add(1);
-            continue;
-        }
-        let Some((first, _, total, len, payloads_ok)) = cur else {
-            s = s.saturating_add(1);
-            continue;
-        };
-        if commit && len < total {
-            report(
-                Code::JournalTxn,
-                bad(
-                    "slot.flags (F_COMMIT before the transaction's last slot)",
-                    4,
-                    ErrorKind::UnknownFlags {
-                        bits: F_COMMIT.into(),
-                    },
-                ),
-                false,
-            );
-            cur = None;
-        } else if len == total {
-            cur = None;
-            if commit {
-                // Committed as far as the headers go: every payload must match.
-                for k in first..=s {
-                    let Ok(Some(x)) = fs.journal_slot(row, k, bufs) else {
-                        continue;
-                    };
-                    if x.payload_ok {
-                        if payloads_ok {
-                            on_committed(Committed::of(
-                                row,
-                                dirty,
-                                flag.raw.replaying_txn.get(),
-                                &x,
-                            ));
-                        }
-                    } else {
-                        report(
-                            Code::JournalPayload,
-                            err(
-                                ErrorKind::ChecksumMismatch {
-                                    stored: x.header.payload_checksum.get(),
-                                    computed: x.payload_crc,
-                                },
-                                "slot.payload_checksum (committed transaction)",
-                                x.lba,
-                                24,
-                            ),
-                            false,
-                        );
-                    }
-                }
-            }
-        }
-        s = s.saturating_add(1);
-    }
-    Some(dirty)
 }
 
 /// Reports a classified committed slot that needs replay (a warning: replay will fix
@@ -956,7 +800,7 @@ pub fn verify<D: BlockDevice>(
         sink.report(&Finding::new(
             Code::CheckIncomplete,
             Error::new(
-                ErrorKind::BufferTooSmall {
+                ErrorKind::Budget {
                     needed: crate::arith::u64_of(needed),
                     available: crate::arith::u64_of(table.len()),
                 },

@@ -5,9 +5,11 @@ use core::ops::ControlFlow;
 use zerocopy::FromBytes;
 
 use super::check_tail;
+use super::fs::Fs;
+use super::inode::Inode;
 use super::raw::{RawDirEntry, RawXattr};
-use super::tree::Inode;
-use super::{err, Fs, Scratch, DIRENTS_PER_BLOCK, TAIL_AT, TAIL_DIR, TAIL_XATTR, XATTRS_PER_BLOCK};
+use super::scratch::Scratch;
+use super::{err, DIRENTS_PER_BLOCK, TAIL_AT, TAIL_DIR, TAIL_XATTR, XATTRS_PER_BLOCK};
 use crate::block::{Block, BlockDevice, BLOCK_SIZE_U64};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -243,10 +245,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
                 reads = reads.saturating_add(1);
                 if reads > budget {
                     return Err(err(
-                        ErrorKind::OutOfRange {
-                            value: reads,
-                            max: budget,
-                        },
+                        ErrorKind::Exhausted { budget },
                         "directory walk block budget",
                         dir.lba,
                         104,

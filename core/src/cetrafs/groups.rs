@@ -295,10 +295,7 @@ impl NodeRow {
         )?;
         if raw.node_id.get() == 0 {
             return Err(err(
-                ErrorKind::OutOfRange {
-                    value: 0,
-                    max: u64::MAX,
-                },
+                ErrorKind::Zero,
                 "registry.node_id",
                 lba,
                 off.saturating_add(8),
@@ -361,10 +358,7 @@ impl PendingFree {
         )?;
         if raw.count.get() == 0 {
             return Err(err(
-                ErrorKind::OutOfRange {
-                    value: 0,
-                    max: u32::MAX.into(),
-                },
+                ErrorKind::Zero,
                 "pending_free.count",
                 lba,
                 off.saturating_add(8),

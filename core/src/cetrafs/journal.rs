@@ -1,12 +1,30 @@
 //! Per-node journals: flag blocks, slots, transaction commit and replay classification,
 //! and a device view that serves committed, not-yet-replayed blocks from the journal.
 
+use super::fs::Fs;
 use super::raw::{RawJournalFlag, RawSlotHeader};
+use super::scratch::Scratch;
 use super::sealed;
-use super::{err, zero, Fs, Scratch, F_COMMIT, F_FRESH, JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC};
+use super::{err, zero, F_COMMIT, F_FRESH, JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC};
 use crate::block::{Block, BlockDevice};
 use crate::checksum::crc32c;
 use crate::error::{Error, ErrorKind, Result};
+
+/// The rule a problem reported by [`walk_journal`] breaks (the checker maps each to its
+/// finding code).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum JournalProblem {
+    /// The flag block is malformed (its error says which field); the walk stops.
+    Flag,
+    /// A slot header is malformed; the walk skips it.
+    Slot,
+    /// Slots of one transaction disagree (`txn_slots`, `txn_index` order, `F_COMMIT`
+    /// before the last slot).
+    Txn,
+    /// A slot of a committed transaction fails its `payload_checksum`.
+    Payload,
+}
 
 /// A journal flag block with valid magic and checksum.
 #[derive(Clone, Copy, Debug)]
@@ -295,15 +313,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
             ));
         }
         if h.txn_id.get() == 0 {
-            return Err(err(
-                ErrorKind::OutOfRange {
-                    value: 0,
-                    max: u64::MAX,
-                },
-                "slot.txn_id",
-                base,
-                8,
-            ));
+            return Err(err(ErrorKind::Zero, "slot.txn_id", base, 8));
         }
         if h.txn_slots.get() == 0 || h.txn_index.get() >= h.txn_slots.get() {
             return Err(err(
@@ -367,11 +377,11 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
     pub fn committed_slots(&self, table: &mut [Committed], scratch: &mut impl Scratch) -> usize {
         let mut n = 0usize;
         for row in 0..self.superblock().node_capacity() {
-            let _ = crate::cetrafs::check::walk_journal(
+            let _ = walk_journal(
                 self,
                 row,
                 scratch,
-                &mut |_, _: E, _| {},
+                &mut |_, _: E| {},
                 &mut |c: Committed| {
                     if c.dirty {
                         if let Some(t) = table.get_mut(n) {
@@ -442,7 +452,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
     /// Builds the overlay of every dirty journal into `table`: the committed slots are
     /// classified by [`Fs::classify_chains`] and each target that needs replay is
     /// served at its last version (a chain is served at its end). A table too small
-    /// for the committed slots is a `BufferTooSmall` error naming
+    /// for the committed slots is a `Budget` error naming
     /// `"journal overlay table"`.
     pub fn overlay<'t>(
         &self,
@@ -452,7 +462,7 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
         let needed = self.committed_slots(table, scratch);
         if needed > table.len() {
             return Err(E::from(Error::new(
-                ErrorKind::BufferTooSmall {
+                ErrorKind::Budget {
                     needed: crate::arith::u64_of(needed),
                     available: crate::arith::u64_of(table.len()),
                 },
@@ -499,6 +509,168 @@ impl<'t> Overlay<'t> {
         }
         Overlay { table, len: kept }
     }
+}
+
+/// Walks the journal of registry row `row`: its flag block, every slot header, and for a
+/// dirty journal its transaction boundaries and the payloads of committed transactions.
+/// Each problem goes to `report` with the rule it breaks; `on_committed` sees every slot
+/// of every committed transaction, in slot order. Returns whether the journal is dirty
+/// (`None` when the flag block is bad). A transaction cut short (no `F_COMMIT`, or
+/// interrupted by an empty slot or the journal's end) is a torn write and ignored. A
+/// clean journal's slots are read only when `check_clean` is set: gathering committed
+/// slots needs nothing from a clean journal, and reading its slots (two blocks each)
+/// would make every boot read every node's whole journal.
+pub(crate) fn walk_journal<D: BlockDevice, E: From<Error>>(
+    fs: &Fs<D, E>,
+    row: u32,
+    bufs: &mut impl Scratch,
+    report: &mut impl FnMut(JournalProblem, E),
+    on_committed: &mut impl FnMut(Committed),
+    check_clean: bool,
+) -> Option<bool> {
+    let flag = match fs.journal_flag(row, bufs.block()) {
+        Ok(f) => f,
+        Err(e) => {
+            report(JournalProblem::Flag, e);
+            return None;
+        }
+    };
+    let dirty = flag.is_dirty();
+    let n = fs.journal_slots();
+    if !dirty {
+        // A clean journal's slots are history, partly overwritten by later transactions:
+        // each header must still be well formed, but transactions are not gathered.
+        if !check_clean {
+            return Some(false);
+        }
+        for s in 0..n {
+            if let Err(e) = fs.journal_slot(row, s, bufs) {
+                report(JournalProblem::Slot, e);
+            }
+        }
+        return Some(false);
+    }
+    // The transaction being gathered: first slot, txn_id, txn_slots, length so far,
+    // whether every payload matched.
+    let mut cur: Option<(u64, u64, u32, u32, bool)> = None;
+    let mut s = 0u64;
+    while s <= n {
+        let slot = if s == n {
+            None
+        } else {
+            match fs.journal_slot(row, s, bufs) {
+                Ok(x) => x,
+                Err(e) => {
+                    report(JournalProblem::Slot, e);
+                    cur = None;
+                    s = s.saturating_add(1);
+                    continue;
+                }
+            }
+        };
+        let Some(sl) = slot else {
+            cur = None;
+            s = s.saturating_add(1);
+            continue;
+        };
+        let h = sl.header;
+        let (txn, idx, total) = (h.txn_id.get(), h.txn_index.get(), h.txn_slots.get());
+        let commit = h.flags.get() & F_COMMIT != 0;
+        let bad =
+            |what: &'static str, at: usize, kind: ErrorKind| -> E { err(kind, what, sl.lba, at) };
+        let continues = cur.is_some_and(|(_, t, _, len, _)| t == txn && idx == len);
+        if continues {
+            if let Some(c) = cur.as_mut() {
+                if c.2 != total {
+                    report(
+                        JournalProblem::Txn,
+                        bad(
+                            "slot.txn_slots (differs within the transaction)",
+                            44,
+                            ErrorKind::Mismatch {
+                                expected: c.2.into(),
+                                found: total.into(),
+                            },
+                        ),
+                    );
+                    cur = None;
+                    s = s.saturating_add(1);
+                    continue;
+                }
+                c.3 = c.3.saturating_add(1);
+                c.4 = c.4 && sl.payload_ok;
+            }
+        } else if idx == 0 {
+            cur = Some((s, txn, total, 1, sl.payload_ok));
+        } else {
+            report(
+                JournalProblem::Txn,
+                bad(
+                    "slot.txn_index (a transaction must start at index 0)",
+                    40,
+                    ErrorKind::Mismatch {
+                        expected: 0,
+                        found: idx.into(),
+                    },
+                ),
+            );
+            cur = None;
+            s = s.saturating_add(1);
+            continue;
+        }
+        let Some((first, _, total, len, payloads_ok)) = cur else {
+            s = s.saturating_add(1);
+            continue;
+        };
+        if commit && len < total {
+            report(
+                JournalProblem::Txn,
+                bad(
+                    "slot.flags (F_COMMIT before the transaction's last slot)",
+                    4,
+                    ErrorKind::UnknownFlags {
+                        bits: F_COMMIT.into(),
+                    },
+                ),
+            );
+            cur = None;
+        } else if len == total {
+            cur = None;
+            if commit {
+                // Committed as far as the headers go: every payload must match.
+                for k in first..=s {
+                    let Ok(Some(x)) = fs.journal_slot(row, k, bufs) else {
+                        continue;
+                    };
+                    if x.payload_ok {
+                        if payloads_ok {
+                            on_committed(Committed::of(
+                                row,
+                                dirty,
+                                flag.raw.replaying_txn.get(),
+                                &x,
+                            ));
+                        }
+                    } else {
+                        report(
+                            JournalProblem::Payload,
+                            err(
+                                ErrorKind::ChecksumMismatch {
+                                    stored: x.header.payload_checksum.get(),
+                                    computed: x.payload_crc,
+                                },
+                                "slot.payload_checksum (committed transaction)",
+                                x.lba,
+                                24,
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        s = s.saturating_add(1);
+    }
+    Some(dirty)
 }
 
 /// Sorts committed slots into chains: by target, then transaction, journal and slot.

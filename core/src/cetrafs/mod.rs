@@ -10,17 +10,25 @@ pub mod replay;
 mod dir;
 mod fs;
 mod groups;
+mod inode;
 mod journal;
+mod read;
+mod scratch;
 mod superblock;
 mod tree;
 
 pub use check::{Code, Finding};
 pub use dir::{DirEntry, FileType, Xattr, MAX_PATH_COMPONENTS};
-pub use fs::{Buffers, Fs, Scratch, Stat};
+pub use fs::Fs;
 pub use groups::{BlockGroup, NodeRow, PendingFree, ZoneGroup};
-pub use journal::{Committed, JournalFlag, Overlay, OverlayDevice, Slot, SlotClass};
+pub use inode::Inode;
+pub use journal::{
+    Committed, JournalFlag, JournalProblem, Overlay, OverlayDevice, Slot, SlotClass,
+};
+pub use read::Stat;
+pub use scratch::{Buffers, Scratch};
 pub use superblock::{Features, Region, Superblock, REGION_NAMES};
-pub use tree::{Extent, Inode, Mapping, TreeEvent, TreeProblem};
+pub use tree::{Extent, Mapping, TreeEvent, TreeProblem};
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 

@@ -151,7 +151,7 @@ fn write_slot<D: BlockDeviceMut>(
 }
 
 /// Replays every dirty journal of `fs` (see the module docs for the order of writes).
-/// `table` must hold every committed slot of the dirty journals (a `BufferTooSmall`
+/// `table` must hold every committed slot of the dirty journals (a `Budget`
 /// error says how many). Slots that conflict are reported to `sink` and not written.
 pub fn replay<D: BlockDeviceMut>(
     fs: &Fs<D>,
@@ -208,7 +208,7 @@ pub fn replay<D: BlockDeviceMut>(
     let needed = fs.committed_slots(table, bufs);
     if needed > table.len() {
         return Err(ReplayError::Device(Error::new(
-            ErrorKind::BufferTooSmall {
+            ErrorKind::Budget {
                 needed: crate::arith::u64_of(needed),
                 available: crate::arith::u64_of(table.len()),
             },

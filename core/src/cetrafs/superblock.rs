@@ -221,10 +221,7 @@ impl Superblock {
         }
         if features.incompat & 1 == 0 {
             return Err(err(
-                ErrorKind::Mismatch {
-                    expected: 1,
-                    found: 0,
-                },
+                ErrorKind::MissingFlags { bits: 1 },
                 "superblock.feature_incompat (INCOMPAT_EXTENTS is required)",
                 0,
                 48,
@@ -434,29 +431,20 @@ impl Superblock {
         let jb = r.node_journal_blocks.get();
         if jb < 3 || jb % 2 == 0 {
             return Err(err(
-                ErrorKind::OutOfRange {
-                    value: jb,
-                    max: u64::MAX,
-                },
+                ErrorKind::OddAtLeast { value: jb, min: 3 },
                 "superblock.node_journal_blocks",
                 0,
                 168,
             ));
         }
         let starts = [72usize, 80, 88, 104, 120, 144, 160, 176];
+        // The span before: the superblock's block 0 until the first region.
+        let mut prev_start = 0u64;
         let mut prev_end = 1u64;
         for ((start, blocks), off) in self.spans().into_iter().zip(starts) {
             let what = "superblock region start";
             if start == 0 {
-                return Err(err(
-                    ErrorKind::OutOfRange {
-                        value: 0,
-                        max: total,
-                    },
-                    what,
-                    0,
-                    off,
-                ));
+                return Err(err(ErrorKind::Zero, what, 0, off));
             }
             let end =
                 start
@@ -476,13 +464,14 @@ impl Superblock {
             if start < prev_end {
                 return Err(err(
                     ErrorKind::Overlap {
-                        other: prev_end.saturating_sub(1),
+                        other: super::at(prev_start, 0),
                     },
                     what,
                     0,
                     off,
                 ));
             }
+            prev_start = start;
             prev_end = end;
         }
         let size = r.bg_size_blocks.get();

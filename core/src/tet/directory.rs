@@ -311,10 +311,7 @@ fn parse_record<'a>(
         if c.get() == 0 {
             return Err(rec_err(
                 Code::RecordChunkShape,
-                ErrorKind::OutOfRange {
-                    value: 0,
-                    max: u64::MAX,
-                },
+                ErrorKind::Zero,
                 "dataset.chunk_shape",
                 chunk_offset.saturating_add(u64_of(i).saturating_mul(8)),
                 id,

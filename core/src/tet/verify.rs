@@ -241,7 +241,7 @@ impl<'a> Rows<'a> {
             sink.report(&Finding::new(
                 Code::VerifyIncomplete,
                 Error::new(
-                    ErrorKind::BufferTooSmall {
+                    ErrorKind::Budget {
                         needed: u64_of(needed),
                         available: u64_of(available),
                     },
@@ -328,7 +328,9 @@ impl<'a> Rows<'a> {
                     let mut f = Finding::new(
                         Code::ChunkDuplicate,
                         Error::new(
-                            ErrorKind::Duplicate { first_row },
+                            ErrorKind::Duplicate {
+                                first: self.row_at(first_row),
+                            },
                             "tidx.entry.chunk_index",
                             self.row_at(i).saturating_add(off::row::CHUNK_INDEX),
                         ),

@@ -116,8 +116,11 @@ pub fn message(names: &Names, f: &Finding, note: Option<&String>) -> String {
                 expected.saturating_sub(found)
             );
         }
-        (Code::ChunkDuplicate, ErrorKind::Duplicate { first_row }) => {
-            let _ = write!(m, "chunk {coords} is also covered by tidx row {first_row}");
+        (Code::ChunkDuplicate, ErrorKind::Duplicate { first }) => {
+            let _ = write!(
+                m,
+                "chunk {coords} is also covered by the row at byte {first:#x}"
+            );
         }
         _ => {
             if !coords.is_empty() {

@@ -13,8 +13,8 @@
 //! [`execute`] runs everything on one thread (firmware-sized callers, tests); `tet-host`
 //! runs chunks and groups in parallel with the same pieces.
 //!
-//! [`plan`] plans reads, [`fold`] holds the per-chunk and per-group pieces, [`quantile`]
-//! gathers and interpolates.
+//! Inside, `plan` plans reads, `fold` holds the per-chunk and per-group pieces and
+//! `quantile` gathers and interpolates.
 
 mod fold;
 mod plan;
@@ -105,7 +105,7 @@ impl QueryError {
     /// file's damage, the rest is a request the query cannot make.
     pub fn category(&self) -> Category {
         match self {
-            QueryError::Budget { .. } => Category::Io,
+            QueryError::Budget { .. } => Category::Resource,
             QueryError::Decode(d) => d.category(),
             QueryError::Chunk(_) | QueryError::TooManyChunks { .. } => Category::Corrupt,
             QueryError::Select(_)
