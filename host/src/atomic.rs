@@ -5,10 +5,81 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tet_alloc::tet::writer::Output;
+
+use crate::Exit;
+
+/// Temporary files of writes in progress: removed when the process is interrupted.
+static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn pending() -> MutexGuard<'static, Vec<PathBuf>> {
+    // A panic elsewhere leaves the list valid: use it as it is.
+    PENDING.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn forget(tmp: &Path) {
+    pending().retain(|p| p != tmp);
+}
+
+/// On SIGINT or SIGTERM, removes the temporary file of every write in progress (the
+/// targets are untouched: they are replaced only by a rename at the end) and exits with
+/// 128 + the signal's number (130, 143), as a shell reports a killed command. `main`
+/// calls it once.
+pub fn remove_temporaries_on_signal() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            // The lock is kept until exit: no write can register a new file meanwhile.
+            let mut list = pending();
+            for tmp in list.drain(..) {
+                let _ = std::fs::remove_file(tmp);
+            }
+            std::process::exit(signal.saturating_add(128));
+        }
+    });
+}
+
+/// Whether `a` and `b` name the same file: the same device and inode, so symbolic links
+/// and hard links are seen through.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Refuses (exit 16) to write `output` when it is one of `inputs`, naming both, or when
+/// it exists and `force` is not given. Commands that create a file call it before they
+/// read anything.
+pub fn check_output(output: &Path, inputs: &[&Path], force: bool) -> Result<(), Exit> {
+    if let Some(input) = inputs.iter().find(|i| same_file(output, i)) {
+        eprintln!(
+            "tet-host: the output {} is the input {} (the same file); write to another path",
+            output.display(),
+            input.display()
+        );
+        return Err(Exit::Usage);
+    }
+    // A node that is not a regular file (a device, a FIFO, a directory) is refused by
+    // [`AtomicFile::create`] whatever `force` says.
+    let regular = std::fs::metadata(output).is_ok_and(|m| m.is_file());
+    let dangling = std::fs::symlink_metadata(output).is_ok() && std::fs::metadata(output).is_err();
+    if !force && (regular || dangling) {
+        eprintln!(
+            "tet-host: {} exists; pass --force to replace it",
+            output.display()
+        );
+        return Err(Exit::Usage);
+    }
+    Ok(())
+}
 
 /// The file-system steps of an atomic replace.
 pub trait FsOps {
@@ -98,7 +169,9 @@ impl<F: FsOps> AtomicFile<F> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "out".into());
         let tmp = dir_of(target).join(format!(".{name}.tet-host-{}.tmp", std::process::id()));
-        let file = ops.create_new(&tmp)?;
+        // Registered before it exists, so an interrupt at any moment removes it.
+        pending().push(tmp.clone());
+        let file = ops.create_new(&tmp).inspect_err(|_| forget(&tmp))?;
         Ok(AtomicFile {
             ops,
             file: Some(file),
@@ -137,6 +210,7 @@ impl<F: FsOps> AtomicFile<F> {
         drop(file);
         self.ops.rename(&self.tmp, &self.target)?;
         // From here the temporary name is gone; nothing to clean up.
+        forget(&self.tmp);
         self.tmp = PathBuf::new();
         self.ops.sync_dir(&dir_of(&self.target))
     }
@@ -150,6 +224,7 @@ impl<F: FsOps> Drop for AtomicFile<F> {
     fn drop(&mut self) {
         if !self.tmp.as_os_str().is_empty() {
             let _ = std::fs::remove_file(&self.tmp);
+            forget(&self.tmp);
         }
     }
 }

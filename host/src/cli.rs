@@ -90,6 +90,10 @@ pub enum Command {
         /// Copy this directory's files, directories, symlinks and xattrs in.
         #[arg(long)]
         from: Option<PathBuf>,
+        /// Format even when the target holds a filesystem, an image, a partition table or
+        /// other data (otherwise mkfs asks on a terminal, and refuses without one).
+        #[arg(long)]
+        force: bool,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
@@ -177,6 +181,9 @@ pub enum Command {
         /// Print the read plan (chunks, bytes to read and decode) and stop.
         #[arg(long)]
         plan: bool,
+        /// Replace the --output file when it exists.
+        #[arg(long)]
+        force: bool,
         /// Execute the query (the default; accepted for compatibility).
         #[arg(short = 'x', long = "execute")]
         execute: bool,
@@ -201,6 +208,9 @@ pub enum Command {
         /// Dataset name for a .npy input (default: the file name without extension).
         #[arg(long)]
         name: Option<String>,
+        /// Replace the output file when it exists.
+        #[arg(long)]
+        force: bool,
     },
     /// Write a dataset, or a selection of it, to a NumPy .npy file.
     Export {
@@ -214,6 +224,9 @@ pub enum Command {
         /// A selection as JSON, e.g. '[{"start": 0, "stop": 10}]'.
         #[arg(long)]
         selection: Option<String>,
+        /// Replace the output file when it exists.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         read: ReadArgs,
     },
@@ -222,7 +235,7 @@ pub enum Command {
     /// fix, 1 all corrected, 4 problems left, 8 operational error, 16 usage error.
     Repair {
         /// The file (.tet: replaced atomically unless -o is given; cetrafs: repaired in
-        /// place through its journal).
+        /// place through its journal unless -o is given).
         file: PathBuf,
         /// Report what would be done; change nothing.
         #[arg(short = 'n', conflicts_with_all = ["preen", "yes"])]
@@ -233,15 +246,17 @@ pub enum Command {
         /// Apply every fix, including those that lose history or chunk contents.
         #[arg(short = 'y')]
         yes: bool,
-        /// Write the repaired file here and leave the original alone.
+        /// Write the repaired file here and leave the original byte-identical (a cetrafs
+        /// image is copied, sparse, and the copy repaired). Must not be the input.
         #[arg(short = 'o', long = "output")]
         output: Option<PathBuf>,
         /// Replace chunks that cannot be decoded by raw zeros (NaN for floats),
         /// recording each loss in the history footer. Lossy: needs -y or a yes.
         #[arg(long)]
         zero_bad_chunks: bool,
-        /// cetrafs: repair although the registry shows nodes ACTIVE (the filesystem may
-        /// be mounted), and replay their journals.
+        /// Replace the -o file when it exists; cetrafs: also repair although the
+        /// registry shows nodes ACTIVE (the filesystem may be mounted), and replay their
+        /// journals.
         #[arg(long)]
         force: bool,
         /// cetrafs: print JSON.

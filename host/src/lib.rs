@@ -15,6 +15,19 @@
 //!   (resealing images, writing journal transactions). Off by default and not part of
 //!   the supported API; the fuzz crate and the tests crate turn it on.
 
+// Unit tests fail by panicking and index freely.
+#![cfg_attr(
+    test,
+    allow(
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::as_conversions,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic
+    )
+)]
+
 pub mod atomic;
 pub mod budget;
 pub mod cetrafs;
@@ -23,6 +36,7 @@ pub mod input;
 pub mod progress;
 pub mod repair_mode;
 pub mod report;
+pub mod signature;
 pub mod tet;
 
 // Panicking on a broken invariant is how a fuzz target reports it: the one module

@@ -15,6 +15,7 @@ use tet_host::{budget, cetrafs, sniff, tet, Exit, Output};
 
 fn main() -> ExitCode {
     cli::quiet_on_closed_stdout();
+    tet_host::atomic::remove_temporaries_on_signal();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
             inodes,
             label,
             from,
+            force,
             json,
         } => {
             let o = cetrafs::mkfs::MkfsOptions {
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
                 label,
                 from: from.as_deref(),
                 output: if json { Output::Json } else { Output::Human },
+                force,
             };
             cetrafs::mkfs::mkfs(&image, &o)
         }
@@ -137,6 +140,7 @@ fn main() -> ExitCode {
             output,
             preview,
             plan,
+            force,
             execute: _,
             read,
         } => {
@@ -161,6 +165,7 @@ fn main() -> ExitCode {
                 budget: read.memory_budget,
                 output,
                 preview,
+                force,
             };
             with_input_mode(&file, read.no_mmap, |b| {
                 tet::query::query(&file, b, &doc, &o)
@@ -173,6 +178,7 @@ fn main() -> ExitCode {
             codec,
             level,
             name,
+            force,
         } => {
             let chunk = match chunk.as_deref().map(tet::convert::parse_chunk).transpose() {
                 Ok(c) => c,
@@ -193,6 +199,7 @@ fn main() -> ExitCode {
                     },
                     level,
                     name,
+                    force,
                 },
             )
         }
@@ -201,6 +208,7 @@ fn main() -> ExitCode {
             dataset,
             output,
             selection,
+            force,
             read,
         } => {
             let sel = match selection
@@ -214,7 +222,7 @@ fn main() -> ExitCode {
                 }
             };
             with_input_mode(&file, read.no_mmap, |b| {
-                tet::export::export(&file, b, &dataset, &sel, &output, read.memory_budget)
+                tet::export::export(&file, b, &dataset, &sel, &output, read.memory_budget, force)
             })
         }
         Command::Repair {
@@ -238,7 +246,7 @@ fn main() -> ExitCode {
                 Err(e) => e,
                 Ok(Some(_)) => {
                     let out = if json { Output::Json } else { Output::Human };
-                    cetrafs::repair::repair(&file, mode, force, out)
+                    cetrafs::repair::repair(&file, output.as_deref(), mode, force, out)
                 }
                 Ok(None) => with_input_mode(&file, read.no_mmap, |b| {
                     let o = tet::repair::RepairOptions {
@@ -246,6 +254,7 @@ fn main() -> ExitCode {
                         output: output.as_deref(),
                         zero_bad_chunks,
                         decode: read.decode(),
+                        force,
                     };
                     tet::repair::repair(&file, b, &o)
                 }),

@@ -13,33 +13,12 @@
 use std::path::{Path, PathBuf};
 
 mod common;
+use common::npy;
 
 fn dir() -> PathBuf {
     let d = std::env::temp_dir().join(format!("tet-convert-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-fn npy(descr: &str, fortran: bool, shape: &[u64], data: &[u8]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let shape = if dims.len() == 1 {
-        format!("({},)", dims[0])
-    } else {
-        format!("({})", dims.join(", "))
-    };
-    let mut h = format!(
-        "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape}, }}",
-        if fortran { "True" } else { "False" }
-    );
-    while (h.len() + 11) % 64 != 0 {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    out.extend_from_slice(h.as_bytes());
-    out.extend_from_slice(data);
-    out
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {

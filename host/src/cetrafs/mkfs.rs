@@ -3,16 +3,19 @@
 //! copied from `--from` plus a few blocks and a word per block group, whatever the size.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Seek, SeekFrom};
+use std::io::{self, BufRead, IsTerminal, Seek, SeekFrom, Write};
+use std::ops::ControlFlow;
 use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::Path;
 
 use serde_json::json;
 use tet_alloc::cetrafs::mkfs::{BlockSink, Content, ImageBuilder, Params, Placement, Sparse};
 use tet_core::block::{Block, BLOCK_SIZE, BLOCK_SIZE_U64};
+use tet_core::cetrafs::{Buffers, Fs};
 use tet_core::{Error, ErrorKind};
 
 use crate::atomic::{AtomicFile, RealFs};
+use crate::signature;
 use crate::{Exit, Output};
 
 /// Options of `tet-host mkfs`.
@@ -33,6 +36,8 @@ pub struct MkfsOptions<'a> {
     pub from: Option<&'a Path>,
     /// Output style.
     pub output: Output,
+    /// Format even when the target holds something (no question asked).
+    pub force: bool,
 }
 
 /// Parses `64M`, `1G`, `2T`, `4096`, `512K` (binary units).
@@ -261,6 +266,9 @@ struct FileSink<'f> {
     run: Vec<u8>,
     failed: Option<io::Error>,
     written: u64,
+    /// Block 0 (the superblock), held back to be written last on a device, so a run
+    /// cut short leaves nothing that claims to be an image.
+    held: Option<Option<Box<Block>>>,
 }
 
 const RUN: usize = 1 << 20;
@@ -291,6 +299,10 @@ impl BlockSink for FileSink<'_> {
             )
         };
         if self.skip_zero && block.iter().all(|b| *b == 0) {
+            return Ok(());
+        }
+        if let (0, Some(slot)) = (lba, self.held.as_mut()) {
+            *slot = Some(Box::new(*block));
             return Ok(());
         }
         let blocks = u64::try_from(self.run.len() / BLOCK_SIZE).unwrap_or(0);
@@ -328,8 +340,99 @@ fn open_target(image: &Path) -> io::Result<Target> {
     }
 }
 
+/// Files counted in an image that is about to be overwritten, at most.
+const COUNT_LIMIT: u64 = 100_000;
+
+/// `label 'L', N files` of the cetrafs image on `image`, from a walk of its tree that
+/// stops after [`COUNT_LIMIT`] entries (`more than N files`).
+fn cetrafs_summary(image: &Path) -> Option<String> {
+    let dev = super::device::FileDevice::open(image).ok()?;
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(&dev, &mut bufs.data).ok()?;
+    let label = fs.superblock().raw().label;
+    let label = String::from_utf8_lossy(&label)
+        .trim_end_matches('\0')
+        .to_string();
+    let mut dirs = vec![fs.inode(1, &mut bufs.data).ok()?];
+    let mut files = 0u64;
+    while let Some(dir) = dirs.pop() {
+        let mut children = Vec::new();
+        let _ = fs.read_dir(&dir, &mut bufs, |e| {
+            files = files.saturating_add(1);
+            children.push(e.inode);
+            if files >= COUNT_LIMIT {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        if files >= COUNT_LIMIT {
+            return Some(format!("label '{label}', more than {COUNT_LIMIT} files"));
+        }
+        for ino in children {
+            if let Ok(i) = fs.inode(ino, &mut bufs.data) {
+                if i.is_dir() {
+                    dirs.push(i);
+                }
+            }
+        }
+    }
+    Some(format!("label '{label}', {}", count(files, "file")))
+}
+
+/// Before formatting over a regular file or block device that holds something (a
+/// filesystem, an image, a partition table, any nonzero byte where signatures are
+/// probed), asks on a terminal, or refuses (exit 16) without one, as mkfs.ext4 does;
+/// `force` skips the question. An empty or all-zero target is formatted without a word.
+fn confirm_overwrite(image: &Path, force: bool) -> Result<(), Exit> {
+    let probed = std::fs::metadata(image)
+        .is_ok_and(|m| m.file_type().is_file() || m.file_type().is_block_device());
+    if force || !probed {
+        return Ok(());
+    }
+    let head = File::open(image).and_then(|f| signature::head(&f));
+    let head = head.map_err(|e| {
+        eprintln!("tet-host: mkfs: cannot read {}: {e}", image.display());
+        Exit::Operational
+    })?;
+    let Some(what) = signature::describe(&head) else {
+        return Ok(());
+    };
+    let what = match (
+        head.starts_with(&tet_core::cetrafs::SB_MAGIC),
+        cetrafs_summary(image),
+    ) {
+        (true, Some(summary)) => format!("{what} ({summary})"),
+        _ => what.to_string(),
+    };
+    if !std::io::stdin().is_terminal() {
+        eprintln!(
+            "tet-host: mkfs: {} contains {what}; pass --force to format it anyway",
+            image.display()
+        );
+        return Err(Exit::Usage);
+    }
+    eprint!(
+        "{} contains {what}. Proceed anyway? (y,N) ",
+        image.display()
+    );
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    let yes = std::io::stdin().lock().read_line(&mut line).is_ok()
+        && matches!(line.trim(), "y" | "Y" | "yes");
+    if yes {
+        Ok(())
+    } else {
+        eprintln!("tet-host: mkfs: {} left as it was", image.display());
+        Err(Exit::Usage)
+    }
+}
+
 /// `tet-host mkfs`.
 pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
+    if let Err(e) = confirm_overwrite(image, o.force) {
+        return e;
+    }
     let mut target = match open_target(image) {
         Ok(t) => t,
         Err(e) => {
@@ -368,6 +471,17 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
     };
     let mut result = Ok(());
     let written;
+    // A second handle on a device, to sync and to write block 0 around the sink's writes.
+    let target_sync = match &target {
+        Target::Device(f, _) => match f.try_clone() {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("tet-host: mkfs: cannot write {}: {e}", image.display());
+                return Exit::Operational;
+            }
+        },
+        Target::File(_) => None,
+    };
     {
         let (skip_zero, mut write): (bool, Box<WriteAt<'_>>) = match &mut target {
             Target::File(f) => (
@@ -379,6 +493,15 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
             ),
             Target::Device(f, _) => (false, Box::new(|at, bytes| f.write_all_at(bytes, at))),
         };
+        let device = !skip_zero;
+        // On a device, whatever superblock was there goes first (zeros, synced), and the
+        // new one is written last.
+        let cleared = match (&target_sync, device) {
+            (Some(f), true) => f
+                .write_all_at(&[0u8; BLOCK_SIZE], 0)
+                .and_then(|()| f.sync_data()),
+            _ => Ok(()),
+        };
         let mut sink = FileSink {
             write: &mut *write,
             skip_zero,
@@ -386,9 +509,26 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
             run: Vec::with_capacity(RUN),
             failed: None,
             written: 0,
+            held: device.then_some(None),
         };
-        let built = b.build_into(&mut sink);
-        let flushed = sink.flush();
+        let built = if let Err(e) = cleared {
+            sink.failed = Some(e);
+            Err(Error::new(ErrorKind::Io, "image write", 0))
+        } else {
+            b.build_into(&mut sink)
+        };
+        let mut flushed = sink.flush();
+        if let (Ok(()), Some(Some(first))) = (&flushed, sink.held.take()) {
+            // Everything else is on the device before the superblock that names it.
+            flushed = match &target_sync {
+                Some(f) => f.sync_data(),
+                None => Ok(()),
+            }
+            .and_then(|()| (sink.write)(0, &first[..]));
+            if flushed.is_ok() {
+                sink.written = sink.written.saturating_add(BLOCK_SIZE_U64);
+            }
+        }
         written = sink.written;
         match (built, sink.failed.take(), flushed) {
             (Err(_), Some(e), _) | (Ok(_), _, Err(e)) => result = Err(e),

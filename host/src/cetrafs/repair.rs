@@ -1,8 +1,14 @@
 //! `tet-host repair` for a cetrafs image.
 
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use serde_json::json;
+use tet_alloc::tet::writer::Output as _;
+
+use crate::atomic::{check_output, AtomicFile, RealFs};
 
 use super::*;
 use crate::{Exit, Output};
@@ -10,9 +16,17 @@ use crate::{Exit, Output};
 /// `tet-host repair IMAGE` for cetrafs: replay, check, fix (`tet_alloc::cetrafs::repair`),
 /// in place through the journal. `-n` writes nothing; `-p` applies lossless fixes; `-y`
 /// every fix; without one it asks per fix on a terminal (exit 16 when standard input is
-/// not one). Exit 0 clean, 1 problems found and all corrected, 4 problems left, 8 when
-/// refused or the image cannot be written.
-pub fn repair(path: &Path, mode: crate::repair_mode::Mode, force: bool, output: Output) -> Exit {
+/// not one). With `copy_to`, the image is first copied there (sparse, atomically) and the
+/// copy repaired: the input stays byte-identical (`-n` copies nothing). Exit 0 clean, 1
+/// problems found and all corrected, 4 problems left, 8 when refused or the image
+/// cannot be written.
+pub fn repair(
+    path: &Path,
+    copy_to: Option<&Path>,
+    mode: crate::repair_mode::Mode,
+    force: bool,
+    output: Output,
+) -> Exit {
     use tet_alloc::cetrafs::repair::{repair as run, Fix, Mode, RepairError, RepairOptions};
     use tet_core::cetrafs::replay::ReplayError;
     let m = match mode {
@@ -24,6 +38,25 @@ pub fn repair(path: &Path, mode: crate::repair_mode::Mode, force: bool, output: 
     if let Err(e) = crate::repair_mode::check_can_ask(mode) {
         return e;
     }
+    if let Some(to) = copy_to {
+        if let Err(e) = check_output(to, &[path], force) {
+            return e;
+        }
+    }
+    let path = match copy_to {
+        Some(to) if m != Mode::No => {
+            if let Err(e) = copy_sparse(path, to) {
+                eprintln!(
+                    "tet-host: cannot copy {} to {}: {e}",
+                    path.display(),
+                    to.display()
+                );
+                return Exit::Operational;
+            }
+            to
+        }
+        _ => path,
+    };
     let opened = if m == Mode::No {
         crate::cetrafs::device::FileDevice::open(path)
     } else {
@@ -126,4 +159,30 @@ pub fn repair(path: &Path, mode: crate::repair_mode::Mode, force: bool, output: 
     } else {
         Exit::Clean
     }
+}
+
+/// Copies the file at `from` to a new file `to`, atomically; all-zero blocks stay holes,
+/// as in an image `mkfs` writes.
+fn copy_sparse(from: &Path, to: &Path) -> io::Result<()> {
+    let src = File::open(from)?;
+    let len = src.metadata()?.len();
+    let mut out = AtomicFile::create(to, RealFs)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    loop {
+        let n = src.read_at(&mut buf, at)?;
+        if n == 0 {
+            break;
+        }
+        let mut block_at = at;
+        for block in buf.get(..n).unwrap_or(&[]).chunks(4096) {
+            if block.iter().any(|b| *b != 0) {
+                out.write_at(block_at, block)?;
+            }
+            block_at = block_at.saturating_add(u64::try_from(block.len()).unwrap_or(0));
+        }
+        at = block_at;
+    }
+    out.set_len(len)?;
+    out.commit()
 }

@@ -28,6 +28,8 @@ pub struct ConvertOptions {
     pub level: i32,
     /// Dataset name for a `.npy` input (default: the file stem).
     pub name: Option<String>,
+    /// Replace `output` when it exists (never when it is the input).
+    pub force: bool,
 }
 
 /// Tiles compressed per parallel batch.
@@ -35,6 +37,9 @@ const BATCH: usize = 16;
 
 /// `tet-host convert`.
 pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
+    if let Err(e) = crate::atomic::check_output(output, &[input], o.force) {
+        return e;
+    }
     let src = match crate::input::Input::open(input) {
         Ok(i) => i,
         Err(e) => {

@@ -12,7 +12,11 @@ pub fn export(
     selection: &[tet_core::tet::select::Slice],
     out: &Path,
     budget: Option<u64>,
+    force: bool,
 ) -> Exit {
+    if let Err(e) = crate::atomic::check_output(out, &[path], force) {
+        return e;
+    }
     let file = match crate::tet::open_tet(path, bytes) {
         Ok(f) => f,
         Err(e) => return e,

@@ -279,6 +279,8 @@ pub struct QueryOptions {
     pub output: Option<std::path::PathBuf>,
     /// Print only the first N selected values (no operation).
     pub preview: Option<usize>,
+    /// Replace the `output` file when it exists (never when it is the input).
+    pub force: bool,
 }
 
 /// Most values a selection without an operation prints as JSON; beyond, use `--output`.
@@ -286,6 +288,11 @@ pub const MAX_PRINTED: u64 = 1 << 20;
 
 /// `tet-host query`.
 pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exit {
+    if let Some(target) = &o.output {
+        if let Err(e) = crate::atomic::check_output(target, &[path], o.force) {
+            return e;
+        }
+    }
     let file = match open_tet(path, bytes) {
         Ok(f) => f,
         Err(e) => return e,

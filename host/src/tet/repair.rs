@@ -37,6 +37,8 @@ pub struct RepairOptions<'a> {
     pub zero_bad_chunks: bool,
     /// How payloads are decoded (always every chunk).
     pub decode: DecodeOptions,
+    /// Replace `output` when it exists (never when it is the input).
+    pub force: bool,
 }
 
 /// `tet-host repair FILE`, with the real file system.
@@ -48,6 +50,11 @@ pub fn repair(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>) -> Exit {
 pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>, ops: F) -> Exit {
     if let Err(e) = check_can_ask(opts.mode) {
         return e;
+    }
+    if let Some(out) = opts.output {
+        if let Err(e) = crate::atomic::check_output(out, &[path], opts.force) {
+            return e;
+        }
     }
     let decode = DecodeOptions {
         deep: true,

@@ -37,3 +37,27 @@ pub fn golden(name: &str, actual: &str) {
         .unwrap_or_else(|_| panic!("missing golden {}; run with TET_BLESS=1", path.display()));
     assert_eq!(actual, expected, "output differs from {}", path.display());
 }
+
+/// A NumPy `.npy` file (format 1.0) holding `data` with the given dtype `descr`, order
+/// and shape.
+pub fn npy(descr: &str, fortran: bool, shape: &[u64], data: &[u8]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape = if dims.len() == 1 {
+        format!("({},)", dims[0])
+    } else {
+        format!("({})", dims.join(", "))
+    };
+    let mut h = format!(
+        "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape}, }}",
+        if fortran { "True" } else { "False" }
+    );
+    while (h.len() + 11) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&u16::try_from(h.len()).unwrap().to_le_bytes());
+    out.extend_from_slice(h.as_bytes());
+    out.extend_from_slice(data);
+    out
+}

@@ -1,0 +1,303 @@
+//! `tet-host` does no harm, through the real binary: an output that is an input is
+//! refused (through symbolic and hard links too), an existing output needs `--force`,
+//! `mkfs` asks before formatting over something (refuses without a terminal), `repair
+//! -o` leaves its input byte-identical, and SIGINT or SIGTERM mid-write leaves no
+//! temporary file and the target as it was.
+
+#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+mod common;
+use common::{npy, run};
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tet-no-harm-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn small_npy(dir: &Path, name: &str) -> Vec<u8> {
+    let data: Vec<u8> = (0u16..64).flat_map(|v| v.to_le_bytes()).collect();
+    let bytes = npy("<u2", false, &[8, 8], &data);
+    std::fs::write(dir.join(name), &bytes).unwrap();
+    bytes
+}
+
+fn temporaries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tet-host-"))
+        .collect()
+}
+
+#[test]
+fn an_output_that_is_an_input_is_refused() {
+    let d = scratch("same");
+    let original = small_npy(&d, "x.npy");
+    std::os::unix::fs::symlink(d.join("x.npy"), d.join("link.npy")).unwrap();
+    std::fs::hard_link(d.join("x.npy"), d.join("hard.npy")).unwrap();
+    for out in ["x.npy", "link.npy", "hard.npy"] {
+        // Even --force never writes over the input.
+        for force in [false, true] {
+            let mut args = vec!["convert", "x.npy", out];
+            if force {
+                args.push("--force");
+            }
+            let (code, _, err) = run(&args, &d);
+            assert_eq!(code, 16, "{out}: {err}");
+            assert!(
+                err.contains(&format!("the output {out} is the input x.npy")),
+                "{err}"
+            );
+        }
+    }
+    assert_eq!(std::fs::read(d.join("x.npy")).unwrap(), original);
+    assert!(std::fs::symlink_metadata(d.join("link.npy"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+
+    // export F.tet --dataset d F.tet, and repair F -o F.
+    assert_eq!(run(&["convert", "x.npy", "f.tet"], &d).0, 0);
+    let tet = std::fs::read(d.join("f.tet")).unwrap();
+    let (code, _, err) = run(&["export", "f.tet", "--dataset", "x", "f.tet"], &d);
+    assert_eq!(code, 16, "{err}");
+    std::fs::hard_link(d.join("f.tet"), d.join("g.tet")).unwrap();
+    let (code, _, err) = run(&["repair", "-y", "f.tet", "-o", "g.tet"], &d);
+    assert_eq!(code, 16, "{err}");
+    assert!(err.contains("the output g.tet is the input f.tet"), "{err}");
+    let (code, _, err) = run(
+        &[
+            "query",
+            r#"{"dataset": "x", "selection": [{"start": 0, "stop": 2}]}"#,
+            "-t",
+            "f.tet",
+            "--output",
+            "g.tet",
+        ],
+        &d,
+    );
+    assert_eq!(code, 16, "{err}");
+    assert_eq!(std::fs::read(d.join("f.tet")).unwrap(), tet);
+    assert!(temporaries(&d).is_empty());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn an_existing_output_needs_force() {
+    let d = scratch("exists");
+    small_npy(&d, "a.npy");
+    std::fs::write(d.join("keep.tet"), b"five datasets live here").unwrap();
+    let (code, _, err) = run(&["convert", "a.npy", "keep.tet"], &d);
+    assert_eq!(code, 16, "{err}");
+    assert!(err.contains("keep.tet exists; pass --force"), "{err}");
+    assert_eq!(
+        std::fs::read(d.join("keep.tet")).unwrap(),
+        b"five datasets live here"
+    );
+    let (code, _, err) = run(&["convert", "a.npy", "keep.tet", "--force"], &d);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(run(&["verify", "keep.tet"], &d).0, 0);
+    // export and query --output the same way.
+    std::fs::write(d.join("out.npy"), b"old").unwrap();
+    let (code, _, err) = run(&["export", "keep.tet", "--dataset", "a", "out.npy"], &d);
+    assert_eq!(code, 16, "{err}");
+    assert_eq!(std::fs::read(d.join("out.npy")).unwrap(), b"old");
+    let (code, _, err) = run(
+        &["export", "keep.tet", "--dataset", "a", "out.npy", "--force"],
+        &d,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::read(d.join("out.npy"))
+        .unwrap()
+        .starts_with(b"\x93NUMPY"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+fn image(dir: &Path, name: &str) {
+    std::fs::create_dir_all(dir.join("tree/sub")).unwrap();
+    std::fs::write(dir.join("tree/a.txt"), b"alpha").unwrap();
+    std::fs::write(dir.join("tree/sub/b.txt"), b"beta").unwrap();
+    let (code, _, err) = run(
+        &[
+            "mkfs", name, "--size", "8M", "--label", "mine", "--from", "tree",
+        ],
+        dir,
+    );
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn mkfs_asks_before_formatting_over_something() {
+    let d = scratch("mkfs");
+    image(&d, "full.img");
+    let before = std::fs::read(d.join("full.img")).unwrap();
+    // No terminal: refused, with what is there.
+    let (code, _, err) = run(&["mkfs", "full.img", "--size", "8M"], &d);
+    assert_eq!(code, 16, "{err}");
+    assert!(
+        err.contains("full.img contains a cetrafs image (label 'mine', 3 files)"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(d.join("full.img")).unwrap(), before);
+    // Other signatures, and any stray byte.
+    let mut ext4 = vec![0u8; 1 << 16];
+    ext4[1080] = 0x53;
+    ext4[1081] = 0xef;
+    std::fs::write(d.join("ext4.img"), &ext4).unwrap();
+    let (code, _, err) = run(&["mkfs", "ext4.img", "--size", "8M"], &d);
+    assert_eq!(code, 16, "{err}");
+    assert!(err.contains("an ext2/ext3/ext4 filesystem"), "{err}");
+    let mut stray = vec![0u8; 8192];
+    stray[5000] = 7;
+    std::fs::write(d.join("stray.img"), &stray).unwrap();
+    let (code, _, err) = run(&["mkfs", "stray.img", "--size", "8M"], &d);
+    assert_eq!(code, 16, "{err}");
+    assert!(err.contains("data (it is not empty)"), "{err}");
+    assert_eq!(std::fs::read(d.join("stray.img")).unwrap(), stray);
+    // Empty and all-zero targets are formatted without a word.
+    std::fs::write(d.join("empty.img"), b"").unwrap();
+    std::fs::write(d.join("zero.img"), vec![0u8; 1 << 20]).unwrap();
+    for t in ["empty.img", "zero.img"] {
+        let (code, _, err) = run(&["mkfs", t, "--size", "8M"], &d);
+        assert_eq!(code, 0, "{t}: {err}");
+    }
+    // On a terminal it asks: "n" leaves the image, "y" formats it.
+    for (answer, code, changed) in [("n", 16, false), ("y", 0, true)] {
+        let bin = env!("CARGO_BIN_EXE_tet-host");
+        let mut child = Command::new("script")
+            .args([
+                "-qec",
+                &format!("'{bin}' mkfs full.img --size 8M"),
+                "/dev/null",
+            ])
+            .current_dir(&d)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{answer}\n").as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            shown.contains(
+                "full.img contains a cetrafs image (label 'mine', 3 files). Proceed anyway? (y,N)"
+            ),
+            "{shown}"
+        );
+        assert_eq!(out.status.code(), Some(code), "{shown}");
+        assert_eq!(
+            std::fs::read(d.join("full.img")).unwrap() != before,
+            changed
+        );
+    }
+    // --force skips the question.
+    let (code, _, err) = run(&["mkfs", "ext4.img", "--size", "8M", "--force"], &d);
+    assert_eq!(code, 0, "{err}");
+    assert!(temporaries(&d).is_empty());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn cetrafs_repair_to_another_file_leaves_the_input_alone() {
+    let d = scratch("repair-o");
+    image(&d, "img");
+    let mut img = std::fs::read(d.join("img")).unwrap();
+    // A block group free count off by one, checksum resealed: a lossless fix.
+    {
+        use tet_core::block::MemDevice;
+        use tet_core::cetrafs::{Buffers, Fs};
+        let mut bufs = Buffers::new();
+        let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+        let bg = usize::try_from(fs.superblock().raw().bg_table_start.get()).unwrap() * 4096;
+        img[bg + 64] ^= 2;
+    }
+    tet_alloc::cetrafs::testing::reseal(&mut img);
+    std::fs::write(d.join("img"), &img).unwrap();
+    let (code, _, err) = run(&["repair", "-p", "img", "-o", "fixed.img"], &d);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        std::fs::read(d.join("img")).unwrap(),
+        img,
+        "the input changed"
+    );
+    assert_eq!(run(&["verify", "fixed.img"], &d).0, 0);
+    assert_eq!(run(&["verify", "img"], &d).0, 4);
+    // The copy is sparse like the original, and -o F over F is refused.
+    let (code, _, err) = run(&["repair", "-p", "img", "-o", "img"], &d);
+    assert_eq!(code, 16, "{err}");
+    let (code, _, err) = run(&["repair", "-p", "img", "-o", "fixed.img"], &d);
+    assert_eq!(code, 16, "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// SIGINT and SIGTERM at seeded random moments of a conversion: afterwards no
+/// temporary file is left and the target is either untouched (its old bytes) or the
+/// complete new file.
+#[test]
+fn interrupted_writes_leave_no_temporary_and_the_target_intact() {
+    let d = scratch("signal");
+    // 16 MiB of u32: long enough to interrupt at many points.
+    let data: Vec<u8> = (0u32..(1 << 22)).flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(
+        d.join("big.npy"),
+        npy("<u4", false, &[1 << 10, 1 << 12], &data),
+    )
+    .unwrap();
+    std::fs::write(d.join("t.tet"), b"the old target").unwrap();
+    let bin = env!("CARGO_BIN_EXE_tet-host");
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut interrupted = 0;
+    for round in 0..12 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let delay = seed % 400;
+        let child = Command::new(bin)
+            .args(["convert", "big.npy", "t.tet", "--force", "--codec", "zstd"])
+            .current_dir(&d)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay));
+        let signal = if round % 2 == 0 { "-INT" } else { "-TERM" };
+        let _ = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            temporaries(&d).is_empty(),
+            "round {round}: {:?}",
+            temporaries(&d)
+        );
+        let now = std::fs::read(d.join("t.tet")).unwrap();
+        match out.status.code() {
+            Some(0) => {
+                assert_eq!(run(&["verify", "t.tet"], &d).0, 0);
+                std::fs::write(d.join("t.tet"), b"the old target").unwrap();
+            }
+            Some(code) => {
+                assert!(code == 130 || code == 143, "round {round}: exit {code}");
+                assert_eq!(now, b"the old target", "round {round}");
+                interrupted += 1;
+            }
+            None => panic!("round {round}: killed by a signal it should have handled"),
+        }
+    }
+    assert!(interrupted > 0, "no round was interrupted");
+    let _ = std::fs::remove_dir_all(&d);
+}
