@@ -51,7 +51,7 @@ pub fn npy(descr: &str, fortran: bool, shape: &[u64], data: &[u8]) -> Vec<u8> {
         "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape}, }}",
         if fortran { "True" } else { "False" }
     );
-    while (h.len() + 11) % 64 != 0 {
+    while !(h.len().saturating_add(11)).is_multiple_of(64) {
         h.push(' ');
     }
     h.push('\n');
