@@ -2,6 +2,7 @@
 //! full check with its ownership maps, and repair through the journal.
 
 pub mod fsck;
+pub mod journal;
 pub mod mkfs;
 pub mod repair;
 #[cfg(feature = "testing")]
