@@ -776,7 +776,11 @@ pub fn repair(path: &Path, mode: crate::tet_repair::Mode, force: bool, output: O
             );
             return Exit::Operational;
         }
-        Err(RepairError::Replay(ReplayError::Device(e))) => {
+        Err(
+            RepairError::Replay(ReplayError::Device(e))
+            | RepairError::Device(e)
+            | RepairError::Stopped(e),
+        ) => {
             eprintln!("tet-host: {}: repair stopped: {}", path.display(), describe(&e));
             return Exit::Operational;
         }
