@@ -89,7 +89,7 @@ pub fn check<D: BlockDevice>(dev: D, opts: &Options, sink: &mut dyn Sink<Finding
     check_keeping_maps(dev, opts, sink).0
 }
 
-/// [`check`], also returning the ownership map when the cross-structure passes ran.
+/// [`check()`], also returning the ownership map when the cross-structure passes ran.
 pub fn check_keeping_maps<D: BlockDevice>(
     dev: D,
     opts: &Options,

@@ -9,6 +9,7 @@
 //!   is a region start plus an index inside that region, all below the image's block
 //!   count, which is why the writers below may saturate instead of failing.
 //! * `allocator`: first-fit data block allocation.
+//! * `extents`: a file's extents as its blocks are placed, and its extent tree.
 //! * `tree`: the tree being copied in ([`ImageBuilder`]'s files, directories, symlinks,
 //!   hard links and xattrs; [`Content`] read while the image is written).
 //! * `emit`: serialising every structure through the `tet_core::cetrafs::raw` structs
@@ -16,6 +17,7 @@
 
 mod allocator;
 mod emit;
+mod extents;
 mod geometry;
 mod tree;
 
