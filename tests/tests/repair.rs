@@ -90,6 +90,7 @@ fn opts(mode: Mode, zero: bool) -> RepairOptions<'static> {
             budget: Some(1 << 30),
             progress: false,
         },
+        force: false,
     }
 }
 

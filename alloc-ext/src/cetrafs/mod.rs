@@ -1,7 +1,9 @@
 //! cetrafs 0x0006 with an allocator: the deterministic image builder behind `mkfs`, the
-//! full check with its ownership maps, and repair through the journal.
+//! full check with its ownership maps, repair through the journal, and the gathering of
+//! the journals' committed slots those and the CLI share ([`journal`]).
 
 pub mod fsck;
+pub mod journal;
 pub mod mkfs;
 pub mod repair;
 #[cfg(feature = "testing")]

@@ -1,8 +1,6 @@
 //! Tools for tests and fuzzing (feature `testing`): journal transactions written
 //! directly, registry rows, and resealing every checksum after a mutation.
 
-#![allow(clippy::arithmetic_side_effects, clippy::indexing_slicing)]
-
 use alloc::vec::Vec;
 
 use super::mkfs::*;
@@ -49,8 +47,10 @@ pub fn write_journal_txn(
     if row >= sb.node_capacity() {
         return Err(invalid("journal row"));
     }
-    let slice = sb.raw().node_journal_start.get() + u64::from(row) * sb.node_journal_blocks();
-    let slots = (sb.node_journal_blocks() - 1) / 2;
+    // Geometry from a superblock that parsed: every block number below lies inside the
+    // image, so the arithmetic saturates where it cannot overflow.
+    let slice = journal_of(&sb, row);
+    let slots = sb.node_journal_blocks().saturating_sub(1) / 2;
     if first_slot.saturating_add(u64::try_from(writes.len()).unwrap_or(u64::MAX)) > slots {
         return Err(full("journal slots"));
     }
@@ -65,12 +65,13 @@ pub fn write_journal_txn(
         let index = u32::try_from(i).map_err(|_| full("journal slots"))?;
         let mut page: Block = [0; BLOCK_SIZE];
         put(&mut page, 0, payload);
+        let at = usize_of(target.saturating_mul(BLOCK_SIZE_U64));
         let pre = img
-            .get(usize_of(target * BLOCK_SIZE_U64)..usize_of((target + 1) * BLOCK_SIZE_U64))
+            .get(at..at.saturating_add(BLOCK_SIZE))
             .map_or(0, |b| u64::from(crc32c(b)));
         let mut h = RawSlotHeader::new_zeroed();
         h.magic = JS_MAGIC;
-        let last = index + 1 == n;
+        let last = index.saturating_add(1) == n;
         h.flags
             .set(if *fresh { F_FRESH } else { 0 } | if commit && last { F_COMMIT } else { 0 });
         h.txn_id.set(txn_id);
@@ -80,11 +81,15 @@ pub fn write_journal_txn(
         h.txn_index.set(index);
         h.txn_slots.set(n);
         h.header_checksum.set(crc32c_skipping(h.as_bytes(), 56));
-        let hdr = slice + 1 + 2 * (first_slot + u64::from(index));
+        let hdr = first_slot
+            .saturating_add(u64::from(index))
+            .saturating_mul(2)
+            .saturating_add(slice)
+            .saturating_add(1);
         let mut hb: Block = [0; BLOCK_SIZE];
         put(&mut hb, 0, h.as_bytes());
         MemSink(img).write_block(hdr, &hb)?;
-        MemSink(img).write_block(hdr + 1, &page)?;
+        MemSink(img).write_block(hdr.saturating_add(1), &page)?;
     }
     let mut f = RawJournalFlag::new_zeroed();
     f.magic = JF_MAGIC;
@@ -104,6 +109,14 @@ pub fn write_journal_txn(
         put(img, 0, raw.as_bytes());
     }
     Ok(())
+}
+
+/// The first block of registry row `row`'s journal.
+fn journal_of(sb: &Superblock, row: u32) -> u64 {
+    sb.raw()
+        .node_journal_start
+        .get()
+        .saturating_add(u64::from(row).saturating_mul(sb.node_journal_blocks()))
 }
 
 fn le64(img: &[u8], at: usize) -> u64 {
@@ -136,14 +149,18 @@ pub fn register_node(
     r.row.set(row);
     r.node_id.set(node_id);
     r.state.set(state);
-    r.journal_start
-        .set(sb.raw().node_journal_start.get() + u64::from(row) * sb.node_journal_blocks());
-    r.hostname[..hostname.len()].copy_from_slice(hostname);
+    r.journal_start.set(journal_of(&sb, row));
+    put(&mut r.hostname, 0, hostname);
     let mut bytes = r.as_bytes().to_vec();
     seal(&mut bytes, 120);
     let at = usize_of(
-        (sb.raw().registry_start.get() + u64::from(row) / ROWS_PER_BLOCK) * BLOCK_SIZE_U64,
-    ) + usize_of(u64::from(row) % ROWS_PER_BLOCK) * 128;
+        sb.raw()
+            .registry_start
+            .get()
+            .saturating_add(u64::from(row) / ROWS_PER_BLOCK)
+            .saturating_mul(BLOCK_SIZE_U64),
+    )
+    .saturating_add(usize_of(u64::from(row) % ROWS_PER_BLOCK).saturating_mul(128));
     put(img, at, &bytes);
     Ok(())
 }
@@ -165,12 +182,15 @@ pub fn reseal(img: &mut [u8]) {
     }
     let z = u64::from(le32(img, 64)).min(nblocks);
     let b = u64::from(le32(img, 68)).min(nblocks);
-    for i in 0..z {
-        seal_at(img, 1 + i, 0, 64, 56);
-        seal_at(img, 1 + i, ZG_COLD_AT, 64, 56);
+    // Every loop below is bounded by the block count, so `1 + z + i` and the like stay
+    // far below 2^64; offsets saturate (and then miss the image) where a value read from
+    // the superblock is wild.
+    for i in 1..=z {
+        seal_at(img, i, 0, 64, 56);
+        seal_at(img, i, ZG_COLD_AT, 64, 56);
     }
     for i in 0..b {
-        seal_at(img, 1 + z + i, 0, 128, 112);
+        seal_at(img, z.saturating_add(1).saturating_add(i), 0, 128, 112);
     }
     let (regions, size) = (le64(img, 176), le64(img, 184).max(1));
     for i in 0..b {
@@ -186,9 +206,15 @@ pub fn reseal(img: &mut [u8]) {
     for blk in 0..reg_blocks {
         for r in 0..usize_of(ROWS_PER_BLOCK) {
             let at = usize_of(reg.saturating_add(blk).saturating_mul(BLOCK_SIZE_U64))
-                .saturating_add(r * 128);
+                .saturating_add(r.saturating_mul(128));
             if img.get(at..at.saturating_add(4)) == Some(&b"CTND"[..]) {
-                seal_at(img, reg.saturating_add(blk), r * 128, 128, 120);
+                seal_at(
+                    img,
+                    reg.saturating_add(blk),
+                    r.saturating_mul(128),
+                    128,
+                    120,
+                );
             }
         }
     }
@@ -197,25 +223,28 @@ pub fn reseal(img: &mut [u8]) {
         let slice = js.saturating_add(row.saturating_mul(jb));
         seal_at(img, slice, 0, 64, 56);
         for s in 0..jb.saturating_sub(1).min(nblocks) / 2 {
-            let hdr = slice.saturating_add(1).saturating_add(2 * s);
+            let hdr = slice.saturating_add(1).saturating_add(s.saturating_mul(2));
             let at = usize_of(hdr.saturating_mul(BLOCK_SIZE_U64));
             if img.get(at..at.saturating_add(4)) == Some(&JS_MAGIC[..]) {
                 seal_at(img, hdr, 0, 64, 56);
             }
         }
     }
+    let magic_at = |img: &[u8], at: usize| {
+        img.get(at..at.saturating_add(4))
+            .and_then(|h| <[u8; 4]>::try_from(h).ok())
+    };
     for lba in 0..nblocks {
-        let at = usize_of(lba * BLOCK_SIZE_U64);
-        let head = img.get(at..at + 4).map(|h| [h[0], h[1], h[2], h[3]]);
-        if head == Some(INODE_MAGIC) {
+        let at = usize_of(lba.saturating_mul(BLOCK_SIZE_U64));
+        if magic_at(img, at) == Some(INODE_MAGIC) {
             seal_at(img, lba, 0, 256, 248);
         }
-        let tail = img
-            .get(at + TAIL_AT..at + TAIL_AT + 4)
-            .map(|h| [h[0], h[1], h[2], h[3]]);
+        let tail = magic_at(img, at.saturating_add(TAIL_AT));
         if matches!(tail, Some(t) if t == TAIL_EXTENT || t == TAIL_DIR || t == TAIL_XATTR) {
             seal_at(img, lba, 0, BLOCK_SIZE, TAIL_AT + 8);
         }
     }
-    seal(&mut img[..424], SB_CHECKSUM_AT);
+    if let Some(sb) = img.get_mut(..424) {
+        seal(sb, SB_CHECKSUM_AT);
+    }
 }

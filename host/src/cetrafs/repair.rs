@@ -28,7 +28,6 @@ pub fn repair(
     output: Output,
 ) -> Exit {
     use tet_alloc::cetrafs::repair::{repair as run, Fix, Mode, RepairError, RepairOptions};
-    use tet_core::cetrafs::replay::ReplayError;
     let m = match mode {
         crate::repair_mode::Mode::No => Mode::No,
         crate::repair_mode::Mode::Preen => Mode::Preen,
@@ -82,43 +81,14 @@ pub fn repair(
     };
     let out = match run(&dev, m, &opts, &mut decide) {
         Ok(o) => o,
-        Err(RepairError::Mounted { row, node_id }) => {
-            eprintln!(
-                "tet-host: {}: node {node_id} (registry row {row}) is ACTIVE: the filesystem \
-                 may be mounted. Repair it offline, or pass --force",
-                path.display()
-            );
-            return Exit::Operational;
-        }
-        Err(RepairError::Replay(ReplayError::LiveNode { row, node_id })) => {
-            eprintln!(
-                "tet-host: {}: the journal of node {node_id} (registry row {row}) needs \
-                 replay but that node is ACTIVE",
-                path.display()
-            );
-            return Exit::Operational;
-        }
-        Err(RepairError::Replay(ReplayError::Claimed { row, owner })) => {
-            eprintln!(
-                "tet-host: {}: the journal of registry row {row} is being replayed by node {owner}",
-                path.display()
-            );
-            return Exit::Operational;
-        }
-        Err(RepairError::Replay(ReplayError::Device(e))) => {
-            eprintln!(
-                "tet-host: {}: repair stopped: {}",
-                path.display(),
-                describe(&e)
-            );
-            return Exit::Operational;
-        }
-        Err(RepairError::NoJournal) => {
-            eprintln!(
-                "tet-host: {}: no clean journal to write fixes through",
-                path.display()
-            );
-            return Exit::Operational;
+        Err(e) => {
+            // The library's message; the remedy for a mounted image is this tool's.
+            let hint = match e {
+                RepairError::Mounted { .. } => ". Repair it offline, or pass --force",
+                _ => "",
+            };
+            eprintln!("tet-host: {}: {e}{hint}", path.display());
+            return Exit::of(e.category());
         }
     };
     let verb = if m == Mode::No { "would fix" } else { "fixed" };

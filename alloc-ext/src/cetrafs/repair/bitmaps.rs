@@ -1,0 +1,187 @@
+//! Bitmaps and free counts: data bitmaps rebuilt from the check's ownership map, the
+//! inode bitmap's padding bits, and the search for a free bit.
+
+use alloc::vec::Vec;
+
+use tet_core::block::{Block, BlockDeviceMut, BLOCK_SIZE, BLOCK_SIZE_U64};
+use tet_core::cetrafs::raw::{RawBlockGroup, RawZoneGroupHot};
+use tet_core::cetrafs::{bitmap_blocks, Code, Fs, BITS_PER_BITMAP_BLOCK};
+use tet_core::Error;
+
+use super::patches::{set_bit, Patches, Record};
+use super::Fix;
+use crate::cetrafs::fsck::OwnershipMap;
+
+/// A clear bit below `limit` in the bitmap blocks from `start` (`count` of them), not
+/// in `avoid`; returns its index.
+pub(super) fn free_bit<D: BlockDeviceMut>(
+    patches: &mut Patches<'_, D>,
+    start: u64,
+    count: u64,
+    limit: u64,
+    skip: impl Fn(u64) -> bool,
+) -> Result<Option<u64>, Error> {
+    for k in 0..count {
+        let base = k.saturating_mul(BITS_PER_BITMAP_BLOCK);
+        let b = *patches.block(start.saturating_add(k))?;
+        for i in 0..BITS_PER_BITMAP_BLOCK {
+            let abs = base.saturating_add(i);
+            if abs >= limit {
+                return Ok(None);
+            }
+            let set = usize::try_from(i / 8)
+                .ok()
+                .and_then(|x| b.get(x))
+                .is_some_and(|x| x & (1u8 << (i % 8)) != 0);
+            if !set && !skip(abs) {
+                return Ok(Some(abs));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// A free count of a descriptor: the fix that sets it, where it is in the record, and
+/// how to set it.
+struct FreeCount<T> {
+    code: Code,
+    action: &'static str,
+    /// Byte offset of the count in the record.
+    at: u64,
+    set: fn(&mut T, u64),
+}
+
+const GROUP_FREE: FreeCount<RawBlockGroup> = FreeCount {
+    code: Code::GroupFreeCount,
+    action: "block group free_data_blocks set from its bitmap",
+    at: 64,
+    set: |d, n| d.free_data_blocks.set(n),
+};
+
+const ZONE_FREE: FreeCount<RawZoneGroupHot> = FreeCount {
+    code: Code::ZoneFreeCount,
+    action: "zone group free_data_blocks set to its groups' sum",
+    at: 16,
+    set: |h, n| h.free_data_blocks.set(n),
+};
+
+impl<T: Record> FreeCount<T> {
+    /// Sets the count in the record at the start of block `lba` to `free` when it says
+    /// `was`.
+    fn fix<D: BlockDeviceMut>(
+        &self,
+        patches: &mut Patches<'_, D>,
+        fixes: &mut Vec<Fix>,
+        lba: u64,
+        was: u64,
+        free: u64,
+    ) -> Result<(), Error> {
+        if free != was {
+            patches.edit(lba, |r: &mut T| (self.set)(r, free))?;
+            fixes.push(Fix {
+                code: self.code,
+                action: self.action,
+                offset: lba.saturating_mul(BLOCK_SIZE_U64).saturating_add(self.at),
+                value: Some(free),
+                lossless: true,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Data bitmaps equal to the ownership map (padding bits set), and free counts that
+/// match them, per block group and per zone group.
+pub(super) fn rebuild_bitmaps<D: BlockDeviceMut>(
+    fs: &Fs<D>,
+    own: &OwnershipMap,
+    keep_set: bool,
+    patches: &mut Patches<'_, D>,
+    fixes: &mut Vec<Fix>,
+) -> Result<(), Error> {
+    let sb = *fs.superblock();
+    let mut buf: Block = [0; BLOCK_SIZE];
+    for z in 0..sb.zone_group_count() {
+        let zg = fs.zone_group(z, &mut buf)?;
+        let first = zg.cold().first_bg_id.get();
+        let mut zone_free = 0u64;
+        for bi in first..first.saturating_add(zg.cold().bg_count.get()) {
+            let bg = fs.block_group(bi, &mut buf)?;
+            let raw = *bg.raw();
+            let data = raw.data_block_count.get();
+            let dbm = bitmap_blocks(raw.length_blocks.get());
+            let mut used = 0u64;
+            for k in 0..dbm {
+                let lba = raw.start_block.get().saturating_add(1).saturating_add(k);
+                let base = k.saturating_mul(BITS_PER_BITMAP_BLOCK);
+                let disk = *patches.block(lba)?;
+                let mut want: Block = [0; BLOCK_SIZE];
+                for i in 0..BITS_PER_BITMAP_BLOCK {
+                    let abs = base.saturating_add(i);
+                    let was = usize::try_from(i / 8)
+                        .ok()
+                        .and_then(|x| disk.get(x))
+                        .is_some_and(|x| x & (1u8 << (i % 8)) != 0);
+                    let on = abs >= data || own.owned(bi, abs) || (keep_set && was);
+                    if on && abs < data {
+                        used = used.saturating_add(1);
+                    }
+                    set_bit(&mut want, i, on);
+                }
+                let b = patches.block(lba)?;
+                if *b != want {
+                    *b = want;
+                    fixes.push(Fix {
+                        code: Code::BlockLeaked,
+                        action: "data bitmap rebuilt from the blocks files, trees and queues own",
+                        offset: lba.saturating_mul(BLOCK_SIZE_U64),
+                        value: None,
+                        lossless: true,
+                    });
+                }
+            }
+            let free = data.saturating_sub(used);
+            zone_free = zone_free.saturating_add(free);
+            GROUP_FREE.fix(patches, fixes, bg.lba(), raw.free_data_blocks.get(), free)?;
+        }
+        let was = zg.hot().free_data_blocks.get();
+        ZONE_FREE.fix(patches, fixes, zg.lba(), was, zone_free)?;
+    }
+    Ok(())
+}
+
+/// The inode bitmap's padding bits (past the inode count) and inode 0's bit, set.
+pub(super) fn pad_inode_bitmap<D: BlockDeviceMut>(
+    fs: &Fs<D>,
+    patches: &mut Patches<'_, D>,
+    fixes: &mut Vec<Fix>,
+) -> Result<(), Error> {
+    let sb = fs.superblock();
+    let start = sb.raw().inode_bitmap_start.get();
+    for k in 0..sb.raw().inode_bitmap_blocks.get() {
+        let lba = start.saturating_add(k);
+        let base = k.saturating_mul(BITS_PER_BITMAP_BLOCK);
+        let live = sb
+            .inode_count()
+            .saturating_sub(base)
+            .min(BITS_PER_BITMAP_BLOCK);
+        let b = patches.block(lba)?;
+        let before = *b;
+        for i in live..BITS_PER_BITMAP_BLOCK {
+            set_bit(b, i, true);
+        }
+        if k == 0 {
+            set_bit(b, 0, true);
+        }
+        if *b != before {
+            fixes.push(Fix {
+                code: Code::BitmapPadding,
+                action: "inode bitmap padding bits set",
+                offset: lba.saturating_mul(BLOCK_SIZE_U64),
+                value: None,
+                lossless: true,
+            });
+        }
+    }
+    Ok(())
+}

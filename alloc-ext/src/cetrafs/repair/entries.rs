@@ -1,0 +1,161 @@
+//! Fixes of single fields and entries, each answering one finding with the value the
+//! check computed: inode counts, sizes and parents, entry types, entries naming what
+//! they must not (removed), repeated names (renamed), and inode checksums.
+
+use alloc::vec::Vec;
+
+use tet_core::block::BlockDeviceMut;
+use tet_core::cetrafs::raw::RawInode;
+use tet_core::cetrafs::{Code, Finding};
+use tet_core::{Error, ErrorKind};
+
+use super::patches::{expected, split, Patches};
+use super::Fix;
+
+/// Sets one field of an inode to a counted value.
+type SetField = fn(&mut RawInode, u64);
+
+/// The fix for finding `f`, if it is one of these. `entries_change`: entries are being
+/// fixed this round, so link counts wait for the next round's check.
+pub(super) fn fix_one<D: BlockDeviceMut>(
+    f: &Finding,
+    entries_change: bool,
+    patches: &mut Patches<'_, D>,
+    fixes: &mut Vec<Fix>,
+) -> Result<(), Error> {
+    let (lba, off) = split(f.error.offset);
+    let want = expected(f);
+    let fix = |action, lossless| Fix {
+        code: f.code,
+        action,
+        offset: f.error.offset,
+        value: want,
+        lossless,
+    };
+    // An inode field set to the value the check counted.
+    let field: Option<(SetField, &'static str)> = match (f.code, want) {
+        // No names at all is an orphan (reconnecting is not done here), not nlink 0.
+        (Code::LinkCount, Some(n)) if n >= 1 && !entries_change => Some((
+            |r, n| r.nlink.set(u32::try_from(n).unwrap_or(u32::MAX)),
+            "nlink set to the references counted",
+        )),
+        (Code::InodeBlocks, _) => {
+            Some((|r, n| r.blocks.set(n), "blocks set to the extents' total"))
+        }
+        (Code::DirSize, _) => Some((
+            |r, n| r.size.set(n),
+            "directory size set to its mapped blocks",
+        )),
+        (Code::DirParent, _) => Some((
+            |r, n| r.parent.set(n),
+            "parent set to the directory naming it",
+        )),
+        _ => None,
+    };
+    if let (Some((set, action)), Some(n)) = (field, want) {
+        patches.inode(lba, |r| set(r, n))?;
+        fixes.push(fix(action, true));
+        return Ok(());
+    }
+    // An entry that must go.
+    let removed = match f.code {
+        // A directory named twice (a hard link, or the entry closing a loop): the later
+        // entry goes; the directory stays reachable through the first.
+        Code::DirLinked => Some("entry naming a directory a second time removed"),
+        // An entry naming an inode past the table stops its block from parsing: it goes
+        // like one naming a free inode.
+        Code::DirBlock
+            if f.error.what == "dirent.inode"
+                && matches!(f.error.kind, ErrorKind::OutOfRange { .. }) =>
+        {
+            Some("entry naming an inode past the table removed")
+        }
+        Code::DirentFree => Some("entry naming an inode not in use removed"),
+        _ => None,
+    };
+    if let Some(action) = removed {
+        patches.clear_dirent(lba, off)?;
+        fixes.push(fix(action, false));
+        return Ok(());
+    }
+    match (f.code, want) {
+        (Code::DirentType, Some(t)) => {
+            let t8 = u8::try_from(t).unwrap_or(0);
+            patches.dirent(lba, off.saturating_sub(10), |d| d.file_type = t8)?;
+            fixes.push(fix("file_type set to the inode's", true));
+        }
+        // An inode whose checksum alone is wrong: resealed when, with the checksum
+        // recomputed, it passes every other inode rule (its tree and data are checked
+        // again next round).
+        (Code::Checksum, _) if f.error.what == "inode.checksum" => {
+            let itable = patches.fs.superblock().raw().inode_table_start.get();
+            let ino = lba.saturating_sub(itable);
+            let before = *patches.block(lba)?;
+            patches.inode(lba, |_| {})?;
+            let after = *patches.block(lba)?;
+            if tet_core::cetrafs::Inode::parse(&after, lba, ino).is_ok() {
+                fixes.push(fix(
+                    "inode checksum recomputed (the inode is otherwise sound)",
+                    true,
+                ));
+            } else if let Some(b) = patches.blocks.get_mut(&lba) {
+                *b = before;
+            }
+        }
+        (Code::DirentDuplicate, _) => {
+            let mut renamed = false;
+            patches.dirent(lba, off.saturating_sub(11), |d| {
+                let len = usize::from(d.name_len.get()).min(255);
+                let mut suffix = [0u8; 21];
+                let n = write_suffix(&mut suffix, d.inode.get());
+                let keep = len.min(255usize.saturating_sub(n));
+                if let (Some(dst), Some(src)) = (
+                    d.name.get_mut(keep..keep.saturating_add(n)),
+                    suffix.get(..n),
+                ) {
+                    dst.copy_from_slice(src);
+                    d.name_len
+                        .set(u16::try_from(keep.saturating_add(n)).unwrap_or(255));
+                    renamed = true;
+                }
+            })?;
+            if renamed {
+                fixes.push(fix(
+                    "repeated name renamed with ~ and the inode number",
+                    false,
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `~` and the decimal `ino` into `out`; returns the length.
+pub(super) fn write_suffix(out: &mut [u8; 21], ino: u64) -> usize {
+    let mut digits = [0u8; 20];
+    let mut n = 0usize;
+    let mut v = ino;
+    loop {
+        if let Some(d) = digits.get_mut(n) {
+            *d = b'0'.saturating_add(u8::try_from(v % 10).unwrap_or(0));
+        }
+        n = n.saturating_add(1);
+        v /= 10;
+        if v == 0 || n >= 20 {
+            break;
+        }
+    }
+    if let Some(o) = out.first_mut() {
+        *o = b'~';
+    }
+    for k in 0..n {
+        if let (Some(dst), Some(src)) = (
+            out.get_mut(k.saturating_add(1)),
+            digits.get(n.saturating_sub(1).saturating_sub(k)),
+        ) {
+            *dst = *src;
+        }
+    }
+    n.saturating_add(1)
+}

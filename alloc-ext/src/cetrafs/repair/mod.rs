@@ -1,0 +1,354 @@
+//! cetrafs repair (`tet-host repair IMAGE`): replay the journals, check, and fix what the
+//! check computed the right value for, through the journal, so a power cut at any write
+//! is recovered by running repair again.
+//!
+//! Each round checks the image (`crate::cetrafs::fsck`), plans fixes as whole new blocks (every
+//! fix names the finding it answers), writes them as one committed transaction per
+//! batch into a clean journal, and replays it (`tet_core::cetrafs::replay`): the journal
+//! makes a batch all-or-nothing. Rounds repeat while they fix something (removing an
+//! entry changes link counts, say), at most [`MAX_ROUNDS`] times.
+//!
+//! Fixes: data bitmaps rebuilt from the computed ownership map, and with them block and
+//! zone group free counts; bitmap padding bits; link counts set to the references
+//! counted; `blocks`, a directory's `size` and `parent`, and an entry's `file_type` set to
+//! the values the structure implies (all lossless, so `-p` applies them); entries naming
+//! inodes that are not in use removed, a directory's second name (a hard link, or the
+//! entry closing a loop) removed, and repeated names renamed with a `~` and the inode
+//! number, and a block owned twice cloned for its later owner (`-y` only); orphans named
+//! in `/lost+found` by their inode number. Everything else is reported and left: tree
+//! blocks owned twice, broken trees, checksums, features.
+//!
+//! Layout: `plan` orders the fix families of a round; `patches` holds the new blocks and
+//! the record edits; `entries` (single fields and entries), `bitmaps`, `lost_found` and
+//! `clone` are the families; `apply` writes a round through the journal.
+
+mod apply;
+mod bitmaps;
+mod clone;
+mod entries;
+mod lost_found;
+mod patches;
+mod plan;
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use core::fmt;
+
+use tet_core::block::{Block, BlockDeviceMut, BLOCK_SIZE_U64};
+use tet_core::cetrafs::check::Severity;
+use tet_core::cetrafs::replay::{ReplayError, ReplayReport};
+use tet_core::cetrafs::{Buffers, Code, Finding, Fs};
+use tet_core::{Category, Error, ErrorKind};
+
+use crate::cetrafs::fsck;
+use apply::{apply, replay_all};
+use patches::Patches;
+use plan::plan;
+
+/// Rounds of check-and-fix before repair gives up on converging.
+pub const MAX_ROUNDS: u32 = 4;
+
+/// Which fixes to apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Mode {
+    /// None: report what would be done.
+    No,
+    /// Those that lose nothing (`-p`).
+    Preen,
+    /// Every fix (`-y`), or those a caller's `decide` accepts.
+    Yes,
+}
+
+/// Limits and identity of a repair.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RepairOptions {
+    /// The id journals are claimed under.
+    pub node_id: u64,
+    /// Repair although the registry shows nodes `ACTIVE` (the filesystem may be mounted).
+    pub force: bool,
+    /// Memory for the check's maps.
+    pub memory_limit: u64,
+}
+
+/// One planned fix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fix {
+    /// The finding it answers.
+    pub code: Code,
+    /// What it does.
+    pub action: &'static str,
+    /// Absolute byte offset of what it changes.
+    pub offset: u64,
+    /// The value written, where one number says it.
+    pub value: Option<u64>,
+    /// Whether it loses nothing (applied by `-p`).
+    pub lossless: bool,
+}
+
+/// What a repair did.
+#[derive(Debug, Default)]
+pub struct RepairOutcome {
+    /// The journal replay that ran first.
+    pub replay: ReplayReport,
+    /// Fixes applied (or, with [`Mode::No`], that would be).
+    pub fixes: Vec<Fix>,
+    /// Error findings left after the last round.
+    pub left: Vec<Finding>,
+    /// Rounds run.
+    pub rounds: u32,
+    /// Whether the first check (after replay) found an error or a journal awaiting
+    /// replay: with [`RepairOutcome::replay`], whether there was anything to repair.
+    pub found: bool,
+}
+
+/// Why a repair stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum RepairError {
+    /// The registry shows nodes `ACTIVE`: the filesystem may be mounted.
+    Mounted {
+        /// A live node's registry row.
+        row: u32,
+        /// Its node id.
+        node_id: u64,
+    },
+    /// Replay refused (a live node's journal, a journal another replayer holds) or
+    /// failed on what it read. Device I/O errors during replay are [`RepairError::Device`].
+    Replay(ReplayError),
+    /// Reading, writing or flushing the device failed (an [`ErrorKind::Io`] error),
+    /// during replay or repair.
+    Device(Error),
+    /// A structure the repair must read to fix the image does not parse (damage repair
+    /// does not handle; the check's findings say more), or a table did not fit in
+    /// memory (`Budget`). The error's kind says which.
+    Stopped(Error),
+    /// No clean journal with room for a fix to go through.
+    NoJournal,
+}
+
+impl RepairError {
+    /// The category the CLI derives its exit code from: device I/O is
+    /// [`Category::Io`]; damage repair cannot handle is the error's own category
+    /// ([`Category::Corrupt`], or `Truncated`, `Incompatible`); a refusal on the
+    /// filesystem's state (mounted, a live or claimed journal, no clean journal) is
+    /// operational, like device I/O ([`Category::Io`]: nothing about the request is
+    /// wrong, and the same command succeeds once the state changes); memory is the
+    /// budget error's [`Category::Resource`].
+    pub fn category(&self) -> Category {
+        match self {
+            RepairError::Device(_)
+            | RepairError::Mounted { .. }
+            | RepairError::Replay(ReplayError::LiveNode { .. })
+            | RepairError::Replay(ReplayError::Claimed { .. })
+            | RepairError::NoJournal => Category::Io,
+            RepairError::Replay(ReplayError::Device(e)) | RepairError::Stopped(e) => {
+                e.kind.category()
+            }
+        }
+    }
+}
+
+impl From<ReplayError> for RepairError {
+    fn from(e: ReplayError) -> Self {
+        match e {
+            ReplayError::Device(e) if e.kind == ErrorKind::Io => RepairError::Device(e),
+            e => RepairError::Replay(e),
+        }
+    }
+}
+
+impl From<Error> for RepairError {
+    fn from(e: Error) -> Self {
+        if e.kind == ErrorKind::Io {
+            RepairError::Device(e)
+        } else {
+            RepairError::Stopped(e)
+        }
+    }
+}
+
+impl fmt::Display for RepairError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RepairError::Mounted { row, node_id } => write!(
+                f,
+                "node {node_id} (registry row {row}) is ACTIVE: the filesystem may be mounted"
+            ),
+            RepairError::Replay(ReplayError::LiveNode { row, node_id }) => write!(
+                f,
+                "the journal of node {node_id} (registry row {row}) needs replay but that \
+                 node is ACTIVE"
+            ),
+            RepairError::Replay(ReplayError::Claimed { row, owner }) => write!(
+                f,
+                "the journal of registry row {row} is being replayed by node {owner}"
+            ),
+            RepairError::Replay(ReplayError::Device(e)) => write!(f, "replay failed: {e}"),
+            RepairError::Device(e) => write!(f, "device I/O failed: {e}"),
+            RepairError::Stopped(e) => write!(f, "repair stopped: {e}"),
+            RepairError::NoJournal => write!(f, "no clean journal to write fixes through"),
+        }
+    }
+}
+
+impl core::error::Error for RepairError {}
+
+/// Repairs the image on `dev` (see the module docs). `decide` is asked about every fix
+/// the mode allows and may refuse it (interactive repair); with [`Mode::No`] nothing is
+/// written and `fixes` lists what one round would do.
+pub fn repair<D: BlockDeviceMut>(
+    dev: D,
+    mode: Mode,
+    opts: &RepairOptions,
+    decide: &mut dyn FnMut(&Fix) -> bool,
+) -> Result<RepairOutcome, RepairError> {
+    let mut out = RepairOutcome::default();
+    let mut bufs = Buffers::new();
+    let check_opts = fsck::Options {
+        memory_limit: opts.memory_limit,
+    };
+    let errors_of = |found: &[Finding]| -> Vec<Finding> {
+        found
+            .iter()
+            .filter(|f| f.severity() == Severity::Error)
+            .copied()
+            .collect()
+    };
+    let fs = match Fs::open(&dev, &mut bufs.data) {
+        Ok(fs) => fs,
+        Err(_) => {
+            // A mount failure is not repaired here: report the check's findings.
+            let (found, _) = fsck::findings(&dev, &check_opts);
+            out.left = errors_of(&found);
+            out.found = true;
+            return Ok(out);
+        }
+    };
+    if !opts.force {
+        for row in 0..fs.superblock().node_capacity() {
+            if let Ok(Some(n)) = fs.node_row(row, &mut bufs.data) {
+                if n.raw().state.get() == 1 {
+                    return Err(RepairError::Mounted {
+                        row,
+                        node_id: n.raw().node_id.get(),
+                    });
+                }
+            }
+        }
+    }
+    if mode != Mode::No {
+        out.replay = replay_all(&fs, opts, &mut bufs)?;
+    }
+    let mut txn = u64::from(u32::MAX);
+    loop {
+        let mut found: Vec<Finding> = Vec::new();
+        let (_, own) =
+            fsck::check_keeping_maps(&dev, &check_opts, &mut |f: &Finding| found.push(*f));
+        if out.rounds == 0 {
+            out.found = found
+                .iter()
+                .any(|f| f.severity() == Severity::Error || f.code == Code::JournalReplay);
+        }
+        let fs = Fs::open(&dev, &mut bufs.data)?;
+        let mut patches = Patches {
+            fs: &fs,
+            blocks: BTreeMap::new(),
+            fresh: Vec::new(),
+        };
+        let mut planned = Vec::new();
+        plan(&fs, &found, own.as_ref(), &mut patches, &mut planned)?;
+        let allowed: Vec<Fix> = planned
+            .iter()
+            .filter(|f| match mode {
+                Mode::No => true,
+                Mode::Preen => f.lossless,
+                Mode::Yes => true,
+            })
+            .copied()
+            .collect();
+        if mode == Mode::No || allowed.is_empty() || out.rounds >= MAX_ROUNDS {
+            if mode == Mode::No {
+                out.fixes = allowed;
+            }
+            out.left = errors_of(&found);
+            return Ok(out);
+        }
+        // Only the blocks of the fixes allowed and accepted.
+        let mut accepted = Vec::new();
+        for f in &allowed {
+            if decide(f) {
+                accepted.push(*f);
+            }
+        }
+        if accepted.is_empty() {
+            out.left = errors_of(&found);
+            return Ok(out);
+        }
+        let keep: BTreeMap<u64, Block> = if accepted.len() == planned.len() {
+            patches.blocks
+        } else {
+            // A refused fix's block is not written; a block shared by an accepted and a
+            // refused fix is left whole (refusing wins).
+            let refused: Vec<u64> = planned
+                .iter()
+                .filter(|p| !accepted.contains(p))
+                .map(|p| p.offset / BLOCK_SIZE_U64)
+                .collect();
+            patches
+                .blocks
+                .into_iter()
+                .filter(|(lba, _)| !refused.contains(lba))
+                .collect()
+        };
+        if keep.is_empty() {
+            out.left = errors_of(&found);
+            return Ok(out);
+        }
+        apply(&fs, &keep, &patches.fresh, opts, &mut txn, &mut bufs)?;
+        out.fixes.extend(accepted);
+        out.rounds = out.rounds.saturating_add(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn device_io_is_its_own_error_and_category() {
+        let io = Error::new(ErrorKind::Io, "power cut", 0);
+        let bad = Error::new(ErrorKind::Invalid, "repaired structure", 4096);
+        assert_eq!(RepairError::from(io), RepairError::Device(io));
+        assert_eq!(
+            RepairError::from(ReplayError::Device(io)),
+            RepairError::Device(io)
+        );
+        assert_eq!(RepairError::from(bad), RepairError::Stopped(bad));
+        assert_eq!(
+            RepairError::from(ReplayError::Device(bad)),
+            RepairError::Replay(ReplayError::Device(bad))
+        );
+        assert_eq!(RepairError::Device(io).category(), Category::Io);
+        assert_eq!(RepairError::Stopped(bad).category(), Category::Corrupt);
+        assert_eq!(
+            RepairError::Replay(ReplayError::Device(bad)).category(),
+            Category::Corrupt
+        );
+        let refusals = [
+            RepairError::Mounted { row: 0, node_id: 7 },
+            RepairError::Replay(ReplayError::LiveNode { row: 1, node_id: 7 }),
+            RepairError::Replay(ReplayError::Claimed { row: 1, owner: 9 }),
+            RepairError::NoJournal,
+        ];
+        for e in refusals {
+            assert_eq!(e.category(), Category::Io, "{e}");
+        }
+        assert_eq!(
+            RepairError::Device(io).to_string(),
+            "device I/O failed: power cut (byte 0x0) could not be read"
+        );
+    }
+}
