@@ -12,6 +12,7 @@ pub mod verify;
 use std::path::Path;
 
 use serde_json::{json, Value};
+use tet_alloc::cetrafs::journal;
 use tet_core::block::{BlockDevice, BLOCK_SIZE_U64};
 use tet_core::cetrafs::{Buffers, Committed, Features, Finding, Fs, OverlayDevice};
 use tet_core::Error;
@@ -67,8 +68,9 @@ pub fn with_journal<R>(dev: Dev<'_>, no_journal: bool, f: impl FnOnce(Dev<'_>) -
     else {
         return f(dev);
     };
-    let n = fs.committed_slots(&mut [], &mut bufs);
-    let mut table = vec![Committed::default(); n];
+    let Ok(mut table) = journal::committed_slots(&fs, &mut bufs) else {
+        return f(dev);
+    };
     match fs.overlay(&mut table, &mut bufs) {
         Ok(ov) => f(&OverlayDevice::new(dev, &ov)),
         Err(_) => f(dev),
@@ -78,10 +80,7 @@ pub fn with_journal<R>(dev: Dev<'_>, no_journal: bool, f: impl FnOnce(Dev<'_>) -
 /// Every committed slot of the dirty journals, classified across journals (empty when
 /// they cannot be classified; `verify` says why).
 fn committed_slots(fs: &Fs<Dev<'_>>, bufs: &mut Buffers) -> Vec<Committed> {
-    let n = fs.committed_slots(&mut [], bufs);
-    let mut table = vec![Committed::default(); n];
-    let got = fs.committed_slots(&mut table, bufs);
-    table.truncate(got);
+    let mut table = journal::committed_slots(fs, bufs).unwrap_or_default();
     if fs.classify_chains(&mut table, &mut bufs.data).is_err() {
         table.clear();
     }

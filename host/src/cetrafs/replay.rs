@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use serde_json::json;
-use tet_core::cetrafs::{Buffers, Committed, Finding};
+use tet_core::cetrafs::{Buffers, Finding};
 
 use super::*;
 use crate::{Exit, Output};
@@ -25,8 +25,13 @@ pub fn replay(
         Ok(f) => f,
         Err(e) => return e,
     };
-    let n = fs.committed_slots(&mut [], &mut bufs);
-    let mut table = vec![Committed::default(); n];
+    let mut table = match tet_alloc::cetrafs::journal::committed_slots(&fs, &mut bufs) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("tet-host: {}: {}", path.display(), describe(&e));
+            return Exit::of(e.kind.category());
+        }
+    };
     let mut conflicts: Vec<Finding> = Vec::new();
     let r = run(
         &fs,

@@ -105,7 +105,7 @@ pub fn cetrafs_open_walk(data: &[u8]) {
     let mut bufs = Buffers::new();
     let mut table = Vec::new();
     if let Ok(raw) = Fs::open(MemDevice::new(&img), &mut bufs.data) {
-        table = vec![Committed::default(); raw.committed_slots(&mut [], &mut bufs)];
+        table = tet_alloc::cetrafs::journal::committed_slots(&raw, &mut bufs).unwrap_or_default();
     }
     let overlay = Fs::open(MemDevice::new(&img), &mut bufs.data)
         .ok()
