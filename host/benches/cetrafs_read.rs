@@ -2,12 +2,7 @@
 //! core reader (`Fs::read` into a 1 MiB caller buffer), next to a plain `memcpy` of the
 //! same number of bytes out of the in-memory image (the roofline) measured in the same run.
 
-#![allow(
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::indexing_slicing,
-    clippy::unwrap_used
-)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 mod timing;
 use timing::best_of;

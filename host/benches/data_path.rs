@@ -11,13 +11,7 @@
 //! `TET_BENCH_DIR` sets where the 2 GiB files go (default: the system temp dir); they are
 //! removed afterwards. Plain `Instant` timing; no timing happens in tests.
 
-#![allow(
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::unwrap_used
-)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 mod timing;
 

@@ -8,12 +8,7 @@
 //!
 //! `TET_BENCH_DIR` sets where the files go (default: the temp dir); they are removed.
 
-#![allow(
-    clippy::as_conversions,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::unwrap_used
-)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 mod timing;
 

@@ -8,13 +8,7 @@
 //! in-process by a counting allocator, and a roofline: reading every block the check
 //! must read (inode table, directory blocks) with plain 1 MiB `pread`s.
 
-#![allow(
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::unwrap_used
-)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 mod timing;
 

@@ -7,12 +7,7 @@
 //! (default `target/mkfs-bench`; about 1.2 GiB of real disk for the ext4 metadata) and
 //! are removed afterwards.
 
-#![allow(
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::expect_used,
-    clippy::unwrap_used
-)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -6,11 +6,7 @@
 //!
 //! Plain `Instant` timing, best of several runs; no timing happens in tests.
 
-#![allow(
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::unwrap_used
-)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 mod timing;
 use timing::best_of;

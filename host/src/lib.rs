@@ -15,17 +15,9 @@
 //!   (resealing images, writing journal transactions). Off by default and not part of
 //!   the supported API; the fuzz crate and the tests crate turn it on.
 
-// Unit tests fail by panicking and index freely.
 #![cfg_attr(
     test,
-    allow(
-        clippy::indexing_slicing,
-        clippy::arithmetic_side_effects,
-        clippy::as_conversions,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic
-    )
+    allow(clippy::restriction, reason = "unit tests fail by panicking")
 )]
 
 pub mod atomic;

@@ -1,12 +1,7 @@
 //! `tet-host` on cetrafs images: mkfs from a directory, then info, ls, cat, stat and
 //! verify through the real binary; golden files for the deterministic outputs.
 
-#![allow(
-    clippy::as_conversions,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unwrap_used
-)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 use std::path::{Path, PathBuf};
 

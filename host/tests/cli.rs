@@ -1,13 +1,7 @@
 //! Runs the real `tet-host` binary and compares its output with committed golden files.
 //! `TET_BLESS=1 cargo test -p tet-host` rewrites the golden files (and the example file).
 
-#![allow(
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unwrap_used
-)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 use std::path::{Path, PathBuf};
 

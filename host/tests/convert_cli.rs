@@ -2,13 +2,7 @@
 //! little- and big-endian, bool, int8, 0-d), `.npz` archives with stored and deflated
 //! members, refusals, and a round trip through `export`.
 
-#![allow(
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unwrap_used
-)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 use std::path::{Path, PathBuf};
 

@@ -1,12 +1,7 @@
 //! Inputs that are not regular files, and output into a closed pipe: refused or ended
 //! cleanly, never a hang or a panic.
 
-#![allow(
-    clippy::as_conversions,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unwrap_used
-)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 use std::path::PathBuf;
 use std::process::Command;

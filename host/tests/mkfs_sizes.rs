@@ -2,7 +2,7 @@
 //! written sparse (only metadata takes disk space), verifies clean, and both commands
 //! stay under a 64 MiB data limit (`RLIMIT_DATA`; file mappings are not data).
 
-#![allow(clippy::indexing_slicing, clippy::unwrap_used)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

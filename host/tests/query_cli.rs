@@ -2,12 +2,7 @@
 //! (golden), TOML documents with arrays of tables, standard input, exit codes, `--plan`,
 //! `--output` NumPy files, and the conformance corpus through the command line.
 
-#![allow(
-    clippy::as_conversions,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unwrap_used
-)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 use std::path::PathBuf;
 

@@ -3,12 +3,7 @@
 //! naming the node) and `ls`/`cat` show the journaled content before replay, the raw
 //! disk with `--no-journal`.
 
-#![allow(
-    clippy::as_conversions,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unwrap_used
-)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
 use tet_alloc::cetrafs::testing::{register_node, write_journal_txn};

@@ -2,7 +2,7 @@
 //! are positioned reads, so the check ends with findings naming the offsets it could not
 //! read, never a crash (a memory-mapped file would raise SIGBUS instead).
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 use tet_alloc::cetrafs::fsck;
 use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};

@@ -1,7 +1,7 @@
 //! Shared by the benches: best wall time of several runs, and the synthetic field the
 //! data-path benches write.
 
-#![allow(clippy::arithmetic_side_effects, clippy::as_conversions)]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;

@@ -53,30 +53,29 @@ impl FileDevice {
     /// a block device is read from the device, not from its metadata.
     pub fn open(path: &Path) -> std::io::Result<FileDevice> {
         crate::input::check_kind(path)?;
-        let mut file = File::open(path)?;
-        let bytes = file.seek(SeekFrom::End(0))?;
-        Ok(FileDevice {
-            file,
-            blocks: bytes / BLOCK_SIZE_U64,
-            windows: Mutex::new((0, (0..WINDOWS).map(|_| Window::default()).collect())),
-            writable: false,
-        })
+        FileDevice::over(File::open(path)?, false)
     }
 
     /// Opens `path` for reading and writing (journal replay). Same refusals as
     /// [`FileDevice::open`].
     pub fn open_rw(path: &Path) -> std::io::Result<FileDevice> {
         crate::input::check_kind(path)?;
-        let mut file = std::fs::OpenOptions::new()
+        let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(path)?;
+        FileDevice::over(file, true)
+    }
+
+    /// The device over an open file, sized from its end (a block device's size comes
+    /// from the device, not from its metadata).
+    fn over(mut file: File, writable: bool) -> std::io::Result<FileDevice> {
         let bytes = file.seek(SeekFrom::End(0))?;
         Ok(FileDevice {
             file,
             blocks: bytes / BLOCK_SIZE_U64,
             windows: Mutex::new((0, (0..WINDOWS).map(|_| Window::default()).collect())),
-            writable: true,
+            writable,
         })
     }
 
