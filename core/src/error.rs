@@ -136,8 +136,8 @@ pub enum ErrorKind {
 
 /// Coarse grouping of kinds, for exit codes and repair decisions. The CLI exits with 4
 /// for [`Category::Truncated`], [`Category::Corrupt`] and [`Category::Incompatible`],
-/// with 8 for the operational [`Category::Resource`] and [`Category::Io`], and with 16
-/// for [`Category::Usage`].
+/// with 8 for [`Category::Unsatisfiable`] and the operational [`Category::Resource`] and
+/// [`Category::Io`], and with 16 for [`Category::Usage`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Category {
@@ -149,6 +149,10 @@ pub enum Category {
     Incompatible,
     /// The caller's request or buffers, not the file, are at fault.
     Usage,
+    /// The input is sound and the request well formed, but the data cannot satisfy it:
+    /// a name or path that does not exist, a reduction with no element, a result that
+    /// does not fit its type.
+    Unsatisfiable,
     /// The memory granted to the run ([`ErrorKind::Budget`]) is too small: an
     /// operational condition like [`Category::Io`] (the CLI exits with 8 for both), not a
     /// fault of the file or of the request.
@@ -164,7 +168,8 @@ impl ErrorKind {
         match self {
             ErrorKind::Truncated { .. } => Category::Truncated,
             ErrorKind::Unsupported { .. } => Category::Incompatible,
-            ErrorKind::NotFound | ErrorKind::BufferTooSmall { .. } => Category::Usage,
+            ErrorKind::BufferTooSmall { .. } => Category::Usage,
+            ErrorKind::NotFound => Category::Unsatisfiable,
             ErrorKind::Budget { .. } => Category::Resource,
             ErrorKind::Io => Category::Io,
             _ => Category::Corrupt,
@@ -200,6 +205,7 @@ impl Category {
             Category::Corrupt => "corrupt",
             Category::Incompatible => "incompatible",
             Category::Usage => "usage",
+            Category::Unsatisfiable => "unsatisfiable",
             Category::Resource => "resource",
             Category::Io => "io",
         }

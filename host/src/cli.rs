@@ -1,6 +1,7 @@
 //! The command line: clap's types for every command and option, and the process setup
 //! `main` does before dispatching.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -118,9 +119,9 @@ pub enum Command {
     Ls {
         /// The image.
         image: PathBuf,
-        /// Path inside the image.
+        /// Path inside the image (any bytes but NUL: names need not be UTF-8).
         #[arg(default_value = "/")]
-        path: String,
+        path: OsString,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -133,8 +134,8 @@ pub enum Command {
     Cat {
         /// The image.
         image: PathBuf,
-        /// Path inside the image.
-        path: String,
+        /// Path inside the image (any bytes but NUL: names need not be UTF-8).
+        path: OsString,
         /// Print a JSON object with the bytes (UTF-8 text, or hex) instead of raw bytes.
         #[arg(long)]
         json: bool,
@@ -147,8 +148,8 @@ pub enum Command {
     Stat {
         /// The image.
         image: PathBuf,
-        /// Path inside the image.
-        path: String,
+        /// Path inside the image (any bytes but NUL: names need not be UTF-8).
+        path: OsString,
         /// Print JSON.
         #[arg(long)]
         json: bool,

@@ -68,7 +68,7 @@ impl Exit {
         use tet_core::Category;
         match category {
             Category::Truncated | Category::Corrupt | Category::Incompatible => Exit::Problems,
-            Category::Resource | Category::Io => Exit::Operational,
+            Category::Unsatisfiable | Category::Resource | Category::Io => Exit::Operational,
             Category::Usage => Exit::Usage,
         }
     }

@@ -4,6 +4,7 @@
 //! modules of the library (`tet_host::tet::*`, `tet_host::cetrafs::*`); exit codes follow
 //! the fsck convention, one table for every command (README).
 
+use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -99,7 +100,7 @@ fn main() -> ExitCode {
             cetrafs::read::ls(
                 &image,
                 d,
-                &path,
+                path.as_bytes(),
                 if json { Output::Json } else { Output::Human },
                 no_journal,
             )
@@ -113,7 +114,7 @@ fn main() -> ExitCode {
             cetrafs::read::cat(
                 &image,
                 d,
-                &path,
+                path.as_bytes(),
                 if json { Output::Json } else { Output::Human },
                 no_journal,
             )
@@ -127,7 +128,7 @@ fn main() -> ExitCode {
             cetrafs::read::stat(
                 &image,
                 d,
-                &path,
+                path.as_bytes(),
                 if json { Output::Json } else { Output::Human },
                 no_journal,
             )

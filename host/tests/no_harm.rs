@@ -301,3 +301,114 @@ fn interrupted_writes_leave_no_temporary_and_the_target_intact() {
     assert!(interrupted > 0, "no round was interrupted");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Reverses the `\\` and `\xHH` escapes of names printed as text.
+fn unescape(s: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && b.get(i + 1) == Some(&b'\\') {
+            out.push(b'\\');
+            i += 2;
+        } else if b[i] == b'\\' && b.get(i + 1) == Some(&b'x') {
+            out.push(u8::from_str_radix(&s[i + 2..i + 4], 16).unwrap());
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn from_hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn run_os(args: &[&std::ffi::OsStr], cwd: &Path) -> (i32, Vec<u8>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tet-host"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Names holding every byte value 1–255 but `/` go through mkfs, ls (text and JSON),
+/// cat and stat and come back as the same bytes.
+#[test]
+fn names_are_bytes_end_to_end() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let d = scratch("names");
+    let all: Vec<u8> = (1u8..=255).filter(|b| *b != b'/').collect();
+    let names: Vec<Vec<u8>> = all.chunks(64).map(<[u8]>::to_vec).collect();
+    std::fs::create_dir_all(d.join("tree")).unwrap();
+    for n in &names {
+        std::fs::write(d.join("tree").join(OsStr::from_bytes(n)), n).unwrap();
+    }
+    let (code, _, err) = run(&["mkfs", "img", "--size", "8M", "--from", "tree"], &d);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(&["ls", "--json", "img", "/"], &d);
+    assert_eq!(code, 0, "{err}");
+    let rows: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let mut listed: Vec<Vec<u8>> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| match r.get("name_hex") {
+            Some(h) => {
+                let bytes = from_hex(h.as_str().unwrap());
+                assert_eq!(unescape(r["name"].as_str().unwrap()), bytes);
+                bytes
+            }
+            None => r["name"].as_str().unwrap().as_bytes().to_vec(),
+        })
+        .collect();
+    listed.sort();
+    let mut want = names.clone();
+    want.sort();
+    assert_eq!(listed, want);
+    // Text: the name column (after 8 + 5 + 10 + 6 columns and their separators).
+    let (_, out, _) = run(&["ls", "img", "/"], &d);
+    let mut shown: Vec<Vec<u8>> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| unescape(&l[34..]))
+        .collect();
+    shown.sort();
+    assert_eq!(shown, want);
+    for n in &names {
+        let mut path = b"/".to_vec();
+        path.extend_from_slice(n);
+        let path = OsStr::from_bytes(&path);
+        let (code, out, err) = run_os(&[OsStr::new("cat"), OsStr::new("img"), path], &d);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(&out, n);
+        let (code, out, err) = run_os(
+            &[
+                OsStr::new("stat"),
+                OsStr::new("--json"),
+                OsStr::new("img"),
+                path,
+            ],
+            &d,
+        );
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let back = match v.get("path_hex") {
+            Some(h) => from_hex(h.as_str().unwrap()),
+            None => v["path"].as_str().unwrap().as_bytes().to_vec(),
+        };
+        assert_eq!(back, path.as_bytes());
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -101,10 +101,6 @@ fn refusals_name_what_is_wrong() {
         ),
         (r#"{"dataset": "nope", "sum": []}"#, "no dataset \"nope\""),
         (
-            r#"{"dataset": "pressure", "selection": [{"start": 99}], "max": []}"#,
-            "needs at least one element",
-        ),
-        (
             r#"{"dataset": "pressure", "sum": {"ddof": 1}}"#,
             "unknown parameter \"ddof\"",
         ),
@@ -118,6 +114,13 @@ fn refusals_name_what_is_wrong() {
         assert_eq!(code, 16, "{doc}: {err}");
         assert!(err.contains(needle), "{doc}: {err}");
     }
+    // A request the data cannot satisfy is not a usage error: exit 8.
+    let (code, _, err) = q(
+        r#"{"dataset": "pressure", "selection": [{"start": 99}], "max": []}"#,
+        &[],
+    );
+    assert_eq!(code, 8, "{err}");
+    assert!(err.contains("needs at least one element"), "{err}");
     let (code, _, err) = q(
         r#"{"dataset": "pressure", "sum": []}"#,
         &["--memory-budget", "1K"],

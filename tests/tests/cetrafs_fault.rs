@@ -171,12 +171,12 @@ fn each_category_reaches_the_fault() {
     };
     flipped[root_block * BLOCK_SIZE + 40] ^= 0x04;
     expect(&flipped, Category::Corrupt);
-    // Usage: a path that does not exist. Resource: an overlay table too small.
+    // Unsatisfiable: a path that does not exist. Resource: an overlay table too small.
     let mut one: Block = [0; BLOCK_SIZE];
     let lean = Fs::<_, Fault>::open_for_read_as(MemDevice::new(&img), &mut one).unwrap();
     assert_eq!(
         lean.resolve(b"/dir/none", &mut one).unwrap_err(),
-        Fault(Category::Usage)
+        Fault(Category::Unsatisfiable)
     );
     assert_eq!(
         lean.overlay(&mut [], &mut one).unwrap_err(),

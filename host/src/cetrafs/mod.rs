@@ -87,6 +87,46 @@ fn committed_slots(fs: &Fs<Dev<'_>>, bufs: &mut Buffers) -> Vec<Committed> {
     table
 }
 
+/// A name from an image as text that reads back to the same bytes: UTF-8 as it is,
+/// except that `\\` stands for a backslash and `\xHH` for a control character's bytes or
+/// a byte that is not UTF-8 (as `ls --quoting-style=escape` and Python's
+/// `backslashreplace` write them).
+pub fn escaped(name: &[u8]) -> String {
+    let mut out = String::with_capacity(name.len());
+    let hex = |out: &mut String, bytes: &[u8]| {
+        for b in bytes {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    };
+    for chunk in name.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                c if c.is_control() => hex(&mut out, c.encode_utf8(&mut [0; 4]).as_bytes()),
+                c => out.push(c),
+            }
+        }
+        hex(&mut out, chunk.invalid());
+    }
+    out
+}
+
+/// Puts a name into a JSON object under `key`: the string itself when it is UTF-8;
+/// otherwise its [`escaped`] text, and its bytes in hex under `KEY_hex`, so every name
+/// reads back exactly.
+pub fn put_name(obj: &mut serde_json::Map<String, Value>, key: &str, name: &[u8]) {
+    match std::str::from_utf8(name) {
+        Ok(s) => {
+            obj.insert(key.into(), json!(s));
+        }
+        Err(_) => {
+            obj.insert(key.into(), json!(escaped(name)));
+            let hex: String = name.iter().map(|b| format!("{b:02x}")).collect();
+            obj.insert(format!("{key}_hex"), json!(hex));
+        }
+    }
+}
+
 /// An error with its block number spelled out.
 pub fn describe(e: &Error) -> String {
     format!(

@@ -25,31 +25,31 @@ fn type_name(inode: &Inode) -> &'static str {
 fn open_path<'a>(
     path: &Path,
     dev: Dev<'a>,
-    inner: &str,
+    inner: &[u8],
     bufs: &mut Buffers,
 ) -> Result<(Fs<Dev<'a>>, Inode), Exit> {
     let fs = open_fs(path, dev)?;
-    let inode = fs.resolve(inner.as_bytes(), bufs).map_err(|e| {
+    let inode = fs.resolve(inner, bufs).map_err(|e| {
+        let shown = escaped(inner);
         if e.kind == ErrorKind::NotFound {
             eprintln!(
-                "tet-host: {}: {inner}: no such file or directory",
+                "tet-host: {}: {shown}: no such file or directory",
                 path.display()
             );
-            Exit::Usage
         } else {
-            eprintln!("tet-host: {}: {inner}: {}", path.display(), describe(&e));
-            Exit::of(e.kind.category())
+            eprintln!("tet-host: {}: {shown}: {}", path.display(), describe(&e));
         }
+        Exit::of(e.kind.category())
     })?;
     Ok((fs, inode))
 }
 
 /// `tet-host ls`.
-pub fn ls(path: &Path, dev: Dev<'_>, inner: &str, output: Output, no_journal: bool) -> Exit {
+pub fn ls(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output, no_journal: bool) -> Exit {
     with_journal(dev, no_journal, |dev| ls_in(path, dev, inner, output))
 }
 
-fn ls_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
+fn ls_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
     let mut bufs = Buffers::new();
     let (fs, dir) = match open_path(path, dev, inner, &mut bufs) {
         Ok(r) => r,
@@ -65,21 +65,25 @@ fn ls_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
             return Exit::of(e.kind.category());
         }
     } else {
-        names.push((
-            inner
-                .rsplit('/')
-                .next()
-                .unwrap_or(inner)
-                .as_bytes()
-                .to_vec(),
-            dir.ino(),
-        ));
+        let base = inner.rsplit(|b| *b == b'/').next().unwrap_or(inner);
+        names.push((base.to_vec(), dir.ino()));
     }
     names.sort();
     let mut rows = Vec::new();
     for (name, ino) in names {
         match fs.inode(ino, &mut bufs.data) {
-            Ok(i) => rows.push(json!({"name": String::from_utf8_lossy(&name), "inode": ino, "type": type_name(&i), "size": i.size(), "mode": format!("{:o}", i.raw().mode.get() & 0o7777)})),
+            Ok(i) => {
+                let mut row = serde_json::Map::new();
+                put_name(&mut row, "name", &name);
+                row.insert("inode".into(), json!(ino));
+                row.insert("type".into(), json!(type_name(&i)));
+                row.insert("size".into(), json!(i.size()));
+                row.insert(
+                    "mode".into(),
+                    json!(format!("{:o}", i.raw().mode.get() & 0o7777)),
+                );
+                rows.push((escaped(&name), Value::Object(row)));
+            }
             Err(e) => {
                 eprintln!("tet-host: {}: {}", path.display(), describe(&e));
                 return Exit::of(e.kind.category());
@@ -89,17 +93,17 @@ fn ls_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
     match output {
         Output::Json => println!(
             "{}",
-            serde_json::to_string_pretty(&rows).unwrap_or_default()
+            serde_json::to_string_pretty(&rows.iter().map(|r| &r.1).collect::<Vec<_>>())
+                .unwrap_or_default()
         ),
         _ => {
-            for r in &rows {
+            for (name, r) in &rows {
                 println!(
-                    "{:<8} {:>5} {:>10} {:>6}  {}",
+                    "{:<8} {:>5} {:>10} {:>6}  {name}",
                     r["type"].as_str().unwrap_or(""),
                     r["mode"].as_str().unwrap_or(""),
-                    r["size"],
-                    r["inode"],
-                    r["name"].as_str().unwrap_or("")
+                    r["size"].as_u64().unwrap_or(0),
+                    r["inode"].as_u64().unwrap_or(0),
                 );
             }
         }
@@ -108,18 +112,22 @@ fn ls_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
 }
 
 /// `tet-host cat`.
-pub fn cat(path: &Path, dev: Dev<'_>, inner: &str, output: Output, no_journal: bool) -> Exit {
+pub fn cat(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output, no_journal: bool) -> Exit {
     with_journal(dev, no_journal, |dev| cat_in(path, dev, inner, output))
 }
 
-fn cat_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
+fn cat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
     let mut bufs = Buffers::new();
     let (fs, f) = match open_path(path, dev, inner, &mut bufs) {
         Ok(r) => r,
         Err(e) => return e,
     };
     if f.is_dir() {
-        eprintln!("tet-host: {}: {inner}: is a directory", path.display());
+        eprintln!(
+            "tet-host: {}: {}: is a directory",
+            path.display(),
+            escaped(inner)
+        );
         return Exit::Usage;
     }
     let mut stdout = std::io::stdout().lock();
@@ -144,9 +152,12 @@ fn cat_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
         return fail(&e);
     }
     let text = utf8.finish();
+    let mut named = serde_json::Map::new();
+    put_name(&mut named, "path", inner);
+    let named = Value::Object(named).to_string();
     let head = format!(
-        "{{\"path\":{},\"inode\":{},\"size\":{},\"{}\":\"",
-        Value::String(inner.to_string()),
+        "{},\"inode\":{},\"size\":{},\"{}\":\"",
+        named.strip_suffix('}').unwrap_or(&named),
         f.ino(),
         f.size(),
         if text { "text" } else { "hex" }
@@ -250,11 +261,11 @@ impl Utf8Check {
 }
 
 /// `tet-host stat`.
-pub fn stat(path: &Path, dev: Dev<'_>, inner: &str, output: Output, no_journal: bool) -> Exit {
+pub fn stat(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output, no_journal: bool) -> Exit {
     with_journal(dev, no_journal, |dev| stat_in(path, dev, inner, output))
 }
 
-fn stat_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
+fn stat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
     let mut bufs = Buffers::new();
     let (fs, i) = match open_path(path, dev, inner, &mut bufs) {
         Ok(r) => r,
@@ -269,23 +280,27 @@ fn stat_in(path: &Path, dev: Dev<'_>, inner: &str, output: Output) -> Exit {
         eprintln!("tet-host: {}: {}", path.display(), describe(&e));
         return Exit::of(e.kind.category());
     }
-    let v = json!({
-        "path": inner, "inode": s.ino, "type": type_name(&i), "mode": format!("{:o}", s.mode & 0o7777),
+    let mut v = serde_json::Map::new();
+    put_name(&mut v, "path", inner);
+    let rest = json!({
+        "inode": s.ino, "type": type_name(&i), "mode": format!("{:o}", s.mode & 0o7777),
         "uid": s.uid, "gid": s.gid, "nlink": s.nlink, "size": s.size, "blocks": s.blocks,
         "mtime_ns": s.mtime_ns, "parent": s.parent, "extent_depth": s.depth, "xattrs": xattrs,
     });
+    v.extend(rest.as_object().cloned().unwrap_or_default());
+    let v = Value::Object(v);
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
         _ => {
             for (k, val) in v.as_object().into_iter().flatten() {
-                println!(
-                    "{k:<13} {}",
-                    if let Value::String(s) = val {
-                        s.clone()
-                    } else {
-                        val.to_string()
-                    }
-                );
+                let shown = match val {
+                    _ if k == "path" => escaped(inner),
+                    Value::String(s) => s.clone(),
+                    _ => val.to_string(),
+                };
+                if k != "path_hex" {
+                    println!("{k:<13} {shown}");
+                }
             }
         }
     }

@@ -108,10 +108,10 @@ impl QueryError {
             QueryError::Budget { .. } => Category::Resource,
             QueryError::Decode(d) => d.category(),
             QueryError::Chunk(_) | QueryError::TooManyChunks { .. } => Category::Corrupt,
-            QueryError::Select(_)
-            | QueryError::Axis { .. }
-            | QueryError::Quantile(_)
-            | QueryError::Fold { .. } => Category::Usage,
+            QueryError::Fold { .. } => Category::Unsatisfiable,
+            QueryError::Select(_) | QueryError::Axis { .. } | QueryError::Quantile(_) => {
+                Category::Usage
+            }
         }
     }
 }
