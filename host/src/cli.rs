@@ -308,3 +308,14 @@ pub fn quiet_on_closed_stdout() {
         default(info);
     }));
 }
+
+/// The exit for a failed write to standard output, the same for every command: a closed
+/// pipe (`| head`) ends quietly with 0, any other failure (`> /dev/full`) is said and
+/// exits 8.
+pub fn stdout_failed(e: &std::io::Error) -> Exit {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return Exit::Clean;
+    }
+    eprintln!("tet-host: cannot write to standard output: {e}");
+    Exit::Operational
+}

@@ -412,3 +412,68 @@ fn names_are_bytes_end_to_end() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Every command behaves the same on a closed pipe (quiet, exit 0) and on a full
+/// output (a message naming standard output and the OS error, exit 8).
+#[test]
+fn closed_pipes_and_full_outputs_alike_for_every_command() {
+    let d = scratch("pipes");
+    std::fs::create_dir_all(d.join("tree")).unwrap();
+    // Large enough that `cat` is still writing when `head` has gone.
+    let big: Vec<u8> = (0..(4u32 << 20)).map(|i| (i % 251) as u8).collect();
+    std::fs::write(d.join("tree/big.bin"), &big).unwrap();
+    image(&d, "img");
+    let (code, _, err) = run(&["mkfs", "big.img", "--size", "16M", "--from", "tree"], &d);
+    assert_eq!(code, 0, "{err}");
+    let example =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/temperature.tet");
+    std::fs::copy(&example, d.join("t.tet")).unwrap();
+    let commands: &[&str] = &[
+        "info t.tet",
+        "info --json t.tet",
+        "verify t.tet",
+        "verify --json t.tet",
+        "repair -n t.tet",
+        r#"query '{"dataset": "temperature"}' -t t.tet --format table"#,
+        r#"query '{"dataset": "temperature", "sum": []}' -t t.tet"#,
+        "info img",
+        "verify img",
+        "verify --json img",
+        "repair -n img",
+        "ls img /",
+        "ls --json img /",
+        "cat big.img /big.bin",
+        "cat --json big.img /big.bin",
+        "stat img /a.txt",
+    ];
+    let bin = env!("CARGO_BIN_EXE_tet-host");
+    for cmd in commands {
+        let closed = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "set -o pipefail; '{bin}' {cmd} | head -c 1 >/dev/null"
+            ))
+            .current_dir(&d)
+            .output()
+            .unwrap();
+        assert_eq!(closed.status.code(), Some(0), "{cmd} | head");
+        assert!(
+            closed.stderr.is_empty(),
+            "{cmd} | head: {}",
+            String::from_utf8_lossy(&closed.stderr)
+        );
+        let full = Command::new("bash")
+            .arg("-c")
+            .arg(format!("'{bin}' {cmd} > /dev/full"))
+            .current_dir(&d)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&full.stderr);
+        assert_eq!(full.status.code(), Some(8), "{cmd} > /dev/full: {err}");
+        assert!(
+            err.contains("cannot write to standard output: No space left on device"),
+            "{cmd} > /dev/full: {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -139,7 +139,7 @@ fn cat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
         let r = stream_file(&fs, &f, &mut bufs, |chunk| stdout.write_all(chunk));
         return match r {
             Ok(Ok(())) => Exit::Clean,
-            Ok(Err(_)) => Exit::Operational,
+            Ok(Err(e)) => crate::cli::stdout_failed(&e),
             Err(e) => fail(&e),
         };
     }
@@ -162,8 +162,8 @@ fn cat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
         f.size(),
         if text { "text" } else { "hex" }
     );
-    if stdout.write_all(head.as_bytes()).is_err() {
-        return Exit::Operational;
+    if let Err(e) = stdout.write_all(head.as_bytes()) {
+        return crate::cli::stdout_failed(&e);
     }
     let mut carry: Vec<u8> = Vec::new();
     let r = stream_file(&fs, &f, &mut bufs, |chunk| {
@@ -188,9 +188,9 @@ fn cat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
     match r {
         Ok(Ok(())) => match stdout.write_all(b"\"}\n") {
             Ok(()) => Exit::Clean,
-            Err(_) => Exit::Operational,
+            Err(e) => crate::cli::stdout_failed(&e),
         },
-        Ok(Err(_)) => Exit::Operational,
+        Ok(Err(e)) => crate::cli::stdout_failed(&e),
         Err(e) => fail(&e),
     }
 }

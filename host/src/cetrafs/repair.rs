@@ -119,6 +119,9 @@ pub fn repair(
             for f in &out.left {
                 println!("{}", rendered(f).line_as("left"));
             }
+            if out.replay.journals == 0 && out.fixes.is_empty() && out.left.is_empty() {
+                println!("{}: clean, nothing to repair", path.display());
+            }
         }
     }
     let had = out.found || out.replay.journals > 0;
