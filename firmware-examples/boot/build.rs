@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use tet_alloc::cetrafs::testing::{register_node, write_journal_txn};
 use tet_alloc::cetrafs::mkfs::ImageBuilder;
 use tet_alloc::cetrafs::mkfs::{Placement, Sparse};
+use tet_alloc::cetrafs::testing::{register_node, write_journal_txn};
 use tet_core::block::BLOCK_SIZE;
 use tet_core::checksum::crc32c;
 

@@ -1,8 +1,8 @@
 //! Writes the damaged images the defmt example logs findings about, with the project's
 //! own code, and links the defmt and cortex-m-rt scripts.
 
-use tet_alloc::cetrafs::testing::reseal;
 use tet_alloc::cetrafs::mkfs::{ImageBuilder, Placement, Sparse};
+use tet_alloc::cetrafs::testing::reseal;
 use tet_alloc::tet::writer::{DatasetSpec, Writer};
 use tet_core::block::BLOCK_SIZE;
 use tet_core::tet::{Codec, DType, DatasetId};

@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use tet_alloc::cetrafs::testing::{register_node, write_journal_txn};
 use tet_alloc::cetrafs::mkfs::ImageBuilder;
 use tet_alloc::cetrafs::mkfs::{Placement, Sparse};
+use tet_alloc::cetrafs::testing::{register_node, write_journal_txn};
 use tet_alloc::tet::writer::{DatasetSpec, Writer};
 use tet_core::block::{MemDevice, BLOCK_SIZE};
 use tet_core::cetrafs::{Buffers, Fs, Mapping};
