@@ -115,18 +115,84 @@ pub fn detect(bytes: &[u8]) -> Format {
     }
 }
 
-/// Opens `path` as a cetrafs image when it starts with `CTFS` (`Ok(Some)`), or says it
-/// is something else (`Ok(None)`: a `.tet` file, or garbage its checks will name).
+/// Which format `head` (a file's first [`signature::PROBE_LEN`] bytes) is in: by its
+/// primary magic, or, when that is damaged, by the other structures of a format where
+/// that format puts them (`index_magic`: the 4 bytes at the chunk index offset its
+/// `.tet` superblock would name; cetrafs: a group, registry, journal or inode block in
+/// its first blocks). `Err` says what the file looks like instead.
+pub fn classify(head: &[u8], index_magic: Option<[u8; 4]>) -> Result<Format, String> {
+    if head.starts_with(&tet_core::cetrafs::SB_MAGIC) {
+        return Ok(Format::Cetrafs);
+    }
+    if head.starts_with(&tet_core::tet::SUPERBLOCK_MAGIC)
+        || index_magic == Some(tet_core::tet::INDEX_MAGIC)
+    {
+        return Ok(Format::Tet);
+    }
+    use tet_core::cetrafs::{BG_MAGIC, INODE_MAGIC, JF_MAGIC, NODE_MAGIC, RH_MAGIC, ZG_MAGIC};
+    let cetrafs_block = head.chunks(4096).skip(1).any(|b| {
+        [
+            ZG_MAGIC,
+            BG_MAGIC,
+            RH_MAGIC,
+            NODE_MAGIC,
+            JF_MAGIC,
+            INODE_MAGIC,
+        ]
+        .iter()
+        .any(|m| b.starts_with(m))
+    });
+    if cetrafs_block {
+        return Ok(Format::Cetrafs);
+    }
+    Err(match signature::describe(head) {
+        _ if head.is_empty() => "it is empty".to_string(),
+        None => "it holds only zeros".to_string(),
+        Some(what) => format!("it looks like {what}"),
+    })
+}
+
+/// [`classify`] for a whole file in memory.
+pub fn classify_bytes(bytes: &[u8]) -> Result<Format, String> {
+    let head = bytes.get(..signature::PROBE_LEN).unwrap_or(bytes);
+    let index_magic = bytes
+        .get(16..24)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .and_then(|b| usize::try_from(u64::from_le_bytes(b)).ok())
+        .and_then(|at| bytes.get(at..at.checked_add(4)?))
+        .and_then(|m| <[u8; 4]>::try_from(m).ok());
+    classify(head, index_magic)
+}
+
+/// Opens `path` as a cetrafs image (`Ok(Some)`) or a `.tet` file (`Ok(None)`), damaged
+/// or not (see [`classify`]); a file of neither format is named as what it looks like
+/// and refused with exit 8 ("not ours" is not damage).
 pub fn sniff(path: &std::path::Path) -> Result<Option<cetrafs::device::FileDevice>, Exit> {
-    let dev = cetrafs::device::FileDevice::open(path).map_err(|e| {
+    let cannot = |e: std::io::Error| {
         eprintln!("tet-host: cannot read {}: {e}", path.display());
         Exit::Operational
-    })?;
-    let mut head = [0u8; 4];
-    let n = dev.read_head(&mut head).map_err(|e| {
-        eprintln!("tet-host: cannot read {}: {e}", path.display());
-        Exit::Operational
-    })?;
-    let head = head.get(..n).unwrap_or(&[]);
-    Ok((detect(head) == Format::Cetrafs).then_some(dev))
+    };
+    let dev = cetrafs::device::FileDevice::open(path).map_err(cannot)?;
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let head = signature::head(&file).map_err(cannot)?;
+    let index_magic = head
+        .get(16..24)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_le_bytes)
+        .and_then(|at| {
+            let mut m = [0u8; 4];
+            use std::os::unix::fs::FileExt;
+            file.read_exact_at(&mut m, at).ok().map(|()| m)
+        });
+    match classify(&head, index_magic) {
+        Ok(Format::Cetrafs) => Ok(Some(dev)),
+        Ok(Format::Tet) => Ok(None),
+        Err(what) => {
+            eprintln!(
+                "tet-host: {}: not a .tet file or a cetrafs image: {what}",
+                path.display()
+            );
+            Err(Exit::Operational)
+        }
+    }
 }

@@ -131,9 +131,27 @@ pub fn describe(head: &[u8]) -> Option<&'static str> {
     });
     match found {
         Some(m) => Some(m.what),
+        None if is_text(head) => Some("a text file"),
         None if head.iter().any(|b| *b != 0) => Some("data (it is not empty)"),
         None => None,
     }
+}
+
+/// Whether `head` reads as text: UTF-8 (a character cut at the end of the probe
+/// allowed) with no control characters but tabs and line ends.
+fn is_text(head: &[u8]) -> bool {
+    let valid = match std::str::from_utf8(head) {
+        Ok(s) => s,
+        Err(e) if e.error_len().is_none() => head
+            .get(..e.valid_up_to())
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .unwrap_or(""),
+        Err(_) => return false,
+    };
+    !valid.is_empty()
+        && valid
+            .chars()
+            .all(|c| !c.is_control() || matches!(c, '\n' | '\r' | '\t'))
 }
 
 /// The first [`PROBE_LEN`] bytes of `file` (fewer when it is shorter).
@@ -175,6 +193,10 @@ mod tests {
         assert_eq!(describe(b"\x93NUMPY\x01\x00"), Some("a NumPy .npy file"));
         assert_eq!(describe(&[0u8; 4096]), None);
         assert_eq!(describe(&[]), None);
+        assert_eq!(
+            describe(b"root:x:0:0:root:/root:/bin/bash\n"),
+            Some("a text file")
+        );
         let mut stray = vec![0u8; 4096];
         stray[4000] = 1;
         assert_eq!(describe(&stray), Some("data (it is not empty)"));

@@ -114,12 +114,38 @@ fn exit_codes() {
     let (code, out, _) = run(&["--help"], &root());
     assert_eq!(code, 0);
     assert!(out.contains("verify"));
+    // A file of neither format is named as what it is: "not ours" (8), not damage.
     let dir = scratch("garbage.tet", b"not a tet file at all, definitely not");
-    let (code, out, _) = run(&["verify", "garbage.tet"], &dir);
+    let (code, _, err) = run(&["verify", "garbage.tet"], &dir);
+    assert_eq!(code, 8);
+    assert!(
+        err.contains("garbage.tet: not a .tet file or a cetrafs image: it looks like a text file"),
+        "{err}"
+    );
+    // Warnings alone exit 0 (printed, and counted in --json), as for cetrafs images.
+    let mut warned = std::fs::read(root().join("docs/examples/temperature.tet")).unwrap();
+    warned[12] |= 4; // an undefined superblock flag bit: a warning
+    let dir = scratch("warned.tet", &warned);
+    let (code, out, _) = run(&["verify", "warned.tet"], &dir);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("warning[superblock-flags]"), "{out}");
+    let (code, out, _) = run(&["verify", "--json", "warned.tet"], &dir);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["errors"].as_u64(), v["warnings"].as_u64()),
+        (Some(0), Some(1))
+    );
+    // A .tet whose magic alone is damaged is a damaged .tet (4): its index is where its
+    // superblock says.
+    let mut bytes = std::fs::read(root().join("docs/examples/temperature.tet")).unwrap();
+    bytes[0] = b'X';
+    let dir = scratch("magic.tet", &bytes);
+    let (code, out, _) = run(&["verify", "magic.tet"], &dir);
     assert_eq!(code, 4);
     assert!(
         out.contains(
-            "error[superblock-magic] superblock.magic magic is 'not ', expected 'TETR' (byte 0x0)"
+            "error[superblock-magic] superblock.magic magic is 'XETR', expected 'TETR' (byte 0x0)"
         ),
         "{out}"
     );

@@ -477,3 +477,55 @@ fn closed_pipes_and_full_outputs_alike_for_every_command() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A file of neither format is named as what it looks like (exit 8); a `.tet` or an
+/// image whose primary magic alone is damaged is a damaged file of its format (4).
+#[test]
+fn strange_inputs_are_named_as_what_they_are() {
+    let d = scratch("strange");
+    small_npy(&d, "a.npy");
+    let mut ext4 = vec![0u8; 4096];
+    ext4[1080] = 0x53;
+    ext4[1081] = 0xef;
+    std::fs::write(d.join("ext4.img"), &ext4).unwrap();
+    std::fs::write(d.join("h5"), b"\x89HDF\r\n\x1a\n\0\0\0\0").unwrap();
+    std::fs::write(d.join("nc"), b"CDF\x01\0\0\0\0").unwrap();
+    std::fs::write(d.join("gz"), b"\x1f\x8b\x08\0\0\0\0\0").unwrap();
+    std::fs::write(d.join("empty"), b"").unwrap();
+    std::fs::write(d.join("passwd"), b"root:x:0:0:root:/root:/bin/bash\n").unwrap();
+    for (file, what) in [
+        ("a.npy", "it looks like a NumPy .npy file"),
+        ("ext4.img", "it looks like an ext2/ext3/ext4 filesystem"),
+        ("h5", "it looks like an HDF5 file"),
+        ("nc", "it looks like a NetCDF classic file"),
+        ("gz", "it looks like a gzip file"),
+        ("empty", "it is empty"),
+        ("passwd", "it looks like a text file"),
+    ] {
+        for cmd in [
+            vec!["verify", file],
+            vec!["info", file],
+            vec!["ls", file],
+            vec!["query", r#"{"dataset": "a", "sum": []}"#, "-t", file],
+        ] {
+            let (code, _, err) = run(&cmd, &d);
+            assert_eq!(code, 8, "{cmd:?}: {err}");
+            assert!(
+                err.contains(&format!(
+                    "{file}: not a .tet file or a cetrafs image: {what}"
+                )),
+                "{cmd:?}: {err}"
+            );
+        }
+    }
+    // A cetrafs image with a damaged superblock magic is a damaged image.
+    image(&d, "img");
+    let mut img = std::fs::read(d.join("img")).unwrap();
+    img[0] = b'X';
+    std::fs::write(d.join("img"), &img).unwrap();
+    let (code, out, err) = run(&["verify", "img"], &d);
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(out.contains("superblock.magic"), "{out}{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}

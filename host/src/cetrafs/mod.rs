@@ -175,13 +175,19 @@ fn features_json(f: &Features) -> Value {
     })
 }
 
-/// Runs `f` on the cetrafs image at `path`, read with positioned reads.
+/// Runs `f` on the cetrafs image at `path`, read with positioned reads. A `.tet` file
+/// is refused as the wrong input for the command (16), a file of neither format as
+/// what it looks like (8, [`crate::sniff`]).
 pub fn with_device(path: &std::path::Path, f: impl FnOnce(&device::FileDevice) -> Exit) -> Exit {
-    match device::FileDevice::open(path) {
-        Ok(d) => f(&d),
-        Err(e) => {
-            eprintln!("tet-host: cannot read {}: {e}", path.display());
-            Exit::Operational
+    match crate::sniff(path) {
+        Ok(Some(d)) => f(&d),
+        Ok(None) => {
+            eprintln!(
+                "tet-host: {}: a .tet file, not a cetrafs image; this command reads cetrafs images",
+                path.display()
+            );
+            Exit::Usage
         }
+        Err(e) => e,
     }
 }
