@@ -567,3 +567,37 @@ fn a_huge_grid_with_few_rows_is_refused_before_planning() {
     let out = run_on(&b, &sl, Operation::Reduce(Reduce::Count), None, 1).unwrap();
     assert_eq!(out.values, vec![Value::U64(16)]);
 }
+
+/// Found by `engine_matches_the_naive_reference`: a variance with `ddof` at least the
+/// element count is refused even when an element is NaN (the engine returned NaN).
+#[test]
+fn ddof_is_checked_before_nan() {
+    let s = Spec {
+        dtype: DType::F32,
+        shape: vec![1],
+        chunk: vec![1],
+        data: f32::NAN.to_le_bytes().to_vec(),
+    };
+    let bytes = write(&s, false);
+    for axes in [None, Some(&[][..])] {
+        let got = run_on(&bytes, &[], Operation::Reduce(Reduce::Var(1)), axes, 1);
+        assert!(got.is_err(), "{axes:?}: {got:?}");
+    }
+    let two = Spec {
+        dtype: DType::F32,
+        shape: vec![2],
+        chunk: vec![2],
+        data: [f32::NAN, 1.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+    };
+    let got = run_on(
+        &write(&two, false),
+        &[],
+        Operation::Reduce(Reduce::Var(1)),
+        None,
+        1,
+    );
+    assert!(matches!(got.unwrap().values[..], [Value::F64(v)] if v.is_nan()));
+}

@@ -728,13 +728,15 @@ impl Acc {
                 if self.mn == 0 {
                     return Err(FoldError::Empty);
                 }
-                if !op.skips_nan() && self.nan > 0 {
-                    return Ok(Value::F64(f64::NAN));
-                }
+                // Too few elements for `ddof` is refused whatever they hold (a NaN among
+                // them included), as the reference and the CLI's table have it.
                 let denom = self.mn.checked_sub(u64::from(ddof)).filter(|d| *d > 0);
                 let Some(denom) = denom else {
                     return Err(FoldError::Ddof);
                 };
+                if !op.skips_nan() && self.nan > 0 {
+                    return Ok(Value::F64(f64::NAN));
+                }
                 let var = self.m2 / to_f64(denom);
                 let v = if matches!(op, Reduce::Std(_) | Reduce::NanStd(_)) {
                     sqrt(var)
