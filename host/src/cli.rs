@@ -8,11 +8,24 @@ use clap::{Parser, Subcommand};
 
 use crate::Exit;
 
+/// The exit-code table of every command (the README's, in `--help`).
+pub const EXIT_CODES: &str = "\
+Exit codes (every command, both formats):
+  0         clean: nothing found, or warnings only
+  1         problems found and all corrected (repair, replay)
+  4         the input's own damage: errors left in place, or too damaged to read
+  8         operational: cannot open, read or write; neither format; a request the
+            data cannot satisfy; a memory budget too small; a refusal (a live node)
+  16        usage: what was typed is wrong (an option, a query, no -n/-p/-y without a
+            terminal, an existing output without --force, an output that is an input)
+  130, 143  interrupted by SIGINT or SIGTERM (temporary file removed, target untouched)";
+
 #[derive(Parser)]
 #[command(
     name = "tet-host",
     version,
-    about = "Inspect and verify .tet files and cetrafs images"
+    about = "Inspect, verify, repair and convert .tet files and cetrafs images",
+    after_help = EXIT_CODES
 )]
 pub struct Cli {
     #[command(subcommand)]

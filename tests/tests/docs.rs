@@ -44,3 +44,38 @@ fn every_cetrafs_code_is_documented_with_its_rule() {
         "docs/cetrafs.md lists codes the library does not have"
     );
 }
+
+/// One exit-code table: the README's appears, the same, in every document that names
+/// exit codes, and its codes in `tet-host --help`.
+#[test]
+fn one_exit_code_table_everywhere() {
+    let read = |p: &str| {
+        std::fs::read_to_string(format!("{}/../{p}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    };
+    let readme = read("README.md");
+    let start = readme.find("| exit | meaning |").unwrap();
+    let end = readme[start..]
+        .find("\n\n")
+        .map_or(readme.len(), |e| start + e);
+    let table = &readme[start..end];
+    assert!(table.lines().count() >= 7, "{table}");
+    for doc in [
+        "docs/tet-v1.md",
+        "docs/query.md",
+        "docs/cetrafs.md",
+        "docs/hostile-inputs.md",
+    ] {
+        assert!(
+            read(doc).contains(table),
+            "{doc} lacks the README's exit-code table"
+        );
+    }
+    let help = tet_host::cli::EXIT_CODES;
+    for row in table.lines().skip(2) {
+        let code = row.trim_start_matches("| ").split(' ').next().unwrap();
+        assert!(
+            help.lines().any(|l| l.trim_start().starts_with(code)),
+            "--help lacks exit {code}"
+        );
+    }
+}
