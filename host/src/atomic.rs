@@ -60,8 +60,8 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 /// read anything.
 pub fn check_output(output: &Path, inputs: &[&Path], force: bool) -> Result<(), Exit> {
     if let Some(input) = inputs.iter().find(|i| same_file(output, i)) {
-        eprintln!(
-            "tet-host: the output {} is the input {} (the same file); write to another path",
+        crate::say!(
+            "the output {} is the input {} (the same file); write to another path",
             output.display(),
             input.display()
         );
@@ -72,10 +72,7 @@ pub fn check_output(output: &Path, inputs: &[&Path], force: bool) -> Result<(), 
     let regular = std::fs::metadata(output).is_ok_and(|m| m.is_file());
     let dangling = std::fs::symlink_metadata(output).is_ok() && std::fs::metadata(output).is_err();
     if !force && (regular || dangling) {
-        eprintln!(
-            "tet-host: {} exists; pass --force to replace it",
-            output.display()
-        );
+        crate::say!("{} exists; pass --force to replace it", output.display());
         return Err(Exit::Usage);
     }
     Ok(())

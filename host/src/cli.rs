@@ -295,6 +295,25 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// Whether the command prints JSON (`--json`, or `query` in its default JSON format),
+    /// and so reports its errors as JSON too.
+    pub fn json(&self) -> bool {
+        match self {
+            Command::Info { json, .. }
+            | Command::Mkfs { json, .. }
+            | Command::Replay { json, .. }
+            | Command::Ls { json, .. }
+            | Command::Cat { json, .. }
+            | Command::Stat { json, .. }
+            | Command::Repair { json, .. }
+            | Command::Verify { json, .. } => *json,
+            Command::Query { quiet, format, .. } => !*quiet && format == "json",
+            Command::Convert { .. } | Command::Export { .. } => false,
+        }
+    }
+}
+
 /// Output into a closed pipe (`tet-host info FILE | head -1`) ends the process quietly
 /// with status 0, as ripgrep does: Rust ignores SIGPIPE, so a write to a closed standard
 /// output fails and `println!` panics; that panic is turned into a clean exit, and any
@@ -315,7 +334,7 @@ pub fn quiet_on_closed_stdout() {
             }
             // Any other write error (a full disk, /dev/full): say so, exit 8.
             let why = msg.trim_start_matches("failed printing to stdout: ");
-            eprintln!("tet-host: cannot write to standard output: {why}");
+            crate::say!("cannot write to standard output: {why}");
             std::process::exit(i32::from(Exit::Operational.code()));
         }
         default(info);
@@ -329,6 +348,6 @@ pub fn stdout_failed(e: &std::io::Error) -> Exit {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         return Exit::Clean;
     }
-    eprintln!("tet-host: cannot write to standard output: {e}");
+    crate::say!("cannot write to standard output: {e}");
     Exit::Operational
 }

@@ -106,7 +106,7 @@ pub fn with_input_mode(
     match opened {
         Ok(i) => f(i.bytes()),
         Err(e) => {
-            eprintln!("tet-host: cannot read {}: {e}", path.display());
+            crate::say!("cannot read {}: {e}", path.display());
             Exit::Operational
         }
     }

@@ -169,7 +169,7 @@ pub fn classify_bytes(bytes: &[u8]) -> Result<Format, String> {
 /// and refused with exit 8 ("not ours" is not damage).
 pub fn sniff(path: &std::path::Path) -> Result<Option<cetrafs::device::FileDevice>, Exit> {
     let cannot = |e: std::io::Error| {
-        eprintln!("tet-host: cannot read {}: {e}", path.display());
+        crate::say!("cannot read {}: {e}", path.display());
         Exit::Operational
     };
     let dev = cetrafs::device::FileDevice::open(path).map_err(cannot)?;
@@ -188,8 +188,8 @@ pub fn sniff(path: &std::path::Path) -> Result<Option<cetrafs::device::FileDevic
         Ok(Format::Cetrafs) => Ok(Some(dev)),
         Ok(Format::Tet) => Ok(None),
         Err(what) => {
-            eprintln!(
-                "tet-host: {}: not a .tet file or a cetrafs image: {what}",
+            crate::say!(
+                "{}: not a .tet file or a cetrafs image: {what}",
                 path.display()
             );
             Err(Exit::Operational)

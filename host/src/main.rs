@@ -26,10 +26,27 @@ fn main() -> ExitCode {
                 Exit::Clean
             };
             let _ = e.print();
+            if code == Exit::Usage && std::env::args_os().any(|a| a == "--json") {
+                tet_host::report::json_errors();
+                let text = e.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                tet_host::report::remember(first.trim_start_matches("error: ").to_string());
+                tet_host::report::finish(code);
+            }
             return ExitCode::from(code.code());
         }
     };
-    let exit = match cli.command {
+    if cli.command.json() {
+        tet_host::report::json_errors();
+    }
+    let exit = dispatch(cli.command);
+    tet_host::report::finish(exit);
+    ExitCode::from(exit.code())
+}
+
+/// Runs one command.
+fn dispatch(command: Command) -> Exit {
+    match command {
         Command::Info { file, json } => {
             let out = if json { Output::Json } else { Output::Human };
             match sniff(&file) {
@@ -71,8 +88,8 @@ fn main() -> ExitCode {
         } => match sniff(&image).map(|d| d.is_some()) {
             Err(e) => e,
             Ok(false) => {
-                eprintln!(
-                    "tet-host: {}: not a cetrafs image (no CTFS magic); replay reads cetrafs images",
+                tet_host::say!(
+                    "{}: not a cetrafs image (no CTFS magic); replay reads cetrafs images",
                     image.display()
                 );
                 Exit::Usage
@@ -86,7 +103,7 @@ fn main() -> ExitCode {
                     if json { Output::Json } else { Output::Human },
                 ),
                 Err(e) => {
-                    eprintln!("tet-host: cannot write {}: {e}", image.display());
+                    tet_host::say!("cannot write {}: {e}", image.display());
                     Exit::Operational
                 }
             },
@@ -149,8 +166,8 @@ fn main() -> ExitCode {
             {
                 Ok(d) => d,
                 Err(e) => {
-                    eprintln!("tet-host: {e}");
-                    return ExitCode::from(Exit::Usage.code());
+                    tet_host::say!("{e}");
+                    return Exit::Usage;
                 }
             };
             let o = tet::query::QueryOptions {
@@ -184,8 +201,8 @@ fn main() -> ExitCode {
             let chunk = match chunk.as_deref().map(tet::convert::parse_chunk).transpose() {
                 Ok(c) => c,
                 Err(e) => {
-                    eprintln!("tet-host: {e}");
-                    return ExitCode::from(Exit::Usage.code());
+                    tet_host::say!("{e}");
+                    return Exit::Usage;
                 }
             };
             tet::convert::convert(
@@ -218,8 +235,8 @@ fn main() -> ExitCode {
             {
                 Ok(d) => d.map(|d| d.selection).unwrap_or_default(),
                 Err(e) => {
-                    eprintln!("tet-host: --selection: {e}");
-                    return ExitCode::from(Exit::Usage.code());
+                    tet_host::say!("--selection: {e}");
+                    return Exit::Usage;
                 }
             };
             with_input_mode(&file, read.no_mmap, |b| {
@@ -283,6 +300,5 @@ fn main() -> ExitCode {
                 }),
             }
         }
-    };
-    ExitCode::from(exit.code())
+    }
 }

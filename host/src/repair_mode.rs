@@ -27,8 +27,8 @@ pub enum Mode {
 /// Refuses [`Mode::Ask`] when standard input is not a terminal (there is no one to ask).
 pub fn check_can_ask(mode: Mode) -> Result<(), Exit> {
     if mode == Mode::Ask && !std::io::stdin().is_terminal() {
-        eprintln!(
-            "tet-host: repair needs -n, -p or -y when standard input is not a terminal \
+        crate::say!(
+            "repair needs -n, -p or -y when standard input is not a terminal \
              (it asks before each fix otherwise)"
         );
         return Err(Exit::Usage);

@@ -4,8 +4,13 @@
 //! the finding in its own terms: dataset, row and chunk coordinates for `.tet`, block and
 //! inode for cetrafs). `verify`, `repair` and `replay` print through it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+
 use serde_json::{json, Map, Value};
 use tet_core::finding::Severity;
+
+use crate::Exit;
 
 /// A finding ready to print.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,4 +63,73 @@ pub fn summary_line(path: &std::path::Path, errors: u64, warnings: u64) -> Strin
             path.display()
         )
     }
+}
+
+/// Whether errors also go to standard output as JSON (the command has `--json`).
+static JSON_ERRORS: AtomicBool = AtomicBool::new(false);
+/// Whether the command printed its JSON document (then an error is in it, or after it
+/// on standard error only).
+static DOCUMENT: AtomicBool = AtomicBool::new(false);
+/// The last error said, for the JSON error object.
+static LAST: Mutex<Option<String>> = Mutex::new(None);
+
+/// Says an error on standard error (`tet-host: MESSAGE`), keeping it for
+/// [`finish`]. Use through [`crate::say!`].
+pub fn say(message: String) {
+    eprintln!("tet-host: {message}");
+    remember(message);
+}
+
+/// Keeps `message` as the error [`finish`] reports, without printing it (for errors
+/// another library has printed already).
+pub fn remember(message: String) {
+    *LAST.lock().unwrap_or_else(PoisonError::into_inner) = Some(message);
+}
+
+/// Says an error, formatted like `format!`: `say!("{}: cannot mount", path.display())`.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::report::say(format!($($arg)*))
+    };
+}
+
+/// Turns JSON errors on: `main` calls it for a command given `--json`.
+pub fn json_errors() {
+    JSON_ERRORS.store(true, Ordering::Relaxed);
+}
+
+/// Prints a command's JSON document on standard output, pretty, and notes that it did.
+pub fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    printed();
+}
+
+/// Notes that the command printed its JSON document itself.
+pub fn printed() {
+    DOCUMENT.store(true, Ordering::Relaxed);
+}
+
+/// At the end of a command with `--json` that failed (exit 4, 8 or 16) before printing
+/// its document: the error as one JSON object on standard output, so a script reading
+/// JSON always gets JSON: `{"error": {"code": "operational", "message": ..., "exit": 8}}`.
+pub fn finish(exit: Exit) {
+    let code = match exit {
+        Exit::Problems => "damaged",
+        Exit::Operational => "operational",
+        Exit::Usage => "usage",
+        Exit::Clean | Exit::Fixed => return,
+    };
+    if !JSON_ERRORS.load(Ordering::Relaxed) || DOCUMENT.load(Ordering::Relaxed) {
+        return;
+    }
+    let message = LAST
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+        .unwrap_or_default();
+    println!(
+        "{}",
+        json!({"error": {"code": code, "message": message, "exit": exit.code()}})
+    );
 }

@@ -529,3 +529,62 @@ fn strange_inputs_are_named_as_what_they_are() {
     assert!(out.contains("superblock.magic"), "{out}{err}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `--json` is honoured on failure too: a JSON error object on standard output with the
+/// code, the message and the exit status, whatever the command and the failure.
+#[test]
+fn json_errors_for_every_command() {
+    let d = scratch("json-errors");
+    image(&d, "img");
+    let mut broken = std::fs::read(d.join("img")).unwrap();
+    broken[0] = b'X';
+    std::fs::write(d.join("broken.img"), &broken).unwrap();
+    std::fs::write(d.join("text"), b"just some text\n").unwrap();
+    std::fs::write(d.join("data.bin"), [7u8; 64]).unwrap();
+    let example =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/temperature.tet");
+    std::fs::copy(&example, d.join("t.tet")).unwrap();
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&["verify", "--json", "missing"], 8, "operational"),
+        (&["info", "--json", "text"], 8, "operational"),
+        (&["info", "--json", "broken.img"], 4, "damaged"),
+        (&["ls", "--json", "t.tet"], 16, "usage"),
+        (&["cat", "--json", "img", "/nope"], 8, "operational"),
+        (&["stat", "--json", "img", "/nope"], 8, "operational"),
+        (&["repair", "-n", "--json", "text"], 8, "operational"),
+        (&["replay", "--json", "t.tet"], 16, "usage"),
+        (&["mkfs", "--json", "data.bin", "--size", "8M"], 16, "usage"),
+        (
+            &["verify", "--json", "--no-such-flag", "t.tet"],
+            16,
+            "usage",
+        ),
+        (
+            &[
+                r#"query"#,
+                r#"{"dataset": "nope", "sum": []}"#,
+                "-t",
+                "t.tet",
+            ],
+            16,
+            "usage",
+        ),
+    ];
+    for (args, exit, code) in cases {
+        let (got, out, err) = run(args, &d);
+        assert_eq!(got, *exit, "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&out)
+            .unwrap_or_else(|e| panic!("{args:?}: stdout is not JSON ({e}): {out:?}"));
+        assert_eq!(v["error"]["code"], *code, "{args:?}: {v}");
+        assert_eq!(v["error"]["exit"], *exit, "{args:?}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            !message.is_empty() && err.contains(message),
+            "{args:?}: {v} / {err}"
+        );
+    }
+    // Without --json, standard output stays empty on failure.
+    let (code, out, _) = run(&["verify", "missing"], &d);
+    assert_eq!((code, out.is_empty()), (8, true));
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -83,7 +83,7 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
         "journals": journals,
     });
     match output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+        Output::Json => crate::report::print_json(&v),
         _ => {
             println!(
                 "image:        {} ({} blocks of 4096 bytes)",

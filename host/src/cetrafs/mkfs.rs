@@ -153,14 +153,14 @@ impl Content for HostFile {
             .map_err(|_| fail("--from file"))?;
         if open.is_none() {
             *open = Some(File::open(&self.path).map_err(|e| {
-                eprintln!("tet-host: mkfs: {}: {e}", self.path.display());
+                crate::say!("mkfs: {}: {e}", self.path.display());
                 fail("--from file (cannot open)")
             })?);
         }
         let f = open.as_ref().ok_or(fail("--from file"))?;
         f.read_exact_at(buf, offset).map_err(|e| {
-            eprintln!(
-                "tet-host: mkfs: {}: {e} (did it change while copying?)",
+            crate::say!(
+                "mkfs: {}: {e} (did it change while copying?)",
                 self.path.display()
             );
             fail("--from file (read)")
@@ -221,8 +221,8 @@ fn copy_tree(b: &mut ImageBuilder, dir: u64, host: &Path, seen: &mut Seen) -> Re
             )
             .map_err(|e| at(&e))?
         } else {
-            eprintln!(
-                "tet-host: skipping {} (not a file, directory or symlink)",
+            crate::say!(
+                "skipping {} (not a file, directory or symlink)",
                 path.display()
             );
             continue;
@@ -392,7 +392,7 @@ fn confirm_overwrite(image: &Path, force: bool) -> Result<(), Exit> {
     }
     let head = File::open(image).and_then(|f| signature::head(&f));
     let head = head.map_err(|e| {
-        eprintln!("tet-host: mkfs: cannot read {}: {e}", image.display());
+        crate::say!("mkfs: cannot read {}: {e}", image.display());
         Exit::Operational
     })?;
     let Some(what) = signature::describe(&head) else {
@@ -406,8 +406,8 @@ fn confirm_overwrite(image: &Path, force: bool) -> Result<(), Exit> {
         _ => what.to_string(),
     };
     if !std::io::stdin().is_terminal() {
-        eprintln!(
-            "tet-host: mkfs: {} contains {what}; pass --force to format it anyway",
+        crate::say!(
+            "mkfs: {} contains {what}; pass --force to format it anyway",
             image.display()
         );
         return Err(Exit::Usage);
@@ -423,7 +423,7 @@ fn confirm_overwrite(image: &Path, force: bool) -> Result<(), Exit> {
     if yes {
         Ok(())
     } else {
-        eprintln!("tet-host: mkfs: {} left as it was", image.display());
+        crate::say!("mkfs: {} left as it was", image.display());
         Err(Exit::Usage)
     }
 }
@@ -436,14 +436,14 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
     let mut target = match open_target(image) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("tet-host: mkfs: cannot write {}: {e}", image.display());
+            crate::say!("mkfs: cannot write {}: {e}", image.display());
             return Exit::Operational;
         }
     };
     let size = match (&target, o.size) {
         (Target::Device(_, dev), Some(s)) if s > *dev => {
-            eprintln!(
-                "tet-host: mkfs: --size {} is larger than {} ({} bytes)",
+            crate::say!(
+                "mkfs: --size {} is larger than {} ({} bytes)",
                 human(s),
                 image.display(),
                 dev
@@ -453,7 +453,9 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
         (Target::Device(_, dev), s) => s.unwrap_or(*dev),
         (Target::File(_), Some(s)) => s,
         (Target::File(_), None) => {
-            eprintln!("tet-host: mkfs: --size is required for an image file (a block device's size is the default)");
+            crate::say!(
+                "mkfs: --size is required for an image file (a block device's size is the default)"
+            );
             return Exit::Usage;
         }
     };
@@ -461,7 +463,7 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
     let mut b = ImageBuilder::new(p.clone());
     if let Some(from) = o.from {
         if let Err(e) = copy_tree(&mut b, ImageBuilder::ROOT, from, &mut Seen::new()) {
-            eprintln!("tet-host: mkfs: {e}");
+            crate::say!("mkfs: {e}");
             return Exit::Operational;
         }
     }
@@ -476,7 +478,7 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
         Target::Device(f, _) => match f.try_clone() {
             Ok(f) => Some(f),
             Err(e) => {
-                eprintln!("tet-host: mkfs: cannot write {}: {e}", image.display());
+                crate::say!("mkfs: cannot write {}: {e}", image.display());
                 return Exit::Operational;
             }
         },
@@ -549,17 +551,20 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
         Target::Device(f, _) => f.sync_all(),
     });
     if let Err(e) = done {
-        eprintln!("tet-host: mkfs: cannot write {}: {e}", image.display());
+        crate::say!("mkfs: cannot write {}: {e}", image.display());
         return Exit::Operational;
     }
     match o.output {
-        Output::Json => println!(
-            "{}",
-            json!({"image": image.display().to_string(), "format": "cetrafs", "version": 6,
-                   "blocks": total, "block_groups": ImageBuilder::block_groups(&p).unwrap_or(0),
-                   "block_group_blocks": p.bg_size_blocks, "zone_groups": p.zone_groups,
-                   "inodes": p.inodes, "bytes_written": written})
-        ),
+        Output::Json => {
+            println!(
+                "{}",
+                json!({"image": image.display().to_string(), "format": "cetrafs", "version": 6,
+                       "blocks": total, "block_groups": ImageBuilder::block_groups(&p).unwrap_or(0),
+                       "block_group_blocks": p.bg_size_blocks, "zone_groups": p.zone_groups,
+                       "inodes": p.inodes, "bytes_written": written})
+            );
+            crate::report::printed();
+        }
         _ => println!("{}: cetrafs 0x0006, {total} blocks", image.display()),
     }
     Exit::Clean
@@ -569,7 +574,7 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
 /// a `--from` file is operational: exit 8).
 fn refuse(e: &Error, o: &MkfsOptions<'_>, p: &Params, size: u64) -> Exit {
     if e.kind == ErrorKind::Io {
-        eprintln!("tet-host: mkfs: {e}");
+        crate::say!("mkfs: {e}");
         return Exit::Operational;
     }
     if e.what == "zone groups (more than block groups)" {
@@ -577,8 +582,8 @@ fn refuse(e: &Error, o: &MkfsOptions<'_>, p: &Params, size: u64) -> Exit {
             ErrorKind::OutOfRange { max, .. } => max,
             _ => 0,
         };
-        eprintln!(
-            "tet-host: mkfs: --zone-groups {} is more than the {} of a {} image; use at \
+        crate::say!(
+            "mkfs: --zone-groups {} is more than the {} of a {} image; use at \
              most {groups}, a larger --size or a smaller --block-group-size",
             p.zone_groups,
             count(groups, "block group"),
@@ -592,8 +597,8 @@ fn refuse(e: &Error, o: &MkfsOptions<'_>, p: &Params, size: u64) -> Exit {
             q.zone_groups = 1; // the default adapts to the size
         }
         match ImageBuilder::min_size_bytes(&q) {
-            Some(m) => eprintln!(
-                "tet-host: mkfs: --size {} is too small: with {}, {} and {} the smallest \
+            Some(m) => crate::say!(
+                "mkfs: --size {} is too small: with {}, {} and {} the smallest \
                  image is {}",
                 human(size),
                 count(q.zone_groups.into(), "zone group"),
@@ -601,10 +606,10 @@ fn refuse(e: &Error, o: &MkfsOptions<'_>, p: &Params, size: u64) -> Exit {
                 count(q.inodes, "inode"),
                 human(m)
             ),
-            None => eprintln!("tet-host: mkfs: these settings fit no image size: {e}"),
+            None => crate::say!("mkfs: these settings fit no image size: {e}"),
         }
         return Exit::Usage;
     }
-    eprintln!("tet-host: mkfs: {e}");
+    crate::say!("mkfs: {e}");
     Exit::Usage
 }

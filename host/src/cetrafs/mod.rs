@@ -23,33 +23,14 @@ use crate::Exit;
 /// A device the commands read an image from.
 pub type Dev<'a> = &'a dyn BlockDevice;
 
-/// Mounts the image for reading, or says why not: not a cetrafs image (16), a block 0
-/// that cannot be read (8), an image that does not mount (from the error's category).
+/// Mounts the image for reading, or says why not, from the error's category: a block
+/// that cannot be read is operational (8), an image that does not mount is damaged (4).
+/// The commands reach it through [`crate::sniff`], which already told images from other
+/// files.
 fn open_fs<D: BlockDevice>(path: &Path, dev: D) -> Result<Fs<D>, Exit> {
     let mut b = Buffers::new();
-    if dev.block_count() > 0 {
-        if let Err(e) = dev.read_block(0, &mut b.data) {
-            eprintln!(
-                "tet-host: {}: cannot read: {}",
-                path.display(),
-                describe(&e)
-            );
-            return Err(Exit::of(e.kind.category()));
-        }
-    }
-    if dev.block_count() == 0 || !b.data.starts_with(&tet_core::cetrafs::SB_MAGIC) {
-        eprintln!(
-            "tet-host: {}: not a cetrafs image (no CTFS magic); this command reads cetrafs images",
-            path.display()
-        );
-        return Err(Exit::Usage);
-    }
     Fs::open(dev, &mut b.data).map_err(|e| {
-        eprintln!(
-            "tet-host: {}: cannot mount: {}",
-            path.display(),
-            describe(&e)
-        );
+        crate::say!("{}: cannot mount: {}", path.display(), describe(&e));
         Exit::of(e.kind.category())
     })
 }
@@ -182,8 +163,8 @@ pub fn with_device(path: &std::path::Path, f: impl FnOnce(&device::FileDevice) -
     match crate::sniff(path) {
         Ok(Some(d)) => f(&d),
         Ok(None) => {
-            eprintln!(
-                "tet-host: {}: a .tet file, not a cetrafs image; this command reads cetrafs images",
+            crate::say!(
+                "{}: a .tet file, not a cetrafs image; this command reads cetrafs images",
                 path.display()
             );
             Exit::Usage

@@ -32,12 +32,9 @@ fn open_path<'a>(
     let inode = fs.resolve(inner, bufs).map_err(|e| {
         let shown = escaped(inner);
         if e.kind == ErrorKind::NotFound {
-            eprintln!(
-                "tet-host: {}: {shown}: no such file or directory",
-                path.display()
-            );
+            crate::say!("{}: {shown}: no such file or directory", path.display());
         } else {
-            eprintln!("tet-host: {}: {shown}: {}", path.display(), describe(&e));
+            crate::say!("{}: {shown}: {}", path.display(), describe(&e));
         }
         Exit::of(e.kind.category())
     })?;
@@ -61,7 +58,7 @@ fn ls_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
             names.push((e.name().to_vec(), e.inode));
             ControlFlow::Continue(())
         }) {
-            eprintln!("tet-host: {}: {}", path.display(), describe(&e));
+            crate::say!("{}: {}", path.display(), describe(&e));
             return Exit::of(e.kind.category());
         }
     } else {
@@ -85,17 +82,20 @@ fn ls_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
                 rows.push((escaped(&name), Value::Object(row)));
             }
             Err(e) => {
-                eprintln!("tet-host: {}: {}", path.display(), describe(&e));
+                crate::say!("{}: {}", path.display(), describe(&e));
                 return Exit::of(e.kind.category());
             }
         }
     }
     match output {
-        Output::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&rows.iter().map(|r| &r.1).collect::<Vec<_>>())
-                .unwrap_or_default()
-        ),
+        Output::Json => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&rows.iter().map(|r| &r.1).collect::<Vec<_>>())
+                    .unwrap_or_default()
+            );
+            crate::report::printed();
+        }
         _ => {
             for (name, r) in &rows {
                 println!(
@@ -123,16 +123,12 @@ fn cat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
         Err(e) => return e,
     };
     if f.is_dir() {
-        eprintln!(
-            "tet-host: {}: {}: is a directory",
-            path.display(),
-            escaped(inner)
-        );
+        crate::say!("{}: {}: is a directory", path.display(), escaped(inner));
         return Exit::Usage;
     }
     let mut stdout = std::io::stdout().lock();
     let fail = |e: &Error| {
-        eprintln!("tet-host: {}: {}", path.display(), describe(e));
+        crate::say!("{}: {}", path.display(), describe(e));
         Exit::of(e.kind.category())
     };
     if output != Output::Json {
@@ -277,7 +273,7 @@ fn stat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
         xattrs.insert(shown(x.key()), Value::String(shown(x.value())));
         ControlFlow::Continue(())
     }) {
-        eprintln!("tet-host: {}: {}", path.display(), describe(&e));
+        crate::say!("{}: {}", path.display(), describe(&e));
         return Exit::of(e.kind.category());
     }
     let mut v = serde_json::Map::new();
@@ -290,7 +286,7 @@ fn stat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
     v.extend(rest.as_object().cloned().unwrap_or_default());
     let v = Value::Object(v);
     match output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+        Output::Json => crate::report::print_json(&v),
         _ => {
             for (k, val) in v.as_object().into_iter().flatten() {
                 let shown = match val {

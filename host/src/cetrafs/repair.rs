@@ -45,11 +45,7 @@ pub fn repair(
     let path = match copy_to {
         Some(to) if m != Mode::No => {
             if let Err(e) = copy_sparse(path, to) {
-                eprintln!(
-                    "tet-host: cannot copy {} to {}: {e}",
-                    path.display(),
-                    to.display()
-                );
+                crate::say!("cannot copy {} to {}: {e}", path.display(), to.display());
                 return Exit::Operational;
             }
             to
@@ -64,7 +60,7 @@ pub fn repair(
     let dev = match opened {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("tet-host: cannot open {}: {e}", path.display());
+            crate::say!("cannot open {}: {e}", path.display());
             return Exit::Operational;
         }
     };
@@ -87,19 +83,22 @@ pub fn repair(
                 RepairError::Mounted { .. } => ". Repair it offline, or pass --force",
                 _ => "",
             };
-            eprintln!("tet-host: {}: {e}{hint}", path.display());
+            crate::say!("{}: {e}{hint}", path.display());
             return Exit::of(e.category());
         }
     };
     let verb = if m == Mode::No { "would fix" } else { "fixed" };
     match output {
-        Output::Json => println!(
-            "{}",
-            json!({"file": path.display().to_string(), "mode": format!("{m:?}").to_lowercase(),
-                   "replayed_journals": out.replay.journals, "rounds": out.rounds,
-                   "fixes": out.fixes.iter().map(|f| json!({"code": f.code.as_str(), "action": f.action, "offset": f.offset, "value": f.value, "lossless": f.lossless})).collect::<Vec<_>>(),
-                   "left": out.left.iter().map(|f| rendered(f).json()).collect::<Vec<_>>()})
-        ),
+        Output::Json => {
+            println!(
+                "{}",
+                json!({"file": path.display().to_string(), "mode": format!("{m:?}").to_lowercase(),
+                       "replayed_journals": out.replay.journals, "rounds": out.rounds,
+                       "fixes": out.fixes.iter().map(|f| json!({"code": f.code.as_str(), "action": f.action, "offset": f.offset, "value": f.value, "lossless": f.lossless})).collect::<Vec<_>>(),
+                       "left": out.left.iter().map(|f| rendered(f).json()).collect::<Vec<_>>()})
+            );
+            crate::report::printed();
+        }
         _ => {
             if out.replay.journals > 0 {
                 println!(

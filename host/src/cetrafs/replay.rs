@@ -28,7 +28,7 @@ pub fn replay(
     let mut table = match tet_alloc::cetrafs::journal::committed_slots(&fs, &mut bufs) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("tet-host: {}: {}", path.display(), describe(&e));
+            crate::say!("{}: {}", path.display(), describe(&e));
             return Exit::of(e.kind.category());
         }
     };
@@ -55,18 +55,21 @@ pub fn replay(
                 ),
                 ReplayError::Device(e) => format!("replay stopped: {}", describe(&e)),
             };
-            eprintln!("tet-host: {}: {why}", path.display());
+            crate::say!("{}: {why}", path.display());
             return Exit::of(e.category());
         }
     };
     match output {
-        Output::Json => println!(
-            "{}",
-            json!({"file": path.display().to_string(), "journals": report.journals,
-                   "written": report.written, "already_applied": report.already,
-                   "conflicts": report.conflicts,
-                   "findings": conflicts.iter().map(|f| rendered(f).json()).collect::<Vec<_>>()})
-        ),
+        Output::Json => {
+            println!(
+                "{}",
+                json!({"file": path.display().to_string(), "journals": report.journals,
+                       "written": report.written, "already_applied": report.already,
+                       "conflicts": report.conflicts,
+                       "findings": conflicts.iter().map(|f| rendered(f).json()).collect::<Vec<_>>()})
+            );
+            crate::report::printed();
+        }
         _ => {
             for f in &conflicts {
                 println!("{}", rendered(f).line());

@@ -32,7 +32,7 @@ pub fn verify(path: &Path, dev: Dev<'_>, output: Output, memory_limit: u64) -> E
                 "errors": errors, "warnings": warnings, "inodes": outcome.summary.inodes,
                 "cross_checked": outcome.cross_checked,
                 "findings": shown.iter().map(Rendered::json).collect::<Vec<Value>>()});
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            crate::report::print_json(&v);
         }
         Output::Quiet => match shown.first() {
             None => println!("{}: clean", path.display()),

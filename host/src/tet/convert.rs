@@ -43,7 +43,7 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
     let src = match crate::input::Input::open(input) {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("tet-host: cannot read {}: {e}", input.display());
+            crate::say!("cannot read {}: {e}", input.display());
             return Exit::Operational;
         }
     };
@@ -59,7 +59,7 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
                 members = m;
             }
             Err(e) => {
-                eprintln!("tet-host: {}: {e}", input.display());
+                crate::say!("{}: {e}", input.display());
                 return Exit::Usage;
             }
         }
@@ -87,11 +87,11 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
         Ok(())
     })();
     if let Err(e) = result {
-        eprintln!("tet-host: {}: {e}", input.display());
+        crate::say!("{}: {e}", input.display());
         return Exit::Usage;
     }
     if arrays.is_empty() {
-        eprintln!("tet-host: {}: no arrays to convert", input.display());
+        crate::say!("{}: no arrays to convert", input.display());
         return Exit::Usage;
     }
     let chunks: Vec<Vec<u64>> = arrays
@@ -105,8 +105,8 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
         .collect();
     if let Some(c) = &o.chunk {
         if let Some((name, a)) = arrays.iter().find(|(_, a)| a.shape.len() != c.len()) {
-            eprintln!(
-                "tet-host: --chunk has {} axes but array '{name}' has {}",
+            crate::say!(
+                "--chunk has {} axes but array '{name}' has {}",
                 c.len(),
                 a.shape.len()
             );
@@ -126,17 +126,14 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
     let out = match AtomicFile::create(output, RealFs) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!(
-                "tet-host: cannot create a file beside {}: {e}",
-                output.display()
-            );
+            crate::say!("cannot create a file beside {}: {e}", output.display());
             return Exit::Operational;
         }
     };
     let mut w = match Writer::new(out, &specs) {
         Ok(w) => w,
         Err(e) => {
-            eprintln!("tet-host: {}: {e}", output.display());
+            crate::say!("{}: {e}", output.display());
             return Exit::Usage;
         }
     };
@@ -157,7 +154,7 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
             batch.push((id, coords, t));
             if batch.len() >= BATCH || cell.saturating_add(1) == cells {
                 if let Err(e) = write_batch(&mut w, &batch, o.codec, o.level) {
-                    eprintln!("tet-host: {}: {e}", output.display());
+                    crate::say!("{}: {e}", output.display());
                     return Exit::Operational;
                 }
                 batch.clear();
@@ -187,11 +184,11 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
     match w.finish(Some(&footer)).map(|f| f.commit()) {
         Ok(Ok(())) => Exit::Clean,
         Ok(Err(e)) => {
-            eprintln!("tet-host: {}: {e}", output.display());
+            crate::say!("{}: {e}", output.display());
             Exit::Operational
         }
         Err(e) => {
-            eprintln!("tet-host: {}: {e}", output.display());
+            crate::say!("{}: {e}", output.display());
             Exit::Operational
         }
     }

@@ -22,21 +22,21 @@ pub fn export(
         Err(e) => return e,
     };
     let Ok(ds) = file.dataset(dataset) else {
-        eprintln!("tet-host: {}: no dataset \"{dataset}\"", path.display());
+        crate::say!("{}: no dataset \"{dataset}\"", path.display());
         return Exit::Usage;
     };
     let budget = crate::tet::budget_for(&file, None, budget);
     let p = match tet_alloc::tet::query::plan(&file, ds, selection) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("tet-host: {}: {e}", path.display());
+            crate::say!("{}: {e}", path.display());
             return Exit::of(e.category());
         }
     };
     let values = match crate::tet::query::select_values(&file, &p, budget) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("tet-host: {}: {e}", path.display());
+            crate::say!("{}: {e}", path.display());
             return Exit::of(e.category());
         }
     };
@@ -44,7 +44,7 @@ pub fn export(
     match crate::tet::npy::write_raw(out, ds.dtype(), &shape, &values) {
         Ok(()) => Exit::Clean,
         Err(e) => {
-            eprintln!("tet-host: cannot write {}: {e}", out.display());
+            crate::say!("cannot write {}: {e}", out.display());
             Exit::Operational
         }
     }

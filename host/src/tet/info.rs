@@ -19,8 +19,8 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
     let mut problems = Collector::default();
     let Some(file) = TetFile::parse(bytes, &mut problems) else {
         let f = problems.kept.first();
-        eprintln!(
-            "tet-host: {}: not a readable .tet file: {}",
+        crate::say!(
+            "{}: not a readable .tet file: {}",
             path.display(),
             f.map(|f| message(&Names::default(), f, None))
                 .unwrap_or_default()
@@ -114,7 +114,7 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
         "structure_problems": problems.errors.saturating_add(problems.warnings),
     });
     match output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+        Output::Json => crate::report::print_json(&v),
         Output::Human | Output::Quiet => print_info_human(path, &file, &v, exec, &problems),
     }
     if problems.errors > 0 {

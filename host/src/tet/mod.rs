@@ -25,25 +25,22 @@ pub fn open_tet<'a>(path: &Path, bytes: &'a [u8]) -> Result<TetFile<'a>, Exit> {
     TetFile::open(bytes).map_err(|e| {
         match crate::classify_bytes(bytes) {
             Err(what) => {
-                eprintln!(
-                    "tet-host: {}: not a .tet file or a cetrafs image: {what}",
+                crate::say!(
+                    "{}: not a .tet file or a cetrafs image: {what}",
                     path.display()
                 );
                 return Exit::Operational;
             }
             Ok(crate::Format::Cetrafs) => {
-                eprintln!(
-                    "tet-host: {}: a cetrafs image, not a .tet file; this command reads .tet files",
+                crate::say!(
+                    "{}: a cetrafs image, not a .tet file; this command reads .tet files",
                     path.display()
                 );
                 return Exit::Usage;
             }
             Ok(crate::Format::Tet) => {}
         }
-        eprintln!(
-            "tet-host: {}: not a readable .tet file: {e}",
-            path.display()
-        );
+        crate::say!("{}: not a readable .tet file: {e}", path.display());
         Exit::of(e.kind.category())
     })
 }

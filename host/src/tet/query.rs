@@ -304,8 +304,8 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
                 .datasets()
                 .map_while(|d| d.ok().map(|d| d.name().to_string()))
                 .collect();
-            eprintln!(
-                "tet-host: {}: no dataset \"{}\" (datasets: {})",
+            crate::say!(
+                "{}: no dataset \"{}\" (datasets: {})",
                 path.display(),
                 doc.dataset,
                 names.join(", ")
@@ -342,15 +342,13 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     };
     if let Some(target) = &o.output {
         if out.shape.is_empty() {
-            eprintln!(
-                "tet-host: --output writes partial results and values; this result is a scalar"
-            );
+            crate::say!("--output writes partial results and values; this result is a scalar");
             return Exit::Usage;
         }
         return match crate::tet::npy::write_values(target, &out, &ds_shape) {
             Ok(()) => Exit::Clean,
             Err(e) => {
-                eprintln!("tet-host: cannot write {}: {e}", target.display());
+                crate::say!("cannot write {}: {e}", target.display());
                 Exit::Operational
             }
         };
@@ -374,6 +372,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
             m.insert("dtype".into(), json!(ds.dtype().name()));
             m.insert("result".into(), result);
             println!("{}", Json::Object(m));
+            crate::report::printed();
         }
         Style::Quiet => println!("{} {} = {}", doc.dataset, op.name(), compact(&result)),
         Style::Table => print_table(&out, &ds_shape),
@@ -416,8 +415,8 @@ fn print_values(
 ) -> Exit {
     let n = p.selection.len();
     if o.output.is_none() && o.preview.is_none() && n > MAX_PRINTED {
-        eprintln!(
-            "tet-host: {}: the selection has {n} values, more than the {MAX_PRINTED} printed as \
+        crate::say!(
+            "{}: the selection has {n} values, more than the {MAX_PRINTED} printed as \
              JSON; write them with --output FILE.npy or look at a few with --preview N",
             path.display()
         );
@@ -432,7 +431,7 @@ fn print_values(
         return match crate::tet::npy::write_raw(target, ds.dtype(), &shape, &bytes) {
             Ok(()) => Exit::Clean,
             Err(e) => {
-                eprintln!("tet-host: cannot write {}: {e}", target.display());
+                crate::say!("cannot write {}: {e}", target.display());
                 Exit::Operational
             }
         };
@@ -464,6 +463,6 @@ fn print_values(
 }
 
 fn fail(path: &Path, e: &QueryError) -> Exit {
-    eprintln!("tet-host: {}: {e}", path.display());
+    crate::say!("{}: {e}", path.display());
     Exit::of(e.category())
 }

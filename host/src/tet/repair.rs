@@ -63,13 +63,13 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
     let checked = match check_with(bytes, &decode) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("tet-host: {}: {e}", path.display());
+            crate::say!("{}: {e}", path.display());
             return Exit::of(e.kind.category());
         }
     };
     if let Some(e) = &checked.operational {
-        eprintln!(
-            "tet-host: {}: {}; nothing was written",
+        crate::say!(
+            "{}: {}; nothing was written",
             path.display(),
             budget_message(e)
         );
@@ -77,8 +77,8 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
     }
     let findings = &checked.found.kept;
     if checked.found.dropped > 0 {
-        eprintln!(
-            "tet-host: {}: more than {} findings; repair works on the first ones only, \
+        crate::say!(
+            "{}: more than {} findings; repair works on the first ones only, \
              run it again afterwards",
             path.display(),
             findings.len()
@@ -122,25 +122,16 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
     let mut out = match AtomicFile::create(target, ops) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!(
-                "tet-host: cannot create a file beside {}: {e}",
-                target.display()
-            );
+            crate::say!("cannot create a file beside {}: {e}", target.display());
             return Exit::Operational;
         }
     };
     if let Err(e) = repair::apply(&inputs, &plan, &chosen, &now_rfc3339(), &mut out) {
-        eprintln!(
-            "tet-host: {}: {e}; the original is unchanged",
-            target.display()
-        );
+        crate::say!("{}: {e}; the original is unchanged", target.display());
         return Exit::Operational;
     }
     if let Err(e) = out.commit() {
-        eprintln!(
-            "tet-host: {}: {e}; the original is unchanged",
-            target.display()
-        );
+        crate::say!("{}: {e}; the original is unchanged", target.display());
         return Exit::Operational;
     }
     // Check what was written.
@@ -149,14 +140,14 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
     let written = match crate::input::Input::open(target) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("tet-host: cannot read back {}: {e}", target.display());
+            crate::say!("cannot read back {}: {e}", target.display());
             return Exit::Operational;
         }
     };
     let after = match check_with(written.bytes(), &decode) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("tet-host: {}: {e}", target.display());
+            crate::say!("{}: {e}", target.display());
             return Exit::Operational;
         }
     };

@@ -182,7 +182,7 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
     let checked = match check_with(bytes, opts) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("tet-host: {}: {e}", path.display());
+            crate::say!("{}: {e}", path.display());
             return Exit::of(e.kind.category());
         }
     };
@@ -217,7 +217,7 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
                 "findings_not_listed": found.dropped,
                 "findings": shown.iter().map(Rendered::json).collect::<Vec<Value>>(),
             });
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            crate::report::print_json(&v);
         }
         Output::Quiet => {
             if found.is_clean() {
@@ -252,7 +252,7 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
         }
     }
     if let Some(e) = &checked.operational {
-        eprintln!("tet-host: {}: {}", path.display(), budget_message(e));
+        crate::say!("{}: {}", path.display(), budget_message(e));
         return Exit::Operational;
     }
     // Warnings alone exit 0, as for cetrafs (the README's table): they are printed and
