@@ -244,7 +244,7 @@ fn fault_paths(dev: &dyn BlockDevice, bufs: &mut Buffers, table: &mut [Committed
         });
         t.check(listed.is_ok() && names == 3);
         t.check(matches!(fs.lookup(&root, b"d", bufs), Ok(Some(_))));
-        t.check(fs.resolve(b"/d/missing", bufs).err() == Some(Fault(Category::Usage)));
+        t.check(fs.resolve(b"/d/missing", bufs).err() == Some(Fault(Category::Unsatisfiable)));
         for path in [&b"/d/frag"[..], b"/d/holes", b"/d/uninit", b"/again"] {
             let Ok(ino) = fs.resolve(path, bufs) else {
                 t.check(false);
