@@ -244,9 +244,65 @@ fn cetrafs_repair_to_another_file_leaves_the_input_alone() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// SIGINT and SIGTERM at seeded random moments of a conversion: afterwards no
-/// temporary file is left and the target is either untouched (its old bytes) or the
-/// complete new file.
+/// Runs `args` in `d` `rounds` times, each interrupted by SIGINT or SIGTERM after a
+/// seeded random delay below `max_ms`; after each run no temporary file is left and
+/// `target` is either `old` (interrupted: exit 130 or 143) or a complete new file (the
+/// run finished first: `verify` accepts it, or it is a NumPy file; `target` is then
+/// reset to `old`). Returns
+/// how many runs were interrupted.
+fn interrupt(d: &Path, args: &[&str], target: &str, old: &[u8], seed: u64, max_ms: u64) -> u32 {
+    let bin = env!("CARGO_BIN_EXE_tet-host");
+    let mut seed = seed;
+    let mut interrupted = 0;
+    std::fs::write(d.join(target), old).unwrap();
+    for round in 0..6 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let child = Command::new(bin)
+            .args(args)
+            .current_dir(d)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(seed % max_ms));
+        let signal = if round % 2 == 0 { "-INT" } else { "-TERM" };
+        let _ = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status();
+        let out = child.wait_with_output().unwrap();
+        let left = temporaries(d);
+        assert!(left.is_empty(), "{args:?} round {round}: {left:?}");
+        let now = std::fs::read(d.join(target)).unwrap();
+        match out.status.code() {
+            Some(0 | 1) if target.ends_with(".npy") => {
+                assert!(now.starts_with(b"\x93NUMPY"), "{args:?} round {round}");
+                std::fs::write(d.join(target), old).unwrap();
+            }
+            Some(0 | 1) => {
+                let (code, _, err) = run(&["verify", target], d);
+                assert_eq!(code, 0, "{args:?} round {round}: {err}");
+                std::fs::write(d.join(target), old).unwrap();
+            }
+            Some(code) => {
+                assert!(
+                    code == 130 || code == 143,
+                    "{args:?} round {round}: exit {code}"
+                );
+                assert!(now == old, "{args:?} round {round}: the target changed");
+                interrupted += 1;
+            }
+            None => panic!("{args:?} round {round}: killed by a signal it should handle"),
+        }
+    }
+    interrupted
+}
+
+/// SIGINT and SIGTERM at seeded random moments of `convert`, `export`, `mkfs --from`
+/// and an in-place `.tet` `repair`: no temporary file is left, and the target is
+/// untouched or complete.
 #[test]
 fn interrupted_writes_leave_no_temporary_and_the_target_intact() {
     let d = scratch("signal");
@@ -257,48 +313,33 @@ fn interrupted_writes_leave_no_temporary_and_the_target_intact() {
         npy("<u4", false, &[1 << 10, 1 << 12], &data),
     )
     .unwrap();
-    std::fs::write(d.join("t.tet"), b"the old target").unwrap();
-    let bin = env!("CARGO_BIN_EXE_tet-host");
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut interrupted = 0;
-    for round in 0..12 {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let delay = seed % 400;
-        let child = Command::new(bin)
-            .args(["convert", "big.npy", "t.tet", "--force", "--codec", "zstd"])
-            .current_dir(&d)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(delay));
-        let signal = if round % 2 == 0 { "-INT" } else { "-TERM" };
-        let _ = Command::new("kill")
-            .args([signal, &child.id().to_string()])
-            .status();
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            temporaries(&d).is_empty(),
-            "round {round}: {:?}",
-            temporaries(&d)
-        );
-        let now = std::fs::read(d.join("t.tet")).unwrap();
-        match out.status.code() {
-            Some(0) => {
-                assert_eq!(run(&["verify", "t.tet"], &d).0, 0);
-                std::fs::write(d.join("t.tet"), b"the old target").unwrap();
-            }
-            Some(code) => {
-                assert!(code == 130 || code == 143, "round {round}: exit {code}");
-                assert_eq!(now, b"the old target", "round {round}");
-                interrupted += 1;
-            }
-            None => panic!("round {round}: killed by a signal it should have handled"),
-        }
+    let convert = ["convert", "big.npy", "t.tet", "--force", "--codec", "zstd"];
+    let mut interrupted = interrupt(&d, &convert, "t.tet", b"the old target", 1, 400);
+    // A complete .tet to export from and to repair (an undefined flag bit: a fix).
+    assert_eq!(
+        run(&["convert", "big.npy", "big.tet", "--codec", "raw"], &d).0,
+        0
+    );
+    let export = [
+        "export",
+        "big.tet",
+        "--dataset",
+        "big",
+        "out.npy",
+        "--force",
+    ];
+    interrupted += interrupt(&d, &export, "out.npy", b"the old npy", 2, 300);
+    let mut warned = std::fs::read(d.join("big.tet")).unwrap();
+    warned[12] |= 4;
+    interrupted += interrupt(&d, &["repair", "-y", "w.tet"], "w.tet", &warned, 3, 300);
+    // A tree of 32 MiB for mkfs.
+    std::fs::create_dir_all(d.join("tree")).unwrap();
+    for i in 0..32 {
+        std::fs::write(d.join(format!("tree/f{i}")), &data[..1 << 20]).unwrap();
     }
-    assert!(interrupted > 0, "no round was interrupted");
+    let mkfs = ["mkfs", "img", "--size", "64M", "--from", "tree", "--force"];
+    interrupted += interrupt(&d, &mkfs, "img", b"the old image", 4, 300);
+    assert!(interrupted >= 4, "only {interrupted} runs were interrupted");
     let _ = std::fs::remove_dir_all(&d);
 }
 
