@@ -629,3 +629,87 @@ fn json_errors_for_every_command() {
     assert_eq!((code, out.is_empty()), (8, true));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// On a block device (a loop device, where one can be set up: root, `losetup`), mkfs
+/// asks before formatting over data as on a file, and a run interrupted at a seeded
+/// random moment leaves either nothing that claims to be an image (block 0 holds no
+/// superblock: it is cleared first and written last) or a complete image.
+#[test]
+fn mkfs_on_a_block_device_writes_its_superblock_last() {
+    let d = scratch("loop");
+    let backing = d.join("backing");
+    std::fs::write(&backing, vec![0u8; 64 << 20]).unwrap();
+    let attached = Command::new("losetup")
+        .args(["-f", "--show"])
+        .arg(&backing)
+        .output();
+    let dev = match attached {
+        Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap().trim().to_string(),
+        _ => {
+            eprintln!("SKIPPING mkfs_on_a_block_device_writes_its_superblock_last: no loop device");
+            return;
+        }
+    };
+    let detach = || {
+        let _ = Command::new("losetup").args(["-d", &dev]).status();
+    };
+    std::fs::create_dir_all(d.join("tree")).unwrap();
+    let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 253) as u8).collect();
+    for i in 0..24 {
+        std::fs::write(d.join(format!("tree/f{i}")), &data).unwrap();
+    }
+    let (code, _, err) = run(&["mkfs", &dev, "--from", "tree"], &d);
+    assert_eq!(code, 0, "{err}");
+    // Now it holds an image: asked about (refused without a terminal).
+    let (code, _, err) = run(&["mkfs", &dev], &d);
+    assert_eq!(code, 16, "{err}");
+    assert!(err.contains("contains a cetrafs image"), "{err}");
+    let bin = env!("CARGO_BIN_EXE_tet-host");
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut interrupted = 0;
+    for round in 0..6 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let child = Command::new(bin)
+            .args(["mkfs", &dev, "--from", "tree", "--force"])
+            .current_dir(&d)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(seed % 120));
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        let status = child.wait_with_output().unwrap().status.code();
+        let mut head = [0u8; 4];
+        {
+            use std::os::unix::fs::FileExt;
+            std::fs::File::open(&dev)
+                .unwrap()
+                .read_exact_at(&mut head, 0)
+                .unwrap();
+        }
+        match status {
+            // Finished, or stopped before it wrote anything: a complete image.
+            Some(0) => assert_eq!(run(&["verify", &dev], &d).0, 0, "round {round}"),
+            Some(130) if &head == b"CTFS" => {
+                interrupted += 1;
+                assert_eq!(
+                    run(&["verify", &dev], &d).0,
+                    0,
+                    "round {round}: half an image"
+                );
+            }
+            Some(130) => interrupted += 1,
+            other => {
+                detach();
+                panic!("round {round}: exit {other:?}");
+            }
+        }
+    }
+    detach();
+    assert!(interrupted > 0, "no run was interrupted");
+    let _ = std::fs::remove_dir_all(&d);
+}
