@@ -157,6 +157,24 @@ pub enum Command {
         #[arg(long)]
         no_journal: bool,
     },
+    /// Restore a tree of a cetrafs image on the host (as debugfs rdump): files (holes
+    /// kept), directories, symlinks, hard links, modes, owners (as root), times, xattrs.
+    /// DEST must be new or empty; nothing is written outside it.
+    Extract {
+        /// The image.
+        image: PathBuf,
+        /// [PATH] DEST: the path inside the image (default /: its whole tree; a
+        /// directory's contents, or one file), and the host directory to restore into.
+        #[arg(num_args = 1..=2, required = true, value_names = ["PATH", "DEST"])]
+        paths: Vec<OsString>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Read the raw on-disk state, ignoring committed journal transactions that are
+        /// not replayed yet.
+        #[arg(long)]
+        no_journal: bool,
+    },
     /// Show an inode of a cetrafs image.
     Stat {
         /// The image.
@@ -306,6 +324,7 @@ impl Command {
             | Command::Ls { json, .. }
             | Command::Cat { json, .. }
             | Command::Stat { json, .. }
+            | Command::Extract { json, .. }
             | Command::Repair { json, .. }
             | Command::Verify { json, .. } => *json,
             Command::Query { quiet, format, .. } => !*quiet && format == "json",

@@ -150,6 +150,28 @@ fn dispatch(command: Command) -> Exit {
                 no_journal,
             )
         }),
+        Command::Extract {
+            image,
+            paths,
+            json,
+            no_journal,
+        } => {
+            let (inner, dest) = match paths.as_slice() {
+                [dest] => (&b"/"[..], dest),
+                [inner, dest] => (inner.as_bytes(), dest),
+                _ => return Exit::Usage,
+            };
+            cetrafs::with_device(&image, |d| {
+                cetrafs::extract::extract(
+                    &image,
+                    d,
+                    inner,
+                    std::path::Path::new(dest),
+                    if json { Output::Json } else { Output::Human },
+                    no_journal,
+                )
+            })
+        }
         Command::Query {
             query,
             file,

@@ -2,6 +2,7 @@
 //! opening an image, the journal overlay, the committed slots, error messages.
 
 pub mod device;
+pub mod extract;
 pub mod info;
 pub mod mkfs;
 pub mod read;
