@@ -135,6 +135,12 @@ pub enum Command {
         /// Path inside the image (any bytes but NUL: names need not be UTF-8).
         #[arg(default_value = "/")]
         path: OsString,
+        /// Long listing: mode, links, owner, group, size, time, symlink targets.
+        #[arg(short = 'l')]
+        long: bool,
+        /// List every directory below, each under its path.
+        #[arg(short = 'R')]
+        recursive: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,

@@ -30,6 +30,7 @@ pub mod repair_mode;
 pub mod report;
 pub mod signature;
 pub mod tet;
+pub mod time;
 
 // Panicking on a broken invariant is how a fuzz target reports it: the one module
 // outside the lint wall of `Cargo.toml`.

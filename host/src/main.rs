@@ -111,6 +111,8 @@ fn dispatch(command: Command) -> Exit {
         Command::Ls {
             image,
             path,
+            long,
+            recursive,
             json,
             no_journal,
         } => cetrafs::with_device(&image, |d| {
@@ -120,6 +122,7 @@ fn dispatch(command: Command) -> Exit {
                 path.as_bytes(),
                 if json { Output::Json } else { Output::Human },
                 no_journal,
+                cetrafs::read::LsOptions { long, recursive },
             )
         }),
         Command::Cat {

@@ -301,7 +301,7 @@ fn an_io_error_while_mounting_exits_8() {
     assert_eq!(dev.block_count(), 2048);
     let out = tet_host::Output::Human;
     assert_eq!(
-        tet_host::cetrafs::read::ls(&path, &dev, b"/", out, true),
+        tet_host::cetrafs::read::ls(&path, &dev, b"/", out, true, Default::default()),
         Exit::Operational
     );
     assert_eq!(
@@ -312,8 +312,44 @@ fn an_io_error_while_mounting_exits_8() {
     // The same image read whole mounts and lists.
     let whole = MemDevice::new(&img);
     assert_eq!(
-        tet_host::cetrafs::read::ls(&path, &whole, b"/", out, true),
+        tet_host::cetrafs::read::ls(&path, &whole, b"/", out, true, Default::default()),
         Exit::Clean
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `ls -l` reads like `ls -l` (golden), `ls -R` lists every directory below under its
+/// path, in text and JSON.
+#[test]
+fn long_and_recursive_listings() {
+    let dir = scratch("ls-l");
+    fixed_image(&dir);
+    let (code, out, err) = run(&["ls", "-l", "golden.img", "/etc"], &dir);
+    assert_eq!(code, 0, "{err}");
+    let out = text(out);
+    assert!(
+        out.contains("-rw-r-----   1   1000    100            8 2023-11-14 22:13  motd"),
+        "{out}"
+    );
+    golden("cetrafs_ls_l.out", &out);
+    let (code, out, _) = run(&["ls", "-R", "golden.img"], &dir);
+    assert_eq!(code, 0);
+    let out = text(out);
+    assert!(out.starts_with("/:\n"), "{out}");
+    assert!(out.contains("\n\n/etc:\n"), "{out}");
+    let (code, out, _) = run(&["ls", "-R", "-l", "--json", "golden.img"], &dir);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let motd = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["path"] == "/etc/motd")
+        .unwrap();
+    assert_eq!(
+        (motd["uid"].as_u64(), motd["gid"].as_u64()),
+        (Some(1000), Some(100))
+    );
+    assert_eq!(motd["mtime_ns"], 1_700_000_000_000_000_000u64);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -41,70 +41,201 @@ fn open_path<'a>(
     Ok((fs, inode))
 }
 
-/// `tet-host ls`.
-pub fn ls(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output, no_journal: bool) -> Exit {
-    with_journal(dev, no_journal, |dev| ls_in(path, dev, inner, output))
+/// How `ls` lists.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LsOptions {
+    /// `-l`: mode as `-rw-r--r--`, links, owner, group, size, modification time, and
+    /// `-> target` for a symlink.
+    pub long: bool,
+    /// `-R`: every directory below, each under its path (directories entered once).
+    pub recursive: bool,
 }
 
-fn ls_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
+/// `tet-host ls`.
+pub fn ls(
+    path: &Path,
+    dev: Dev<'_>,
+    inner: &[u8],
+    output: Output,
+    no_journal: bool,
+    o: LsOptions,
+) -> Exit {
+    with_journal(dev, no_journal, |dev| ls_in(path, dev, inner, output, o))
+}
+
+/// `drwxr-x---` for a mode.
+fn mode_string(inode: &Inode, mode: u32) -> String {
+    let kind = if inode.is_dir() {
+        'd'
+    } else if inode.is_symlink() {
+        'l'
+    } else {
+        '-'
+    };
+    let mut s = String::from(kind);
+    for (bit, c) in [
+        (0o400, 'r'),
+        (0o200, 'w'),
+        (0o100, 'x'),
+        (0o40, 'r'),
+        (0o20, 'w'),
+        (0o10, 'x'),
+        (0o4, 'r'),
+        (0o2, 'w'),
+        (0o1, 'x'),
+    ] {
+        s.push(if mode & bit != 0 { c } else { '-' });
+    }
+    s
+}
+
+/// One listed entry: its row for JSON and its line for a person.
+fn ls_row(
+    fs: &Fs<Dev<'_>>,
+    bufs: &mut Buffers,
+    dir_path: &[u8],
+    name: &[u8],
+    i: &Inode,
+    o: LsOptions,
+) -> Result<(Value, String), Error> {
+    let st = fs.stat(i);
+    let mut row = serde_json::Map::new();
+    put_name(&mut row, "name", name);
+    if o.recursive {
+        let mut full = dir_path.to_vec();
+        if !full.ends_with(b"/") {
+            full.push(b'/');
+        }
+        full.extend_from_slice(name);
+        put_name(&mut row, "path", &full);
+    }
+    row.insert("inode".into(), json!(st.ino));
+    row.insert("type".into(), json!(type_name(i)));
+    row.insert("size".into(), json!(st.size));
+    row.insert("mode".into(), json!(format!("{:o}", st.mode & 0o7777)));
+    let mut target = Vec::new();
+    if i.is_symlink() && o.long {
+        // The callback never stops the stream.
+        let _ = fs.stream(i, bufs, |b| {
+            target.extend_from_slice(b);
+            ControlFlow::Continue(())
+        })?;
+    }
+    let line = if o.long {
+        row.insert("nlink".into(), json!(st.nlink));
+        row.insert("uid".into(), json!(st.uid));
+        row.insert("gid".into(), json!(st.gid));
+        row.insert("mtime_ns".into(), json!(st.mtime_ns));
+        if i.is_symlink() {
+            put_name(&mut row, "target", &target);
+        }
+        let when = crate::time::rfc3339(st.mtime_ns / 1_000_000_000);
+        let arrow = if i.is_symlink() {
+            format!(" -> {}", escaped(&target))
+        } else {
+            String::new()
+        };
+        format!(
+            "{} {:>3} {:>6} {:>6} {:>12} {}  {}{arrow}",
+            mode_string(i, st.mode),
+            st.nlink,
+            st.uid,
+            st.gid,
+            st.size,
+            when.get(..16).unwrap_or(&when).replace('T', " "),
+            escaped(name)
+        )
+    } else {
+        format!(
+            "{:<8} {:>5} {:>10} {:>6}  {}",
+            type_name(i),
+            format!("{:o}", st.mode & 0o7777),
+            st.size,
+            st.ino,
+            escaped(name)
+        )
+    };
+    Ok((Value::Object(row), line))
+}
+
+fn ls_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output, o: LsOptions) -> Exit {
     let mut bufs = Buffers::new();
-    let (fs, dir) = match open_path(path, dev, inner, &mut bufs) {
+    let (fs, top) = match open_path(path, dev, inner, &mut bufs) {
         Ok(r) => r,
         Err(e) => return e,
     };
-    let mut names: Vec<(Vec<u8>, u64)> = Vec::new();
-    if dir.is_dir() {
+    let fail = |e: &Error| {
+        crate::say!("{}: {}", path.display(), describe(e));
+        Exit::of(e.kind.category())
+    };
+    let mut rows: Vec<Value> = Vec::new();
+    let mut lines: Vec<String> = Vec::new();
+    if !top.is_dir() {
+        let base = inner.rsplit(|b| *b == b'/').next().unwrap_or(inner);
+        match ls_row(&fs, &mut bufs, inner, base, &top, o) {
+            Ok((row, line)) => {
+                rows.push(row);
+                lines.push(line);
+            }
+            Err(e) => return fail(&e),
+        }
+    }
+    // Directories to list, depth first in name order; each entered once.
+    let mut pending: Vec<(Vec<u8>, Inode)> = Vec::new();
+    if top.is_dir() {
+        pending.push((inner.to_vec(), top));
+    }
+    let mut entered = std::collections::BTreeSet::new();
+    let mut first = true;
+    while let Some((dir_path, dir)) = pending.pop() {
+        if !entered.insert(dir.ino()) {
+            continue;
+        }
+        let mut names: Vec<(Vec<u8>, u64)> = Vec::new();
         if let Err(e) = fs.read_dir(&dir, &mut bufs, |e| {
             names.push((e.name().to_vec(), e.inode));
             ControlFlow::Continue(())
         }) {
-            crate::say!("{}: {}", path.display(), describe(&e));
-            return Exit::of(e.kind.category());
+            return fail(&e);
         }
-    } else {
-        let base = inner.rsplit(|b| *b == b'/').next().unwrap_or(inner);
-        names.push((base.to_vec(), dir.ino()));
-    }
-    names.sort();
-    let mut rows = Vec::new();
-    for (name, ino) in names {
-        match fs.inode(ino, &mut bufs.data) {
-            Ok(i) => {
-                let mut row = serde_json::Map::new();
-                put_name(&mut row, "name", &name);
-                row.insert("inode".into(), json!(ino));
-                row.insert("type".into(), json!(type_name(&i)));
-                row.insert("size".into(), json!(i.size()));
-                row.insert(
-                    "mode".into(),
-                    json!(format!("{:o}", i.raw().mode.get() & 0o7777)),
-                );
-                rows.push((escaped(&name), Value::Object(row)));
+        names.sort();
+        if o.recursive {
+            if !first {
+                lines.push(String::new());
             }
-            Err(e) => {
-                crate::say!("{}: {}", path.display(), describe(&e));
-                return Exit::of(e.kind.category());
+            lines.push(format!("{}:", escaped(&dir_path)));
+        }
+        first = false;
+        let mut below = Vec::new();
+        for (name, ino) in names {
+            let i = match fs.inode(ino, &mut bufs.data) {
+                Ok(i) => i,
+                Err(e) => return fail(&e),
+            };
+            match ls_row(&fs, &mut bufs, &dir_path, &name, &i, o) {
+                Ok((row, line)) => {
+                    rows.push(row);
+                    lines.push(line);
+                }
+                Err(e) => return fail(&e),
+            }
+            if o.recursive && i.is_dir() {
+                let mut child = dir_path.clone();
+                if !child.ends_with(b"/") {
+                    child.push(b'/');
+                }
+                child.extend_from_slice(&name);
+                below.push((child, i));
             }
         }
+        // Popped last-first: push in reverse name order.
+        pending.extend(below.into_iter().rev());
     }
     match output {
-        Output::Json => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&rows.iter().map(|r| &r.1).collect::<Vec<_>>())
-                    .unwrap_or_default()
-            );
-            crate::report::printed();
-        }
+        Output::Json => crate::report::print_json(&Value::Array(rows)),
         _ => {
-            for (name, r) in &rows {
-                println!(
-                    "{:<8} {:>5} {:>10} {:>6}  {name}",
-                    r["type"].as_str().unwrap_or(""),
-                    r["mode"].as_str().unwrap_or(""),
-                    r["size"].as_u64().unwrap_or(0),
-                    r["inode"].as_u64().unwrap_or(0),
-                );
+            for l in &lines {
+                println!("{l}");
             }
         }
     }
