@@ -108,6 +108,10 @@ pub enum Command {
         /// other data (otherwise mkfs asks on a terminal, and refuses without one).
         #[arg(long)]
         force: bool,
+        /// The volume UUID (default: a random one). The same options and input with the
+        /// same UUID give the same bytes.
+        #[arg(long, value_parser = crate::cetrafs::uuid::parse)]
+        uuid: Option<[u8; 16]>,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
@@ -162,6 +166,24 @@ pub enum Command {
         /// are not replayed yet (by default they are read as a mount would).
         #[arg(long)]
         no_journal: bool,
+    },
+    /// Change the label or the UUID of a cetrafs image (as tune2fs -L / -U): one
+    /// rewrite of its first sector, flushed.
+    Tune {
+        /// The image (written in place).
+        image: PathBuf,
+        /// A new label (at most 63 bytes).
+        #[arg(long)]
+        label: Option<String>,
+        /// A new UUID (32 hex digits, dashes allowed).
+        #[arg(long, value_parser = crate::cetrafs::uuid::parse)]
+        uuid: Option<[u8; 16]>,
+        /// Change it although the registry shows nodes ACTIVE (it may be mounted).
+        #[arg(long)]
+        force: bool,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Restore a tree of a cetrafs image on the host (as debugfs rdump): files (holes
     /// kept), directories, symlinks, hard links, modes, owners (as root), times, xattrs.
@@ -331,6 +353,7 @@ impl Command {
             | Command::Cat { json, .. }
             | Command::Stat { json, .. }
             | Command::Extract { json, .. }
+            | Command::Tune { json, .. }
             | Command::Repair { json, .. }
             | Command::Verify { json, .. } => *json,
             Command::Query { quiet, format, .. } => !*quiet && format == "json",

@@ -65,6 +65,7 @@ fn dispatch(command: Command) -> Exit {
             label,
             from,
             force,
+            uuid,
             json,
         } => {
             let o = cetrafs::mkfs::MkfsOptions {
@@ -77,6 +78,7 @@ fn dispatch(command: Command) -> Exit {
                 from: from.as_deref(),
                 output: if json { Output::Json } else { Output::Human },
                 force,
+                uuid,
             };
             cetrafs::mkfs::mkfs(&image, &o)
         }
@@ -153,6 +155,24 @@ fn dispatch(command: Command) -> Exit {
                 no_journal,
             )
         }),
+        Command::Tune {
+            image,
+            label,
+            uuid,
+            force,
+            json,
+        } => match sniff(&image) {
+            Err(e) => e,
+            Ok(None) => {
+                tet_host::say!("{}: a .tet file, not a cetrafs image", image.display());
+                Exit::Usage
+            }
+            Ok(Some(_)) => cetrafs::tune::tune(
+                &image,
+                &cetrafs::tune::TuneOptions { label, uuid, force },
+                if json { Output::Json } else { Output::Human },
+            ),
+        },
         Command::Extract {
             image,
             paths,

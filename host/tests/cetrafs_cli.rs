@@ -163,6 +163,8 @@ fn mkfs_from_a_directory_round_trips() {
             "src",
             "--zone-groups",
             "3",
+            "--uuid",
+            "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
         ];
         let more = [
             "--nodes",
@@ -193,10 +195,43 @@ fn mkfs_from_a_directory_round_trips() {
     } else {
         eprintln!("SKIPPING xattr assertion: the scratch filesystem refuses user xattrs");
     }
-    // Determinism: the same input gives the same image.
+    // Determinism: the same input and UUID give the same image; without --uuid every
+    // image gets its own.
     let (code, _, _) = mkfs("img2");
     assert_eq!(code, 0);
     assert!(std::fs::read(dir.join("img")).unwrap() == std::fs::read(dir.join("img2")).unwrap());
+    let info = |img: &str| -> serde_json::Value {
+        serde_json::from_slice(&run(&["info", "--json", img], &dir).1).unwrap()
+    };
+    assert_eq!(info("img")["uuid"], "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+    assert_eq!(run(&["mkfs", "u1", "--size", "8M"], &dir).0, 0);
+    assert_eq!(run(&["mkfs", "u2", "--size", "8M"], &dir).0, 0);
+    assert_ne!(info("u1")["uuid"], info("u2")["uuid"]);
+    // tune: the label and UUID change, the image stays clean, nothing else moves.
+    let before = std::fs::read(dir.join("u1")).unwrap();
+    let (code, _, err) = run(
+        &[
+            "tune",
+            "u1",
+            "--label",
+            "renamed",
+            "--uuid",
+            "00112233445566778899aabbccddeeff",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    let after = std::fs::read(dir.join("u1")).unwrap();
+    assert_eq!(info("u1")["label"], "renamed");
+    assert_eq!(info("u1")["uuid"], "00112233-4455-6677-8899-aabbccddeeff");
+    assert_eq!(run(&["verify", "u1"], &dir).0, 0);
+    assert!(
+        before[512..] == after[512..],
+        "tune wrote past the first sector"
+    );
+    let long = "x".repeat(64);
+    assert_eq!(run(&["tune", "u1", "--label", &long], &dir).0, 16);
+    assert_eq!(run(&["tune", "u1"], &dir).0, 16);
     let v: serde_json::Value =
         serde_json::from_slice(&run(&["info", "--json", "img"], &dir).1).unwrap();
     assert_eq!(v["zone_groups"].as_array().unwrap().len(), 3);

@@ -71,6 +71,7 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
         "format": "cetrafs",
         "version": raw.format_version.get(),
         "label": label,
+        "uuid": super::uuid::format(&raw.uuid),
         "total_blocks": sb.total_blocks(),
         "read_only": sb.read_only(),
         "features": features_json(&sb.features()),
@@ -99,6 +100,7 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
                     ""
                 }
             );
+            println!("uuid:         {}", super::uuid::format(&raw.uuid));
             println!("features:     {}", features_json(&sb.features()));
             println!("regions:");
             for r in &regions {

@@ -38,6 +38,8 @@ pub struct MkfsOptions<'a> {
     pub output: Output,
     /// Format even when the target holds something (no question asked).
     pub force: bool,
+    /// The volume UUID (default: a random one; give it for identical bytes).
+    pub uuid: Option<[u8; 16]>,
 }
 
 /// Parses `64M`, `1G`, `2T`, `4096`, `512K` (binary units).
@@ -459,7 +461,15 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
             return Exit::Usage;
         }
     };
-    let p = params(o, size);
+    let mut p = params(o, size);
+    // Every image its own UUID, unless one is given (identical bytes need `--uuid`).
+    p.uuid = match o.uuid.map_or_else(super::uuid::random, Ok) {
+        Ok(u) => Some(u),
+        Err(e) => {
+            crate::say!("mkfs: cannot draw a random UUID (pass --uuid): {e}");
+            return Exit::Operational;
+        }
+    };
     let mut b = ImageBuilder::new(p.clone());
     if let Some(from) = o.from {
         if let Err(e) = copy_tree(&mut b, ImageBuilder::ROOT, from, &mut Seen::new()) {

@@ -8,6 +8,8 @@ pub mod mkfs;
 pub mod read;
 pub mod repair;
 pub mod replay;
+pub mod tune;
+pub mod uuid;
 pub mod verify;
 
 use std::path::Path;

@@ -281,10 +281,16 @@ impl ImageBuilder {
         sb.format_version.set(FORMAT_VERSION);
         sb.block_size.set(4096);
         sb.sb_flags.set(SB_CLEAN);
-        // A uuid derived from the geometry, so images stay deterministic.
-        let uuid = crc32c(&g.total.to_le_bytes()).to_le_bytes();
-        for (b, u) in sb.uuid.iter_mut().zip(uuid.iter().cycle()) {
-            *b = *u;
+        // Without a uuid given, one derived from the geometry, so images stay
+        // deterministic.
+        let derived = crc32c(&g.total.to_le_bytes()).to_le_bytes();
+        match p.uuid {
+            Some(u) => sb.uuid = u,
+            None => {
+                for (b, u) in sb.uuid.iter_mut().zip(derived.iter().cycle()) {
+                    *b = *u;
+                }
+            }
         }
         sb.total_blocks.set(g.total);
         sb.feature_compat

@@ -30,6 +30,9 @@ pub struct Params {
     pub label: String,
     /// Write every extent and index array in reverse order (readers must not care).
     pub unordered: bool,
+    /// The volume's UUID; `None` derives one from the geometry, so the same parameters
+    /// give the same bytes (`tet-host mkfs` draws a random one unless told).
+    pub uuid: Option<[u8; 16]>,
 }
 
 impl Default for Params {
@@ -44,6 +47,7 @@ impl Default for Params {
             pending_slots: 256,
             label: String::new(),
             unordered: false,
+            uuid: None,
         }
     }
 }
