@@ -341,7 +341,7 @@ pub const DAMAGE: &[Damage] = &[
             let at = Img::sb(i).inode_bitmap_start.get() as usize * B;
             i[at] &= !(1 << FB);
         },
-        Code::DirentFree,
+        Code::InodeUnmarked,
     ),
     (
         "entry names an inode past the table",
@@ -934,6 +934,7 @@ mod repair {
         Code::DirLinked,
         Code::Orphan,
         Code::BlockShared,
+        Code::InodeUnmarked,
         Code::GroupFreeCount,
         Code::ZoneFreeCount,
         Code::BlockLeaked,

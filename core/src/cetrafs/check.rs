@@ -52,6 +52,7 @@ codes! {
     PendingZone = "pending-zone", Error, "A pending-free entry frees blocks outside its own zone group, or across two block groups.";
     PendingDuplicate = "pending-duplicate", Error, "Two pending-free entries free the same block.";
     PendingInUse = "pending-in-use", Error, "A block waiting in a pending-free queue is also owned by a file.";
+    InodeUnmarked = "inode-unmarked", Error, "A valid inode (magic, number, checksum and field rules) has its inode bitmap bit clear.";
     BlockShared = "block-shared", Error, "A block is owned twice (by two files, or twice by one file's tree and data).";
     ExtentOverlap = "extent-overlap", Error, "Two extents of one file map the same logical block.";
     IndexLogical = "index-logical", Error, "An index entry's logical is not the lowest logical block its subtree maps.";

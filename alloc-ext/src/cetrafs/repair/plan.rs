@@ -7,7 +7,7 @@ use tet_core::block::BlockDeviceMut;
 use tet_core::cetrafs::{Code, Finding, Fs};
 use tet_core::Error;
 
-use super::bitmaps::{pad_inode_bitmap, rebuild_bitmaps};
+use super::bitmaps::{mark_inodes, pad_inode_bitmap, rebuild_bitmaps};
 use super::clone::clone_extent;
 use super::entries::fix_one;
 use super::lost_found::reconnect_orphans;
@@ -24,6 +24,8 @@ pub(super) fn plan<D: BlockDeviceMut>(
     fixes: &mut Vec<Fix>,
 ) -> Result<(), Error> {
     let has = |c: Code| found.iter().any(|f| f.code == c);
+    // The inode bitmap first: which inodes are in use decides every rebuild after it.
+    mark_inodes(fs, found, patches, fixes)?;
     // Bitmaps and counters, rebuilt from the ownership map.
     if let Some(own) = own {
         if has(Code::BlockLeaked)
