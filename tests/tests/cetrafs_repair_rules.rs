@@ -546,3 +546,91 @@ fn while_a_block_is_claimed_twice_every_claimants_blocks_stay_marked() {
     assert!(out.left.is_empty(), "{:?}", out.left);
     assert_eq!(unmarked_block(&img), None);
 }
+
+/// Where the entry naming `name` in directory `dir` is: its block and byte offset.
+fn entry_of(img: &[u8], dir: &[u8], name: &[u8]) -> (u64, usize) {
+    let fs = open(img).unwrap();
+    let d = ino_of(img, dir);
+    let m = mapped(&fs, d).unwrap();
+    let e = m.entries.iter().find(|e| e.0 == name).unwrap();
+    (e.2, e.3)
+}
+
+/// One changed byte in one name, checksum not fixed: `-p` accepts the entries as they
+/// read now, so no entry of the directory moves to /lost+found and the changed name is
+/// kept as it reads.
+#[test]
+fn one_changed_byte_in_a_name_keeps_every_entry_under_preen() {
+    let clean = populated();
+    let names = known(&clean);
+    let (lba, off) = entry_of(&clean, b"/big", b"f020");
+    let mut img = clean.clone();
+    img[lba as usize * B + off + 11 + 1] = b'X';
+    let hit = Hit {
+        bytes: vec![(lba, off + 12)],
+        ..Hit::default()
+    };
+    assert!(errors(&img).iter().any(|f| f.code == Code::Checksum));
+    let (mut problems, mut tally) = (Vec::new(), Tally::default());
+    judge("name byte", &names, &img, &hit, &mut tally, &mut problems);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let out = repair(
+        MemDeviceMut::new(&mut img),
+        Mode::Preen,
+        &opts(),
+        &mut |_| true,
+    )
+    .unwrap();
+    assert!(out.left.is_empty(), "{:?}", out.left);
+    assert!(out
+        .fixes
+        .iter()
+        .all(|f| f.action == "directory block resealed: accepts the entries as they read now"));
+    let fs = open(&img).unwrap();
+    assert!(
+        seen(&fs, b"/big/fX20").is_some(),
+        "the name as it reads now"
+    );
+    assert!(fs.resolve(b"/lost+found", &mut Buffers::new()).is_err());
+}
+
+/// An entry that breaks a rule of its own (a `/` in its name) in a block whose tail was
+/// resealed: `-p` leaves it, naming what `-y` would lose; `-y` removes that entry alone.
+#[test]
+fn a_bad_entry_is_removed_by_yes_alone_and_its_neighbours_keep_their_names() {
+    let clean = populated();
+    let names = known(&clean);
+    let (lba, off) = entry_of(&clean, b"/big", b"f033");
+    let mut img = clean.clone();
+    img[lba as usize * B + off + 11] = b'/';
+    let hit = Hit {
+        bytes: vec![(lba, off + 11)],
+        ..Hit::default()
+    };
+    let (mut problems, mut tally) = (Vec::new(), Tally::default());
+    judge(
+        "slash in a name",
+        &names,
+        &img,
+        &hit,
+        &mut tally,
+        &mut problems,
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let mut p = img.clone();
+    let out = repair(MemDeviceMut::new(&mut p), Mode::Preen, &opts(), &mut |_| {
+        true
+    })
+    .unwrap();
+    assert!(
+        out.left.iter().any(|f| f.code == Code::DirBlock),
+        "{:?}",
+        out.left
+    );
+    let mut y = img.clone();
+    let out = repair(MemDeviceMut::new(&mut y), Mode::Yes, &opts(), &mut |_| true).unwrap();
+    assert!(out.left.is_empty(), "{:?}", out.left);
+    assert!(out.fixes.iter().any(|f| f
+        .action
+        .starts_with("directory entry that does not validate removed")));
+}

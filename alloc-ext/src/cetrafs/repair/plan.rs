@@ -9,6 +9,7 @@ use tet_core::Error;
 
 use super::bitmaps::{mark_inodes, pad_inode_bitmap, rebuild_bitmaps};
 use super::clone::clone_extent;
+use super::dir_blocks::{changes_entries, fix_dir_blocks};
 use super::entries::fix_one;
 use super::lost_found::reconnect_orphans;
 use super::patches::Patches;
@@ -59,13 +60,10 @@ pub(super) fn plan<D: BlockDeviceMut>(
     let entries_change = found.iter().any(|f| {
         matches!(
             f.code,
-            Code::DirentType
-                | Code::DirentFree
-                | Code::DirentDuplicate
-                | Code::DirLinked
-                | Code::DirBlock
-        )
+            Code::DirentType | Code::DirentFree | Code::DirentDuplicate | Code::DirLinked
+        ) || changes_entries(f)
     });
+    fix_dir_blocks(found, patches, fixes)?;
     for f in found {
         fix_one(f, entries_change, patches, fixes)?;
     }
