@@ -634,3 +634,73 @@ fn a_bad_entry_is_removed_by_yes_alone_and_its_neighbours_keep_their_names() {
         .action
         .starts_with("directory entry that does not validate removed")));
 }
+
+/// A seeded sample of metadata blocks (inodes in use, directory, tree and xattr blocks),
+/// each zeroed and flipped at one random byte, checksums not fixed.
+#[test]
+fn seeded_metadata_damage_keeps_the_rules() {
+    let clean = populated();
+    let names = known(&clean);
+    let fs = open(&clean).unwrap();
+    let itable = sb(&clean).inode_table_start.get();
+    let mut meta: Vec<u64> = Vec::new();
+    for ino in 1..fs.superblock().inode_count() {
+        if let Some(m) = mapped(&fs, ino) {
+            meta.push(itable + ino);
+            let data: BTreeSet<u64> = if fs.inode(ino, &mut [0u8; B]).unwrap().is_dir() {
+                BTreeSet::new()
+            } else {
+                m.blocks.iter().copied().collect()
+            };
+            // Directory blocks, tree and xattr blocks; a file's data is not metadata.
+            meta.extend(m.blocks.iter().filter(|b| !data.contains(b)));
+            if let Some(x) = fs
+                .inode(ino, &mut [0u8; B])
+                .ok()
+                .map(|i| i.raw().xattr_block.get())
+            {
+                if x != 0 {
+                    meta.push(x);
+                }
+            }
+        }
+    }
+    meta.sort_unstable();
+    meta.dedup();
+    let mut rng = Rng(0xd1ce);
+    let (mut problems, mut tally) = (Vec::new(), Tally::default());
+    for _ in 0..8 {
+        let lba = meta[rng.below(meta.len() as u64) as usize];
+        let at = rng.below(B as u64) as usize;
+        let mut zeroed = clean.clone();
+        zeroed[lba as usize * B..][..B].fill(0);
+        let hit = Hit {
+            blocks: [lba].into(),
+            ..Hit::default()
+        };
+        judge(
+            &format!("block {lba} zeroed"),
+            &names,
+            &zeroed,
+            &hit,
+            &mut tally,
+            &mut problems,
+        );
+        let mut flipped = clean.clone();
+        flipped[lba as usize * B + at] ^= 1 << rng.below(8);
+        let hit = Hit {
+            bytes: vec![(lba, at)],
+            ..Hit::default()
+        };
+        judge(
+            &format!("block {lba} byte {at} flipped"),
+            &names,
+            &flipped,
+            &hit,
+            &mut tally,
+            &mut problems,
+        );
+    }
+    eprintln!("{tally:?}");
+    assert!(problems.is_empty(), "{tally:?}\n{}", problems.join("\n"));
+}
