@@ -341,7 +341,7 @@ pub const DAMAGE: &[Damage] = &[
             let at = Img::sb(i).inode_bitmap_start.get() as usize * B;
             i[at] &= !(1 << FB);
         },
-        Code::DirentFree,
+        Code::InodeUnmarked,
     ),
     (
         "entry names an inode past the table",
@@ -934,6 +934,7 @@ mod repair {
         Code::DirLinked,
         Code::Orphan,
         Code::BlockShared,
+        Code::InodeUnmarked,
         Code::GroupFreeCount,
         Code::ZoneFreeCount,
         Code::BlockLeaked,
@@ -1005,7 +1006,9 @@ mod repair {
             let warning = code.severity() == tet_core::cetrafs::check::Severity::Warning;
             // A tree block owned twice is reported against the tree, which is not cloned.
             let left_anyway = *name == "a file's extent maps its own tree block";
-            let fixed_anyway = *name == "entry names an inode past the table";
+            // Entries that break a rule of their own are removed by -y.
+            let fixed_anyway = *name == "entry names an inode past the table"
+                || *name == "directory entry name_len 0";
             if (FIXED.contains(code) || fixed_anyway) && !left_anyway {
                 if !left.is_empty()
                     || (out.fixes.is_empty() && out.replay.journals == 0 && !warning)

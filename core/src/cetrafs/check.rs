@@ -17,8 +17,8 @@ use super::journal::{walk_journal, JournalProblem, SlotClass};
 use super::scratch::{Buffers, Scratch};
 use super::tree::{Extent, TreeEvent, TreeProblem};
 use super::{
-    bitmap_blocks, err, DirEntry, Fs, BITS_PER_BITMAP_BLOCK, SB_CLEAN, XATTRS_PER_BLOCK,
-    ZG_NO_OWNER,
+    bitmap_blocks, err, DirEntry, Fs, BITS_PER_BITMAP_BLOCK, DIRENTS_PER_BLOCK, SB_CLEAN,
+    XATTRS_PER_BLOCK, ZG_NO_OWNER,
 };
 use crate::block::{Block, BlockDevice, BLOCK_SIZE_U64};
 use crate::error::{Error, ErrorKind};
@@ -52,6 +52,7 @@ codes! {
     PendingZone = "pending-zone", Error, "A pending-free entry frees blocks outside its own zone group, or across two block groups.";
     PendingDuplicate = "pending-duplicate", Error, "Two pending-free entries free the same block.";
     PendingInUse = "pending-in-use", Error, "A block waiting in a pending-free queue is also owned by a file.";
+    InodeUnmarked = "inode-unmarked", Error, "A valid inode (magic, number, checksum and field rules) has its inode bitmap bit clear.";
     BlockShared = "block-shared", Error, "A block is owned twice (by two files, or twice by one file's tree and data).";
     ExtentOverlap = "extent-overlap", Error, "Two extents of one file map the same logical block.";
     IndexLogical = "index-logical", Error, "An index entry's logical is not the lowest logical block its subtree maps.";
@@ -224,14 +225,24 @@ pub fn check_inode<D: BlockDevice>(
                     return;
                 }
                 let block = extent.physical.saturating_add(b);
-                let r = fs.device().read_block(block, data).and_then(|()| {
-                    fs.dir_block(data, block, &mut |e, off| {
-                        v.dir_entry(ino, e, block, off);
-                        ControlFlow::Continue(())
-                    })
-                });
-                if let Err(e) = r {
+                if let Err(e) = fs.device().read_block(block, data) {
                     sink.report(&Finding::structural(Code::DirBlock, e).of_inode(ino));
+                    continue;
+                }
+                // The block's own rules, then each entry on its own: one bad entry or a
+                // bad tail hides none of the others (repair keeps them, section 14).
+                if let Err(e) = Fs::<D>::dir_block_frame(data, block) {
+                    sink.report(&Finding::structural(Code::DirBlock, e).of_inode(ino));
+                }
+                for k in 0..DIRENTS_PER_BLOCK {
+                    let off = k.saturating_mul(266);
+                    match fs.dir_entry_at(data, block, off) {
+                        Ok(Some(e)) => v.dir_entry(ino, &e, block, off),
+                        Ok(None) => {}
+                        Err(e) => {
+                            sink.report(&Finding::structural(Code::DirBlock, e).of_inode(ino))
+                        }
+                    }
                 }
             }
         }

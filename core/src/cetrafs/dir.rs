@@ -107,13 +107,30 @@ fn nonzero_at(bytes: &[u8]) -> Option<usize> {
 
 impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
     /// Parses directory block `lba` (in `block`), calling `f` with each entry in use and
-    /// its byte offset in the block.
+    /// its byte offset in the block. A block whose tail or padding is wrong is an error;
+    /// an entry that breaks a rule of its own is skipped, so it hides none of the others
+    /// (the checker reports it, docs/cetrafs.md section 13).
     pub(crate) fn dir_block(
         &self,
         block: &Block,
         lba: u64,
         f: &mut impl FnMut(&DirEntry, usize) -> ControlFlow<()>,
     ) -> Result<ControlFlow<()>, E> {
+        Self::dir_block_frame(block, lba)?;
+        for k in 0..DIRENTS_PER_BLOCK {
+            let off = k.saturating_mul(266);
+            if let Ok(Some(e)) = self.dir_entry_at(block, lba, off) {
+                if f(&e, off).is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// The rules of a directory block outside its entries: the tail (magic and crc) and
+    /// the zero padding before it.
+    pub(crate) fn dir_block_frame(block: &Block, lba: u64) -> Result<(), E> {
         check_tail::<E>(
             block,
             lba,
@@ -129,82 +146,86 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
                 used.saturating_add(i),
             ));
         }
-        for k in 0..DIRENTS_PER_BLOCK {
-            let off = k.saturating_mul(266);
-            let bytes = block.get(off..off.saturating_add(266)).unwrap_or(&[]);
-            let raw = RawDirEntry::ref_from_bytes(bytes)
-                .map_err(|_| err::<E>(ErrorKind::Invalid, "dirent", lba, off))?;
-            let ino = raw.inode.get();
-            if ino == 0 {
-                if let Some(i) = nonzero_at(bytes) {
-                    return Err(err(
-                        ErrorKind::NonZero { value: 1 },
-                        "dirent (empty slot)",
-                        lba,
-                        off.saturating_add(i),
-                    ));
-                }
-                continue;
-            }
-            if ino >= self.superblock().inode_count() {
-                return Err(err(
-                    ErrorKind::OutOfRange {
-                        value: ino,
-                        max: self.superblock().inode_count().saturating_sub(1),
-                    },
-                    "dirent.inode",
-                    lba,
-                    off,
-                ));
-            }
-            let len = raw.name_len.get();
-            let name_len = u8::try_from(len).ok().filter(|l| *l >= 1).ok_or(err::<E>(
-                ErrorKind::OutOfRange {
-                    value: len.into(),
-                    max: 255,
-                },
-                "dirent.name_len",
-                lba,
-                off.saturating_add(8),
-            ))?;
-            let file_type = FileType::from_code(raw.file_type).ok_or(err::<E>(
-                ErrorKind::OutOfRange {
-                    value: raw.file_type.into(),
-                    max: 7,
-                },
-                "dirent.file_type",
-                lba,
-                off.saturating_add(10),
-            ))?;
-            let (name, rest) = raw.name.split_at(usize::from(name_len).min(255));
-            if let Some(i) = nonzero_at(rest) {
+        Ok(())
+    }
+
+    /// The entry at byte `off` of directory block `lba`, validated on its own (section 10's
+    /// entry rules); `None` for an empty slot. Repair salvages a block entry by entry.
+    pub fn dir_entry_at<'b>(
+        &self,
+        block: &'b Block,
+        lba: u64,
+        off: usize,
+    ) -> Result<Option<DirEntry<'b>>, E> {
+        let bytes = block.get(off..off.saturating_add(266)).unwrap_or(&[]);
+        let raw = RawDirEntry::ref_from_bytes(bytes)
+            .map_err(|_| err::<E>(ErrorKind::Invalid, "dirent", lba, off))?;
+        let ino = raw.inode.get();
+        if ino == 0 {
+            if let Some(i) = nonzero_at(bytes) {
                 return Err(err(
                     ErrorKind::NonZero { value: 1 },
-                    "dirent.name (padding)",
+                    "dirent (empty slot)",
                     lba,
-                    off.saturating_add(11)
-                        .saturating_add(name.len())
-                        .saturating_add(i),
+                    off.saturating_add(i),
                 ));
             }
-            if name.iter().any(|b| *b == b'/' || *b == 0) || name == b"." || name == b".." {
-                return Err(err(
-                    ErrorKind::Invalid,
-                    "dirent.name",
-                    lba,
-                    off.saturating_add(11),
-                ));
-            }
-            let e = DirEntry {
-                inode: ino,
-                file_type,
-                name,
-            };
-            if f(&e, off).is_break() {
-                return Ok(ControlFlow::Break(()));
-            }
+            return Ok(None);
         }
-        Ok(ControlFlow::Continue(()))
+        if ino >= self.superblock().inode_count() {
+            return Err(err(
+                ErrorKind::OutOfRange {
+                    value: ino,
+                    max: self.superblock().inode_count().saturating_sub(1),
+                },
+                "dirent.inode",
+                lba,
+                off,
+            ));
+        }
+        let len = raw.name_len.get();
+        let name_len = u8::try_from(len).ok().filter(|l| *l >= 1).ok_or(err::<E>(
+            ErrorKind::OutOfRange {
+                value: len.into(),
+                max: 255,
+            },
+            "dirent.name_len",
+            lba,
+            off.saturating_add(8),
+        ))?;
+        let file_type = FileType::from_code(raw.file_type).ok_or(err::<E>(
+            ErrorKind::OutOfRange {
+                value: raw.file_type.into(),
+                max: 7,
+            },
+            "dirent.file_type",
+            lba,
+            off.saturating_add(10),
+        ))?;
+        let (name, rest) = raw.name.split_at(usize::from(name_len).min(255));
+        if let Some(i) = nonzero_at(rest) {
+            return Err(err(
+                ErrorKind::NonZero { value: 1 },
+                "dirent.name (padding)",
+                lba,
+                off.saturating_add(11)
+                    .saturating_add(name.len())
+                    .saturating_add(i),
+            ));
+        }
+        if name.iter().any(|b| *b == b'/' || *b == 0) || name == b"." || name == b".." {
+            return Err(err(
+                ErrorKind::Invalid,
+                "dirent.name",
+                lba,
+                off.saturating_add(11),
+            ));
+        }
+        Ok(Some(DirEntry {
+            inode: ino,
+            file_type,
+            name,
+        }))
     }
 
     /// Calls `f` with every entry of directory `dir` (block order follows the unordered

@@ -82,11 +82,16 @@ impl Scan<'_> {
         shared: &'static str,
         sink: &mut dyn Sink<Finding>,
     ) {
+        // Every block is claimed, also those after the first one owned already: while
+        // a block is claimed twice, every claimant's blocks stay owned (section 14's
+        // block rule). The first shared block is reported.
+        let mut reported = false;
         for b in lba..lba.saturating_add(count) {
             let Some(i) = self.own.index(b) else {
                 continue;
             };
-            if self.own.bits.set(i) {
+            if self.own.bits.set(i) && !reported {
+                reported = true;
                 let queued = self.pending.iter().any(|(s, e)| b >= *s && b < *e);
                 let (code, what) = if queued {
                     (
@@ -99,7 +104,6 @@ impl Scan<'_> {
                 sink.report(
                     &Finding::new(code, err(overlap_block(b), what, at.0, at.1)).of_inode(ino),
                 );
-                return;
             }
         }
     }
@@ -194,6 +198,42 @@ fn kind_of(inode: &tet_core::cetrafs::Inode) -> FileType {
     }
 }
 
+/// Every inode whose bit is clear but whose block is a valid inode is in use
+/// (docs/cetrafs.md section 8): reported `inode-unmarked` and marked in `in_use`, so its
+/// blocks are claimed like any file's.
+fn mark_valid_inodes<D: BlockDevice>(
+    fs: &Fs<D>,
+    bufs: &mut Buffers,
+    in_use: &mut Bits,
+    sink: &mut dyn Sink<Finding>,
+) {
+    let sb = fs.superblock();
+    let bitmap = sb.raw().inode_bitmap_start.get();
+    for ino in 1..sb.inode_count() {
+        if in_use.get(ino) || fs.inode(ino, &mut bufs.data).is_err() {
+            continue;
+        }
+        in_use.set(ino);
+        let at = bitmap.saturating_add(ino / BITS_PER_BITMAP_BLOCK);
+        let byte = usize::try_from((ino % BITS_PER_BITMAP_BLOCK) / 8).unwrap_or(0);
+        sink.report(
+            &Finding::new(
+                Code::InodeUnmarked,
+                err(
+                    ErrorKind::Mismatch {
+                        expected: 1,
+                        found: 0,
+                    },
+                    "inode bitmap bit (clear for a valid inode)",
+                    at,
+                    byte,
+                ),
+            )
+            .of_inode(ino),
+        );
+    }
+}
+
 /// What the inode walk found.
 pub(super) struct Scanned {
     /// The inodes in use that parsed, in inode order.
@@ -235,6 +275,7 @@ pub(super) fn inodes<D: BlockDevice>(
     if let Some(w) = in_use.0.first_mut() {
         *w &= !1;
     }
+    mark_valid_inodes(fs, bufs, in_use, sink);
     let mut infos: Vec<Info> = Vec::new();
     let mut entries: Vec<Entry> = Vec::new();
     let mut inodes: u64 = 0;

@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 
 use tet_core::block::{Block, BlockDeviceMut, BLOCK_SIZE, BLOCK_SIZE_U64};
 use tet_core::cetrafs::raw::{RawBlockGroup, RawZoneGroupHot};
-use tet_core::cetrafs::{bitmap_blocks, Code, Fs, BITS_PER_BITMAP_BLOCK};
+use tet_core::cetrafs::{bitmap_blocks, Code, Finding, Fs, BITS_PER_BITMAP_BLOCK};
 use tet_core::Error;
 
 use super::patches::{set_bit, Patches, Record};
@@ -146,6 +146,31 @@ pub(super) fn rebuild_bitmaps<D: BlockDeviceMut>(
         }
         let was = zg.hot().free_data_blocks.get();
         ZONE_FREE.fix(patches, fixes, zg.lba(), was, zone_free)?;
+    }
+    Ok(())
+}
+
+/// The inode bitmap bit of every valid inode whose bit is clear (`inode-unmarked`), set:
+/// the inodes decide which are in use (docs/cetrafs.md section 8). Planned before the
+/// data bitmap rebuild, whose ownership map already counts these inodes' blocks.
+pub(super) fn mark_inodes<D: BlockDeviceMut>(
+    fs: &Fs<D>,
+    found: &[Finding],
+    patches: &mut Patches<'_, D>,
+    fixes: &mut Vec<Fix>,
+) -> Result<(), Error> {
+    let start = fs.superblock().raw().inode_bitmap_start.get();
+    for f in found.iter().filter(|f| f.code == Code::InodeUnmarked) {
+        let Some(ino) = f.ino else { continue };
+        let lba = start.saturating_add(ino / BITS_PER_BITMAP_BLOCK);
+        set_bit(patches.block(lba)?, ino % BITS_PER_BITMAP_BLOCK, true);
+        fixes.push(Fix {
+            code: Code::InodeUnmarked,
+            action: "inode bitmap bit set for a valid inode (the inodes decide which are in use)",
+            offset: f.error.offset,
+            value: Some(ino),
+            lossless: true,
+        });
     }
     Ok(())
 }

@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 use tet_core::block::BlockDeviceMut;
 use tet_core::cetrafs::raw::RawInode;
 use tet_core::cetrafs::{Code, Finding};
-use tet_core::{Error, ErrorKind};
+use tet_core::Error;
 
 use super::patches::{expected, split, Patches};
 use super::Fix;
@@ -62,14 +62,7 @@ pub(super) fn fix_one<D: BlockDeviceMut>(
         // A directory named twice (a hard link, or the entry closing a loop): the later
         // entry goes; the directory stays reachable through the first.
         Code::DirLinked => Some("entry naming a directory a second time removed"),
-        // An entry naming an inode past the table stops its block from parsing: it goes
-        // like one naming a free inode.
-        Code::DirBlock
-            if f.error.what == "dirent.inode"
-                && matches!(f.error.kind, ErrorKind::OutOfRange { .. }) =>
-        {
-            Some("entry naming an inode past the table removed")
-        }
+        // Entries that break a rule of their own are `dir_blocks`'.
         Code::DirentFree => Some("entry naming an inode not in use removed"),
         _ => None,
     };

@@ -19,12 +19,13 @@
 //! blocks owned twice, broken trees, checksums, features.
 //!
 //! Layout: `plan` orders the fix families of a round; `patches` holds the new blocks and
-//! the record edits; `entries` (single fields and entries), `bitmaps`, `lost_found` and
-//! `clone` are the families; `apply` writes a round through the journal.
+//! the record edits; `entries` (single fields and entries), `dir_blocks` (directory blocks
+//! salvaged entry by entry), `bitmaps`, `lost_found` and `clone` are the families; `apply` writes a round through the journal.
 
 mod apply;
 mod bitmaps;
 mod clone;
+mod dir_blocks;
 mod entries;
 mod lost_found;
 mod patches;

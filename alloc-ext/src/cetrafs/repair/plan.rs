@@ -7,8 +7,9 @@ use tet_core::block::BlockDeviceMut;
 use tet_core::cetrafs::{Code, Finding, Fs};
 use tet_core::Error;
 
-use super::bitmaps::{pad_inode_bitmap, rebuild_bitmaps};
+use super::bitmaps::{mark_inodes, pad_inode_bitmap, rebuild_bitmaps};
 use super::clone::clone_extent;
+use super::dir_blocks::{changes_entries, fix_dir_blocks};
 use super::entries::fix_one;
 use super::lost_found::reconnect_orphans;
 use super::patches::Patches;
@@ -24,6 +25,8 @@ pub(super) fn plan<D: BlockDeviceMut>(
     fixes: &mut Vec<Fix>,
 ) -> Result<(), Error> {
     let has = |c: Code| found.iter().any(|f| f.code == c);
+    // The inode bitmap first: which inodes are in use decides every rebuild after it.
+    mark_inodes(fs, found, patches, fixes)?;
     // Bitmaps and counters, rebuilt from the ownership map.
     if let Some(own) = own {
         if has(Code::BlockLeaked)
@@ -57,13 +60,10 @@ pub(super) fn plan<D: BlockDeviceMut>(
     let entries_change = found.iter().any(|f| {
         matches!(
             f.code,
-            Code::DirentType
-                | Code::DirentFree
-                | Code::DirentDuplicate
-                | Code::DirLinked
-                | Code::DirBlock
-        )
+            Code::DirentType | Code::DirentFree | Code::DirentDuplicate | Code::DirLinked
+        ) || changes_entries(f)
     });
+    fix_dir_blocks(found, patches, fixes)?;
     for f in found {
         fix_one(f, entries_change, patches, fixes)?;
     }

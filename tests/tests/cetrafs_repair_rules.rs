@@ -1,0 +1,706 @@
+//! Repair's two rules over a populated image (docs/cetrafs.md section 14): no block a
+//! readable inode in use maps is ever marked free, and `-p` never drops a name. Each
+//! damage is applied to a fresh copy; after `-p` and after `-y` the rules hold and every
+//! file whose own inode, tree, data and naming entries were not damaged reads back
+//! byte-identically at its path (content, mode, owner, times, xattrs, link target).
+
+use std::collections::BTreeSet;
+
+use tet_alloc::cetrafs::fsck;
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::repair::{repair, Mode, RepairOptions};
+use tet_alloc::cetrafs::testing::reseal;
+use tet_core::block::{MemDevice, MemDeviceMut, BLOCK_SIZE};
+use tet_core::cetrafs::check::{check_inode, InodeVisitor, Severity};
+use tet_core::cetrafs::raw::{RawExtent, RawInode, RawSuperblock};
+use tet_core::cetrafs::{
+    bitmap_blocks, Buffers, Code, DirEntry, Extent, Finding, Fs, BITS_PER_BITMAP_BLOCK,
+};
+use zerocopy::FromBytes;
+
+const B: usize = BLOCK_SIZE;
+const ROOT: u64 = 1;
+
+/// A small seeded generator (xorshift), so every run damages the same bytes.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The populated image: 320 regular files in nested directories (one directory of 70
+/// entries, five blocks), hard links, symlinks, xattrs, an empty file, a sparse file,
+/// fragmented files with depth-1 and depth-2 trees, owners and times set.
+fn populated() -> Vec<u8> {
+    let p = Params {
+        size_bytes: 32 << 20,
+        bg_size_blocks: 2048,
+        inodes: 512,
+        nodes: 2,
+        journal_blocks: 33,
+        pending_slots: 16,
+        ..Params::default()
+    };
+    let mut b = ImageBuilder::new(p);
+    let mut rng = Rng(0x5eed_cafe);
+    let big = b.mkdir(ROOT, b"big", 0o755).unwrap();
+    let mut files = Vec::new();
+    for k in 0..70u32 {
+        let len = 1 + rng.below(3 * B as u64) as usize;
+        let data: Vec<u8> = (0..len).map(|i| (i as u32 ^ k) as u8).collect();
+        let ino = b
+            .add_file(
+                big,
+                format!("f{k:03}").as_bytes(),
+                data,
+                Sparse::Dense,
+                Placement::Contiguous,
+            )
+            .unwrap();
+        files.push(ino);
+    }
+    for d in 0..10u32 {
+        let dir = b.mkdir(ROOT, format!("d{d}").as_bytes(), 0o750).unwrap();
+        let sub = b.mkdir(dir, b"sub", 0o700).unwrap();
+        for k in 0..25u32 {
+            let at = if k % 3 == 0 { sub } else { dir };
+            let len = rng.below(2 * B as u64) as usize;
+            let data: Vec<u8> = (0..len).map(|i| (i as u32 * 7 + d + k) as u8).collect();
+            let ino = b
+                .add_file(
+                    at,
+                    format!("g{k}").as_bytes(),
+                    data,
+                    Sparse::Dense,
+                    Placement::Contiguous,
+                )
+                .unwrap();
+            b.set_meta(ino, 0o640, 1000 + d, 100 + k, 1_700_000_000 + u64::from(k))
+                .unwrap();
+            files.push(ino);
+        }
+    }
+    for (n, ino) in files.iter().enumerate().step_by(17) {
+        b.set_xattr(*ino, b"user.tag", format!("t{n}").as_bytes())
+            .unwrap();
+        b.set_xattr(*ino, b"trusted.x", b"yz").unwrap();
+    }
+    for (n, ino) in files.iter().enumerate().step_by(29) {
+        b.add_link(ROOT, format!("hard{n}").as_bytes(), *ino)
+            .unwrap();
+    }
+    b.add_symlink(ROOT, b"to_big", b"big/f001").unwrap();
+    b.add_symlink(big, b"up", b"../d3/g1").unwrap();
+    b.add_file(
+        ROOT,
+        b"empty",
+        Vec::new(),
+        Sparse::Dense,
+        Placement::Contiguous,
+    )
+    .unwrap();
+    let mut sparse = vec![0u8; 9 * B];
+    sparse[..100].fill(7);
+    sparse[6 * B..6 * B + 5].fill(9);
+    b.add_file(
+        ROOT,
+        b"sparse",
+        sparse,
+        Sparse::Holes,
+        Placement::Contiguous,
+    )
+    .unwrap();
+    let frag: Vec<u8> = (0..12 * B).map(|i| (i / 97) as u8).collect();
+    b.add_file(ROOT, b"frag", frag, Sparse::Dense, Placement::Fragmented)
+        .unwrap();
+    let deep: Vec<u8> = (0..1100 * B).map(|i| (i / 4099) as u8).collect();
+    b.add_file(ROOT, b"deep", deep, Sparse::Dense, Placement::Fragmented)
+        .unwrap();
+    b.build().unwrap()
+}
+
+fn open(img: &[u8]) -> Option<Fs<MemDevice<'_>>> {
+    Fs::open(MemDevice::new(img), &mut [0u8; B]).ok()
+}
+
+fn sb(img: &[u8]) -> RawSuperblock {
+    RawSuperblock::read_from_bytes(&img[..424]).unwrap()
+}
+
+/// What an inode maps: data extents, tree blocks, its xattr block, and for a directory
+/// its entries with where they are.
+#[derive(Default)]
+struct Mapped {
+    blocks: Vec<u64>,
+    /// The first data block of each extent.
+    data: Vec<u64>,
+    entries: Vec<(Vec<u8>, u64, u64, usize)>,
+}
+
+impl InodeVisitor for Mapped {
+    fn tree_block(&mut self, _: u64, lba: u64) {
+        self.blocks.push(lba);
+    }
+    fn extent(&mut self, _: u64, e: &Extent, _: u64, _: usize) {
+        self.blocks
+            .extend(e.physical..e.physical + u64::from(e.len));
+        self.data.push(e.physical);
+    }
+    fn dir_entry(&mut self, _: u64, e: &DirEntry, lba: u64, off: usize) {
+        self.entries.push((e.name().to_vec(), e.inode, lba, off));
+    }
+    fn xattr_block(&mut self, _: u64, lba: u64) {
+        self.blocks.push(lba);
+    }
+}
+
+/// The inode's blocks and entries as far as they read (`None`: the inode does not).
+fn mapped(fs: &Fs<MemDevice<'_>>, ino: u64) -> Option<Mapped> {
+    let mut m = Mapped::default();
+    let mut bufs = Buffers::new();
+    check_inode(fs, ino, &mut bufs, &mut |_: &Finding| {}, &mut m)?;
+    Some(m)
+}
+
+/// Whether data block `lba` is marked used in its data bitmap.
+fn marked(img: &[u8], lba: u64) -> bool {
+    let s = sb(img);
+    let bg = (lba - s.bg_regions_start.get()) / s.bg_size_blocks.get();
+    let start = s.bg_regions_start.get() + bg * s.bg_size_blocks.get();
+    let len = s.bg_size_blocks.get().min(s.total_blocks.get() - start);
+    let i = lba - start - 1 - bitmap_blocks(len);
+    let at = (start + 1 + i / BITS_PER_BITMAP_BLOCK) as usize * B;
+    let bit = i % BITS_PER_BITMAP_BLOCK;
+    img[at + (bit / 8) as usize] & (1 << (bit % 8)) != 0
+}
+
+/// The block rule: every block a readable inode maps is marked used. Returns the first
+/// block that is not, with its inode.
+fn unmarked_block(img: &[u8]) -> Option<(u64, u64)> {
+    let fs = open(img)?;
+    for ino in 1..fs.superblock().inode_count() {
+        if let Some(m) = mapped(&fs, ino) {
+            if let Some(b) = m.blocks.iter().find(|b| !marked(img, **b)) {
+                return Some((ino, *b));
+            }
+        }
+    }
+    None
+}
+
+/// A file as a user sees it at its path.
+#[derive(Clone, Debug, PartialEq)]
+struct Seen {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    size: u64,
+    mtime: u64,
+    content: Vec<u8>,
+    xattrs: Option<Vec<u8>>,
+}
+
+/// A named file of the clean image: its path, what it reads as, and what it depends on
+/// (blocks whole, and the byte ranges of the entries naming it and its directories).
+struct Known {
+    path: Vec<u8>,
+    seen: Seen,
+    blocks: BTreeSet<u64>,
+    entries: Vec<(u64, usize)>,
+}
+
+fn seen(fs: &Fs<MemDevice<'_>>, path: &[u8]) -> Option<Seen> {
+    let mut bufs = Buffers::new();
+    let i = fs.resolve(path, &mut bufs).ok()?;
+    let mut content = Vec::new();
+    if !i.is_dir() {
+        content = vec![0u8; i.size() as usize];
+        fs.read(&i, 0, &mut content, &mut bufs).ok()?;
+    }
+    let r = *i.raw();
+    let xattrs = match r.xattr_block.get() {
+        0 => None,
+        x => {
+            let mut blk = [0u8; B];
+            tet_core::block::BlockDevice::read_block(fs.device(), x, &mut blk).ok()?;
+            Some(blk[..4080].to_vec())
+        }
+    };
+    Some(Seen {
+        mode: r.mode.get(),
+        uid: r.uid.get(),
+        gid: r.gid.get(),
+        size: r.size.get(),
+        mtime: r.mtime_ns.get(),
+        content,
+        xattrs,
+    })
+}
+
+/// Every name of the clean image, walked from the root.
+fn known(img: &[u8]) -> Vec<Known> {
+    let fs = open(img).unwrap();
+    let itable = sb(img).inode_table_start.get();
+    let mut out = Vec::new();
+    // (directory inode, its path, blocks and entries its own name depends on)
+    let mut stack = vec![(ROOT, Vec::new(), BTreeSet::new(), Vec::new())];
+    while let Some((dir, path, deps, ents)) = stack.pop() {
+        let m = mapped(&fs, dir).unwrap();
+        let mut dir_deps: BTreeSet<u64> = deps.clone();
+        dir_deps.insert(itable + dir);
+        // A directory's data blocks are its entries, counted by entry; its tree
+        // blocks count whole.
+        let dir_blocks: BTreeSet<u64> = m.entries.iter().map(|e| e.2).collect();
+        dir_deps.extend(m.blocks.iter().filter(|b| !dir_blocks.contains(b)));
+        for (name, ino, lba, off) in m.entries {
+            let mut p = path.clone();
+            p.push(b'/');
+            p.extend_from_slice(&name);
+            let mut e = ents.clone();
+            e.push((lba, off));
+            let mut d = dir_deps.clone();
+            d.insert(itable + ino);
+            let own = mapped(&fs, ino).unwrap();
+            if fs.inode(ino, &mut [0u8; B]).unwrap().is_dir() {
+                stack.push((ino, p.clone(), dir_deps.clone(), e.clone()));
+            } else {
+                d.extend(own.blocks);
+            }
+            out.push(Known {
+                seen: seen(&fs, &p).unwrap(),
+                path: p,
+                blocks: d,
+                entries: e,
+            });
+        }
+    }
+    out
+}
+
+/// Where a damage fell: whole blocks, and single bytes.
+#[derive(Default, Clone)]
+struct Hit {
+    blocks: BTreeSet<u64>,
+    bytes: Vec<(u64, usize)>,
+}
+
+impl Hit {
+    fn touches(&self, k: &Known) -> bool {
+        let entry_hit = |lba: u64, at: usize| {
+            k.entries
+                .iter()
+                .any(|(l, off)| *l == lba && at >= *off && at < off + 266)
+        };
+        k.blocks.iter().any(|b| self.blocks.contains(b))
+            || k.entries.iter().any(|(l, _)| self.blocks.contains(l))
+            || self
+                .bytes
+                .iter()
+                .any(|(l, at)| k.blocks.contains(l) || entry_hit(*l, *at))
+    }
+}
+
+fn opts() -> RepairOptions {
+    RepairOptions {
+        node_id: 0xFEED,
+        force: true,
+        memory_limit: 1 << 30,
+    }
+}
+
+fn errors(img: &[u8]) -> Vec<Finding> {
+    fsck::findings(MemDevice::new(img), &fsck::Options::default())
+        .0
+        .into_iter()
+        .filter(|f| f.severity() == Severity::Error)
+        .collect()
+}
+
+/// What one damage came to.
+#[derive(Default, Debug)]
+struct Tally {
+    cases: u32,
+    clean_after_p: u32,
+    clean_after_y: u32,
+    left_after_y: u32,
+    preserved: u64,
+    untouched: u64,
+}
+
+/// Runs `-n`, `-p` and `-y` over `damaged` and checks the rules; problems are pushed.
+fn judge(
+    name: &str,
+    clean: &[Known],
+    damaged: &[u8],
+    hit: &Hit,
+    tally: &mut Tally,
+    problems: &mut Vec<String>,
+) {
+    tally.cases += 1;
+    let mut img = damaged.to_vec();
+    let _ = repair(MemDeviceMut::new(&mut img), Mode::No, &opts(), &mut |_| {
+        true
+    });
+    if img != damaged {
+        problems.push(format!("{name}: -n wrote"));
+    }
+    for mode in [Mode::Preen, Mode::Yes] {
+        let mut img = damaged.to_vec();
+        let out = repair(MemDeviceMut::new(&mut img), mode, &opts(), &mut |_| true);
+        let Ok(out) = out else {
+            // A repair that stops writes nothing it cannot finish; the rules still hold.
+            if unmarked_block(&img).is_some() {
+                problems.push(format!("{name} {mode:?}: stopped, a mapped block free"));
+            }
+            continue;
+        };
+        if let Some((ino, b)) = unmarked_block(&img) {
+            problems.push(format!(
+                "{name} {mode:?}: block {b} of inode {ino} marked free after {:?}",
+                out.fixes.iter().map(|f| f.action).collect::<Vec<_>>()
+            ));
+        }
+        let left = errors(&img);
+        match mode {
+            Mode::Preen if left.is_empty() => tally.clean_after_p += 1,
+            Mode::Yes if left.is_empty() => tally.clean_after_y += 1,
+            Mode::Yes => tally.left_after_y += 1,
+            _ => {}
+        }
+        let fs = open(&img);
+        for k in clean.iter().filter(|k| !hit.touches(k)) {
+            tally.untouched += 1;
+            let now = fs.as_ref().and_then(|fs| seen(fs, &k.path));
+            if now.as_ref() == Some(&k.seen) {
+                tally.preserved += 1;
+            } else {
+                let path = String::from_utf8_lossy(&k.path);
+                problems.push(format!(
+                    "{name} {mode:?}: {path} {} after {:?}, left {:?}",
+                    if now.is_some() { "changed" } else { "lost" },
+                    out.fixes.iter().map(|f| f.action).collect::<Vec<_>>(),
+                    left.iter()
+                        .map(|f| (f.code.as_str(), f.error.what))
+                        .collect::<Vec<_>>()
+                ));
+            }
+        }
+    }
+}
+
+/// The inode of `path` in `img`.
+fn ino_of(img: &[u8], path: &[u8]) -> u64 {
+    open(img)
+        .unwrap()
+        .resolve(path, &mut Buffers::new())
+        .unwrap()
+        .ino()
+}
+
+fn inode_at(img: &[u8], ino: u64) -> usize {
+    (sb(img).inode_table_start.get() + ino) as usize * B
+}
+
+fn first_block(img: &[u8], ino: u64) -> u64 {
+    let fs = open(img).unwrap();
+    *mapped(&fs, ino).unwrap().data.first().unwrap()
+}
+
+/// A logical damage: its name, how to apply it (resealed afterwards), and where it falls.
+type Logical = (&'static str, fn(&mut Vec<u8>) -> Hit);
+
+const LOGICAL: &[Logical] = &[
+    ("inode bitmap zeroed", |i| {
+        let s = sb(i);
+        let at = s.inode_bitmap_start.get() as usize * B;
+        i[at..at + s.inode_bitmap_blocks.get() as usize * B].fill(0);
+        Hit::default()
+    }),
+    ("data bitmaps zeroed", |i| {
+        let s = sb(i);
+        for g in 0..u64::from(s.block_group_count.get()) {
+            let start = s.bg_regions_start.get() + g * s.bg_size_blocks.get();
+            let len = s.bg_size_blocks.get().min(s.total_blocks.get() - start);
+            let at = (start + 1) as usize * B;
+            i[at..at + bitmap_blocks(len) as usize * B].fill(0);
+        }
+        Hit::default()
+    }),
+    ("a block claimed by two files", |i| {
+        // d2/g2's first extent moves onto big/f010's first block: f010 is intact.
+        let victim = ino_of(i, b"/d2/g2");
+        let shared = first_block(i, ino_of(i, b"/big/f010"));
+        let at = inode_at(i, victim) + 116;
+        let mut e = RawExtent::read_from_bytes(&i[at..at + 16]).unwrap();
+        e.physical.set(shared);
+        i[at..at + 16].copy_from_slice(zerocopy::IntoBytes::as_bytes(&e));
+        Hit {
+            blocks: [sb(i).inode_table_start.get() + victim].into(),
+            ..Hit::default()
+        }
+    }),
+];
+
+#[test]
+fn populated_image_is_clean() {
+    let img = populated();
+    assert_eq!(errors(&img), vec![]);
+    let k = known(&img);
+    assert!(k.len() >= 340, "{} names", k.len());
+    let fs = open(&img).unwrap();
+    let big = fs.resolve(b"/big", &mut Buffers::new()).unwrap();
+    assert!(big.size() >= 4 * B as u64, "a multi-block directory");
+    let deep = fs.resolve(b"/deep", &mut Buffers::new()).unwrap();
+    assert_eq!(deep.depth(), 2);
+    assert_eq!(unmarked_block(&img), None);
+}
+
+#[test]
+fn logical_damages_keep_every_mapped_block_and_every_name() {
+    let clean = populated();
+    let names = known(&clean);
+    let mut problems = Vec::new();
+    let mut tally = Tally::default();
+    for (name, damage) in LOGICAL {
+        let mut img = clean.clone();
+        let hit = damage(&mut img);
+        reseal(&mut img);
+        judge(name, &names, &img, &hit, &mut tally, &mut problems);
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // Bitmaps are derived: -p rebuilds them whole.
+    assert!(tally.clean_after_p >= 2, "{tally:?}");
+    assert_eq!(tally.clean_after_y, tally.cases, "{tally:?}");
+}
+
+/// The inode bitmap zeroed: `-p` sets it from the inodes before it rebuilds the data
+/// bitmap, so no file's block is marked free and verify ends clean.
+#[test]
+fn a_zeroed_inode_bitmap_is_rebuilt_from_the_inodes_first() {
+    let mut img = populated();
+    let s = sb(&img);
+    let at = s.inode_bitmap_start.get() as usize * B;
+    let bitmap = img[at..at + B].to_vec();
+    img[at..at + B].fill(0);
+    let found = errors(&img);
+    assert!(
+        found.iter().any(|f| f.code == Code::InodeUnmarked),
+        "{found:?}"
+    );
+    let out = repair(
+        MemDeviceMut::new(&mut img),
+        Mode::Preen,
+        &opts(),
+        &mut |_| true,
+    )
+    .unwrap();
+    assert!(out.left.is_empty(), "{:?}", out.left);
+    assert_eq!(
+        out.rounds, 1,
+        "one round: inode bitmap, then what derives from it"
+    );
+    assert_eq!(
+        img[at..at + B],
+        bitmap[..],
+        "the inode bitmap as mkfs wrote it"
+    );
+    assert_eq!(unmarked_block(&img), None);
+    assert_eq!(errors(&img), vec![]);
+}
+
+/// A block claimed twice: until `-y` resolves it, every claimant's blocks stay marked.
+#[test]
+fn while_a_block_is_claimed_twice_every_claimants_blocks_stay_marked() {
+    let mut img = populated();
+    let intact = ino_of(&img, b"/deep");
+    let victim = ino_of(&img, b"/big/f020");
+    let shared = first_block(&img, intact);
+    let at = inode_at(&img, victim) + 116;
+    let mut e = RawExtent::read_from_bytes(&img[at..at + 16]).unwrap();
+    e.physical.set(shared);
+    img[at..at + 16].copy_from_slice(zerocopy::IntoBytes::as_bytes(&e));
+    let n = RawInode::read_from_bytes(&img[inode_at(&img, victim)..][..256]).unwrap();
+    assert_eq!(n.extent_header.depth.get(), 0);
+    reseal(&mut img);
+    let out = repair(
+        MemDeviceMut::new(&mut img),
+        Mode::Preen,
+        &opts(),
+        &mut |_| true,
+    )
+    .unwrap();
+    assert!(out.left.iter().any(|f| f.code == Code::BlockShared));
+    assert_eq!(unmarked_block(&img), None);
+    let out = repair(MemDeviceMut::new(&mut img), Mode::Yes, &opts(), &mut |_| {
+        true
+    })
+    .unwrap();
+    assert!(out.left.is_empty(), "{:?}", out.left);
+    assert_eq!(unmarked_block(&img), None);
+}
+
+/// Where the entry naming `name` in directory `dir` is: its block and byte offset.
+fn entry_of(img: &[u8], dir: &[u8], name: &[u8]) -> (u64, usize) {
+    let fs = open(img).unwrap();
+    let d = ino_of(img, dir);
+    let m = mapped(&fs, d).unwrap();
+    let e = m.entries.iter().find(|e| e.0 == name).unwrap();
+    (e.2, e.3)
+}
+
+/// One changed byte in one name, checksum not fixed: `-p` accepts the entries as they
+/// read now, so no entry of the directory moves to /lost+found and the changed name is
+/// kept as it reads.
+#[test]
+fn one_changed_byte_in_a_name_keeps_every_entry_under_preen() {
+    let clean = populated();
+    let names = known(&clean);
+    let (lba, off) = entry_of(&clean, b"/big", b"f020");
+    let mut img = clean.clone();
+    img[lba as usize * B + off + 11 + 1] = b'X';
+    let hit = Hit {
+        bytes: vec![(lba, off + 12)],
+        ..Hit::default()
+    };
+    assert!(errors(&img).iter().any(|f| f.code == Code::Checksum));
+    let (mut problems, mut tally) = (Vec::new(), Tally::default());
+    judge("name byte", &names, &img, &hit, &mut tally, &mut problems);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let out = repair(
+        MemDeviceMut::new(&mut img),
+        Mode::Preen,
+        &opts(),
+        &mut |_| true,
+    )
+    .unwrap();
+    assert!(out.left.is_empty(), "{:?}", out.left);
+    assert!(out
+        .fixes
+        .iter()
+        .all(|f| f.action == "directory block resealed: accepts the entries as they read now"));
+    let fs = open(&img).unwrap();
+    assert!(
+        seen(&fs, b"/big/fX20").is_some(),
+        "the name as it reads now"
+    );
+    assert!(fs.resolve(b"/lost+found", &mut Buffers::new()).is_err());
+}
+
+/// An entry that breaks a rule of its own (a `/` in its name) in a block whose tail was
+/// resealed: `-p` leaves it, naming what `-y` would lose; `-y` removes that entry alone.
+#[test]
+fn a_bad_entry_is_removed_by_yes_alone_and_its_neighbours_keep_their_names() {
+    let clean = populated();
+    let names = known(&clean);
+    let (lba, off) = entry_of(&clean, b"/big", b"f033");
+    let mut img = clean.clone();
+    img[lba as usize * B + off + 11] = b'/';
+    let hit = Hit {
+        bytes: vec![(lba, off + 11)],
+        ..Hit::default()
+    };
+    let (mut problems, mut tally) = (Vec::new(), Tally::default());
+    judge(
+        "slash in a name",
+        &names,
+        &img,
+        &hit,
+        &mut tally,
+        &mut problems,
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let mut p = img.clone();
+    let out = repair(MemDeviceMut::new(&mut p), Mode::Preen, &opts(), &mut |_| {
+        true
+    })
+    .unwrap();
+    assert!(
+        out.left.iter().any(|f| f.code == Code::DirBlock),
+        "{:?}",
+        out.left
+    );
+    let mut y = img.clone();
+    let out = repair(MemDeviceMut::new(&mut y), Mode::Yes, &opts(), &mut |_| true).unwrap();
+    assert!(out.left.is_empty(), "{:?}", out.left);
+    assert!(out.fixes.iter().any(|f| f
+        .action
+        .starts_with("directory entry that does not validate removed")));
+}
+
+/// A seeded sample of metadata blocks (inodes in use, directory, tree and xattr blocks),
+/// each zeroed and flipped at one random byte, checksums not fixed.
+#[test]
+fn seeded_metadata_damage_keeps_the_rules() {
+    let clean = populated();
+    let names = known(&clean);
+    let fs = open(&clean).unwrap();
+    let itable = sb(&clean).inode_table_start.get();
+    let mut meta: Vec<u64> = Vec::new();
+    for ino in 1..fs.superblock().inode_count() {
+        if let Some(m) = mapped(&fs, ino) {
+            meta.push(itable + ino);
+            let data: BTreeSet<u64> = if fs.inode(ino, &mut [0u8; B]).unwrap().is_dir() {
+                BTreeSet::new()
+            } else {
+                m.blocks.iter().copied().collect()
+            };
+            // Directory blocks, tree and xattr blocks; a file's data is not metadata.
+            meta.extend(m.blocks.iter().filter(|b| !data.contains(b)));
+            if let Some(x) = fs
+                .inode(ino, &mut [0u8; B])
+                .ok()
+                .map(|i| i.raw().xattr_block.get())
+            {
+                if x != 0 {
+                    meta.push(x);
+                }
+            }
+        }
+    }
+    meta.sort_unstable();
+    meta.dedup();
+    let mut rng = Rng(0xd1ce);
+    let (mut problems, mut tally) = (Vec::new(), Tally::default());
+    for _ in 0..8 {
+        let lba = meta[rng.below(meta.len() as u64) as usize];
+        let at = rng.below(B as u64) as usize;
+        let mut zeroed = clean.clone();
+        zeroed[lba as usize * B..][..B].fill(0);
+        let hit = Hit {
+            blocks: [lba].into(),
+            ..Hit::default()
+        };
+        judge(
+            &format!("block {lba} zeroed"),
+            &names,
+            &zeroed,
+            &hit,
+            &mut tally,
+            &mut problems,
+        );
+        let mut flipped = clean.clone();
+        flipped[lba as usize * B + at] ^= 1 << rng.below(8);
+        let hit = Hit {
+            bytes: vec![(lba, at)],
+            ..Hit::default()
+        };
+        judge(
+            &format!("block {lba} byte {at} flipped"),
+            &names,
+            &flipped,
+            &hit,
+            &mut tally,
+            &mut problems,
+        );
+    }
+    eprintln!("{tally:?}");
+    assert!(problems.is_empty(), "{tally:?}\n{}", problems.join("\n"));
+}
