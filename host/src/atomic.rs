@@ -25,13 +25,15 @@ fn forget(tmp: &Path) {
     pending().retain(|p| p != tmp);
 }
 
-/// On SIGINT or SIGTERM, removes the temporary file of every write in progress (the
-/// targets are untouched: they are replaced only by a rename at the end) and exits with
-/// 128 + the signal's number (130, 143), as a shell reports a killed command. `main`
+/// On SIGINT, SIGTERM, SIGHUP (a closed terminal or ssh session) or SIGQUIT, removes the
+/// temporary file of every write in progress (the targets are untouched: they are
+/// replaced only by a rename at the end) and exits with 128 + the signal's number (130,
+/// 143, 129, 131), as a shell reports a killed command. `main`
 /// calls it once.
 pub fn remove_temporaries_on_signal() {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
+    else {
         return;
     };
     std::thread::spawn(move || {
@@ -169,6 +171,12 @@ impl<F: FsOps> AtomicFile<F> {
         // Registered before it exists, so an interrupt at any moment removes it.
         pending().push(tmp.clone());
         let file = ops.create_new(&tmp).inspect_err(|_| forget(&tmp))?;
+        // A file replaced keeps its permissions and, where this process may set it, its
+        // owner (as `sed -i` does); a new file gets the umask's.
+        if let Ok(old) = std::fs::metadata(target) {
+            file.set_permissions(old.permissions())?;
+            let _ = std::os::unix::fs::fchown(&file, Some(old.uid()), Some(old.gid()));
+        }
         Ok(AtomicFile {
             ops,
             file: Some(file),
@@ -191,6 +199,11 @@ impl<F: FsOps> AtomicFile<F> {
             .saturating_add(u64::try_from(self.buf.len()).unwrap_or(0));
         self.buf.clear();
         Ok(())
+    }
+
+    /// The temporary file being written.
+    pub fn temporary(&self) -> &Path {
+        &self.tmp
     }
 
     /// Sets the file's length (a longer file gets a hole at the end).

@@ -229,6 +229,9 @@ fn dispatch(command: Command) -> Exit {
                 output,
                 preview,
                 force,
+                query_file: std::path::Path::new(&query)
+                    .is_file()
+                    .then(|| std::path::PathBuf::from(&query)),
             };
             with_input_mode(&file, read.no_mmap, |b| {
                 tet::query::query(&file, b, &doc, &o)

@@ -179,7 +179,16 @@ impl Content for HostFile {
 /// first name became: a later name is a hard link, not a copy.
 type Seen = std::collections::HashMap<(u64, u64), u64>;
 
-fn copy_tree(b: &mut ImageBuilder, dir: u64, host: &Path, seen: &mut Seen) -> Result<(), String> {
+/// Copies the host tree `host` into directory `dir`. `skip` holds the (device, inode) of
+/// files never copied: the image being written and its temporary file, when the image
+/// lies inside the tree.
+fn copy_tree(
+    b: &mut ImageBuilder,
+    dir: u64,
+    host: &Path,
+    seen: &mut Seen,
+    skip: &[(u64, u64)],
+) -> Result<(), String> {
     let mut entries: Vec<_> = std::fs::read_dir(host)
         .map_err(|e| format!("{}: {e}", host.display()))?
         .collect::<Result<_, _>>()
@@ -194,6 +203,9 @@ fn copy_tree(b: &mut ImageBuilder, dir: u64, host: &Path, seen: &mut Seen) -> Re
         let ft = meta.file_type();
         let key = {
             use std::os::unix::fs::MetadataExt;
+            if skip.contains(&(meta.dev(), meta.ino())) {
+                continue;
+            }
             (!ft.is_dir() && meta.nlink() > 1).then(|| (meta.dev(), meta.ino()))
         };
         if let Some(first) = key.and_then(|k| seen.get(&k).copied()) {
@@ -202,7 +214,7 @@ fn copy_tree(b: &mut ImageBuilder, dir: u64, host: &Path, seen: &mut Seen) -> Re
         }
         let ino = if ft.is_dir() {
             let d = b.mkdir(dir, name, 0o755).map_err(|e| at(&e))?;
-            copy_tree(b, d, &path, seen)?;
+            copy_tree(b, d, &path, seen, skip)?;
             d
         } else if ft.is_symlink() {
             let target = std::fs::read_link(&path).map_err(|e| at(&e))?;
@@ -331,10 +343,35 @@ enum Target {
     Device(File, u64),
 }
 
+impl Target {
+    /// The temporary file a new image is written to, if any.
+    fn temporary(&self) -> Option<&Path> {
+        match self {
+            Target::File(f) => Some(f.temporary()),
+            Target::Device(..) => None,
+        }
+    }
+}
+
 fn open_target(image: &Path) -> io::Result<Target> {
     match std::fs::metadata(image) {
         Ok(m) if m.file_type().is_block_device() => {
-            let mut f = OpenOptions::new().read(true).write(true).open(image)?;
+            // O_EXCL on a block device: the open fails (EBUSY) while the device is
+            // mounted or held by another exclusive opener, as mke2fs refuses.
+            use std::os::unix::fs::OpenOptionsExt;
+            const O_EXCL: i32 = 0o200;
+            let mut f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(O_EXCL)
+                .open(image)
+                .map_err(|e| match e.raw_os_error() {
+                    Some(16) => io::Error::new(
+                        e.kind(),
+                        "the device is busy: mounted, or in use by another program",
+                    ),
+                    _ => e,
+                })?;
             let size = f.seek(SeekFrom::End(0))?;
             Ok(Target::Device(f, size))
         }
@@ -472,7 +509,16 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
     };
     let mut b = ImageBuilder::new(p.clone());
     if let Some(from) = o.from {
-        if let Err(e) = copy_tree(&mut b, ImageBuilder::ROOT, from, &mut Seen::new()) {
+        let skip: Vec<(u64, u64)> = [Some(image), target.temporary()]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| {
+                use std::os::unix::fs::MetadataExt;
+                (m.dev(), m.ino())
+            })
+            .collect();
+        if let Err(e) = copy_tree(&mut b, ImageBuilder::ROOT, from, &mut Seen::new(), &skip) {
             crate::say!("mkfs: {e}");
             return Exit::Operational;
         }

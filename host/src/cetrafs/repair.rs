@@ -42,6 +42,15 @@ pub fn repair(
             return e;
         }
     }
+    // An image that does not mount is never written (docs/cetrafs.md section 14), so
+    // neither is a copy of it: it is reported as it is.
+    let mounts = crate::cetrafs::device::FileDevice::open(path)
+        .is_ok_and(|d| tet_core::cetrafs::Fs::open(&d, &mut Buffers::new().data).is_ok());
+    let m = if copy_to.is_some() && !mounts {
+        Mode::No
+    } else {
+        m
+    };
     let path = match copy_to {
         Some(to) if m != Mode::No => {
             if let Err(e) = copy_sparse(path, to) {
@@ -136,8 +145,9 @@ pub fn repair(
 /// Copies the file at `from` to a new file `to`, atomically; all-zero blocks stay holes,
 /// as in an image `mkfs` writes.
 fn copy_sparse(from: &Path, to: &Path) -> io::Result<()> {
-    let src = File::open(from)?;
-    let len = src.metadata()?.len();
+    let mut src = File::open(from)?;
+    // From the end, not the metadata: a block device's metadata says 0 bytes.
+    let len = std::io::Seek::seek(&mut src, std::io::SeekFrom::End(0))?;
     let mut out = AtomicFile::create(to, RealFs)?;
     let mut buf = vec![0u8; 1 << 20];
     let mut at = 0u64;

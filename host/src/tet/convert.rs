@@ -218,7 +218,21 @@ fn npz_members(bytes: &[u8]) -> Result<Members, String> {
                 .and_then(|s| usize::try_from(s).ok())
                 .ok_or("archive member without a data offset")?;
             let len = usize::try_from(f.size()).map_err(|_| "archive member too large")?;
-            stored.push((name, start..start.saturating_add(len)));
+            let range = start..start.saturating_add(len);
+            // Read in place, so the archive's CRC-32 is checked here (NumPy checks it
+            // too): a damaged member is refused, never converted.
+            let data = bytes
+                .get(range.clone())
+                .ok_or_else(|| format!("archive member '{name}' runs past the end of the file"))?;
+            let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC).checksum(data);
+            if crc != f.crc32() {
+                return Err(format!(
+                    "archive member '{name}': CRC-32 is {crc:#010x}, the archive says {:#010x} \
+                     (the member is damaged)",
+                    f.crc32()
+                ));
+            }
+            stored.push((name, range));
         } else {
             let mut v = Vec::new();
             f.read_to_end(&mut v)

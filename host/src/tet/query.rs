@@ -279,8 +279,10 @@ pub struct QueryOptions {
     pub output: Option<std::path::PathBuf>,
     /// Print only the first N selected values (no operation).
     pub preview: Option<usize>,
-    /// Replace the `output` file when it exists (never when it is the input).
+    /// Replace the `output` file when it exists (never when it is an input).
     pub force: bool,
+    /// The query document's file, when it came from one (an input too).
+    pub query_file: Option<std::path::PathBuf>,
 }
 
 /// Most values a selection without an operation prints as JSON; beyond, use `--output`.
@@ -289,7 +291,9 @@ pub const MAX_PRINTED: u64 = 1 << 20;
 /// `tet-host query`.
 pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exit {
     if let Some(target) = &o.output {
-        if let Err(e) = crate::atomic::check_output(target, &[path], o.force) {
+        let mut inputs = vec![path];
+        inputs.extend(o.query_file.as_deref());
+        if let Err(e) = crate::atomic::check_output(target, &inputs, o.force) {
             return e;
         }
     }
