@@ -48,9 +48,9 @@ fn base() -> Vec<u8> {
             op: "create".into(),
             source: "test".into(),
             at: "2026-11-30T00:00:00Z".into(),
-            params: None,
+            params: Vec::new(),
         }],
-        metadata: Some(r#"{"units":"K"}"#.into()),
+        metadata: Some(r#"{"datasets":{"t":{"attrs":{"units":"K"}}}}"#.into()),
     };
     w.finish(Some(&footer)).unwrap()
 }
@@ -329,9 +329,11 @@ fn undecodable_chunks_are_left_or_zeroed_with_a_history_row() {
     let v: serde_json::Value = serde_json::from_str(json).unwrap();
     let last = v["history"].as_array().unwrap().last().unwrap();
     assert_eq!(last["op"], "repair");
-    assert_eq!(last["params"]["coords"], serde_json::json!([1]));
+    assert_eq!(last["params"]["coords"], "[1]");
+    assert_eq!(last["params"]["row"], "3");
+    tet_tests::assert_peer_readable(&fixed);
     assert_eq!(last["params"]["finding"], found[0].as_str());
-    assert_eq!(v["metadata"]["units"], "K");
+    assert_eq!(v["metadata"]["datasets"]["t"]["attrs"]["units"], "K");
 }
 
 #[test]

@@ -103,16 +103,19 @@ fn tile(s: &Spec, c: &[u64]) -> Vec<u8> {
 
 fn footer(spill: bool) -> FooterSpec {
     let meta = if spill {
-        format!(r#"{{"notes":"{}"}}"#, "n".repeat(INLINE_JSON_LIMIT))
+        format!(
+            r#"{{"datasets":{{"d0":{{"attrs":{{"units":"K"}}}}}},"notes":"{}"}}"#,
+            "n".repeat(INLINE_JSON_LIMIT)
+        )
     } else {
-        r#"{"units":"K"}"#.to_string()
+        r#"{"datasets":{"a":{"attrs":{"units":"K"}}}}"#.to_string()
     };
     FooterSpec {
         history: vec![HistoryRow {
             op: "write".into(),
             source: "props \"quoted\"\n".into(),
             at: "2026-11-30T00:00:00Z".into(),
-            params: Some(r#"{"seed":1}"#.into()),
+            params: vec![("seed".into(), "1".into())],
         }],
         metadata: Some(meta),
     }
@@ -195,6 +198,7 @@ proptest! {
         let level = c.then_some(3);
         let shuffled = write(&specs, &order, zstd_mask, level, f.as_ref());
         deep_clean(&shuffled);
+        tet_tests::assert_peer_readable(&shuffled);
         let file = TetFile::open(&shuffled).unwrap();
         for (i, s) in specs.iter().enumerate() {
             prop_assert_eq!(&logical_bytes(&file, &format!("d{i}")), &s.data);

@@ -104,8 +104,9 @@ pub struct HistoryRow {
     pub source: String,
     /// When (RFC 3339 text).
     pub at: String,
-    /// Optional parameters: JSON object text.
-    pub params: Option<String>,
+    /// Parameters, a map of strings to strings (the shape both implementations read),
+    /// in the order given; keys unique.
+    pub params: Vec<(String, String)>,
 }
 
 /// The `THST` footer to write.
@@ -113,8 +114,8 @@ pub struct HistoryRow {
 pub struct FooterSpec {
     /// History rows, oldest first.
     pub history: Vec<HistoryRow>,
-    /// Metadata: JSON object text. Spilled to `metadata_spill` when the inline JSON would
-    /// exceed [`INLINE_JSON_LIMIT`].
+    /// Metadata: JSON object text, in the shapes [`interop::check_metadata`] accepts.
+    /// Spilled to `metadata_spill` when the inline JSON would exceed [`INLINE_JSON_LIMIT`].
     pub metadata: Option<String>,
 }
 
@@ -215,6 +216,7 @@ mod footer;
 mod layout;
 
 pub use footer::footer_json;
+pub mod interop;
 pub(crate) use footer::footer_tail;
 #[cfg(feature = "testing")]
 pub(crate) use layout::Plan;
