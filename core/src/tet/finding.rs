@@ -75,6 +75,17 @@ pub struct Finding {
     pub coords: Option<Coords>,
 }
 
+impl Code {
+    /// Whether the code is about the footer tail (found when the file is opened); the
+    /// data never depends on it.
+    pub fn is_footer_tail(self) -> bool {
+        matches!(
+            self,
+            Code::FooterTruncated | Code::FooterMagic | Code::FooterVersion | Code::FooterLength
+        )
+    }
+}
+
 impl Finding {
     /// A finding with no dataset, row or coordinates attached.
     pub fn new(code: Code, error: Error) -> Self {

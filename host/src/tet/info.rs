@@ -27,6 +27,16 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
         );
         return Exit::Problems;
     };
+    if let Some(w) = crate::tet::footer_warning(&file) {
+        eprintln!("tet-host: {}: {w}", path.display());
+    }
+    // A broken footer tail is warned about above; it hides nothing else.
+    let footer_errors = problems
+        .kept
+        .iter()
+        .filter(|f| f.code.is_footer_tail())
+        .map(|_| 1u64)
+        .sum::<u64>();
     // Only the footer JSON is needed here; the row checks are verify's job.
     let hist = file
         .footer()
@@ -117,7 +127,7 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
         Output::Json => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
         Output::Human | Output::Quiet => print_info_human(path, &file, &v, exec, &problems),
     }
-    if problems.errors > 0 {
+    if problems.errors > footer_errors {
         Exit::Problems
     } else {
         Exit::Clean
