@@ -202,7 +202,9 @@ fn hostile_input_matrix() {
         ("empty", [4, 4, 4, 16, 16, 16, 4, 16, 16]),
         ("one", [4, 4, 4, 16, 16, 16, 4, 16, 16]),
         ("random", [4, 4, 4, 16, 16, 16, 4, 16, 16]),
-        ("huge.tet", [4, 4, 4, 16, 16, 16, 4, 16, 16]),
+        // Its footer is unreadable but its data is not: info warns and answers, query
+        // reaches the dataset lookup (there is no "a").
+        ("huge.tet", [0, 4, 4, 16, 16, 16, 16, 16, 16]),
         (&dir, [8; 9]),
         ("/dev/zero", [8; 9]),
         ("/dev/null", [8; 9]),
