@@ -102,7 +102,14 @@ fn a_footer_cut_at_every_length_leaves_every_chunk_readable() {
 #[test]
 fn any_footer_byte_overwritten_leaves_every_chunk_readable() {
     for good in [tet_alloc::tet::example::temperature().unwrap(), spilled()] {
-        for at in positions(&good) {
+        // Except `history_json_len` (the tail's first 8 bytes): a length that still
+        // leaves a well-formed tail but reaches back into the payloads moves the end of
+        // the payload area, which v1 cannot tell from payload damage (docs/tet-v1.md).
+        let len_field = good.len() - 16..good.len() - 8;
+        for at in positions(&good)
+            .into_iter()
+            .filter(|p| !len_field.contains(p))
+        {
             let mut bad = good.clone();
             bad[at] ^= 0x5a;
             same_data(&good, &bad, &format!("byte {at}"));

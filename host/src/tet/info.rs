@@ -92,6 +92,11 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
         }));
     }
     let exec = file.index().map(|ix| ix.execution());
+    let sums = history::check_footer(&file)
+        .table(&file)
+        .and_then(Result::ok);
+    let rows = u64::try_from(file.rows().len()).unwrap_or(u64::MAX);
+    let covered = sums.map_or(0, |s| s.covered(&file));
     let footer = file.footer().map(|f| {
         json!({
             "history_json_offset": f.json_offset(),
@@ -121,6 +126,12 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
         })),
         "datasets": datasets,
         "footer": footer,
+        "checksums": {
+            "algorithm": sums.map(|_| "crc32c"),
+            "table_offset": sums.map(|s| s.offset()),
+            "chunks": rows,
+            "chunks_without_checksum": rows.saturating_sub(covered),
+        },
         "structure_problems": problems.errors.saturating_add(problems.warnings),
     });
     match output {
@@ -271,6 +282,17 @@ fn print_info_human(
                 "invalid JSON (run verify)".to_string()
             }
         );
+    }
+    let c = &v["checksums"];
+    match c["table_offset"].as_u64() {
+        Some(at) => println!(
+            "checksums:   CRC-32C table at {at:#x}; {} of {} chunk(s) carry no checksum",
+            c["chunks_without_checksum"], c["chunks"]
+        ),
+        None => println!(
+            "checksums:   none; {} of {} chunk(s) carry no checksum",
+            c["chunks_without_checksum"], c["chunks"]
+        ),
     }
     if problems.errors > 0 || problems.warnings > 0 {
         println!(

@@ -1,6 +1,6 @@
 //! The `THST` footer: its `history_json` (metadata inline or spilled) and its tail.
 
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use tet_core::tet::raw::RawFooterTail;
@@ -96,6 +96,30 @@ fn inline_capped(json: String, spill: Vec<u8>) -> Result<(Vec<u8>, Vec<u8>), Str
         ));
     }
     Ok((json.into_bytes(), spill))
+}
+
+/// `footer` (or an empty one) with `"tet_checksums": {"algorithm": "crc32c", "offset",
+/// "rows"}` added to its metadata object (docs/tet-v1.md, "Chunk checksums").
+pub(crate) fn with_checksum_table(
+    footer: Option<&FooterSpec>,
+    offset: u64,
+    rows: u64,
+) -> Result<FooterSpec, String> {
+    let mut f = footer.cloned().unwrap_or_default();
+    let mut meta = match &f.metadata {
+        Some(m) => match serde_json::from_str::<serde_json::Value>(m) {
+            Ok(serde_json::Value::Object(o)) => o,
+            Ok(_) => return Err(String::from("metadata: not a JSON object")),
+            Err(e) => return Err(alloc::format!("metadata: {e}")),
+        },
+        None => serde_json::Map::new(),
+    };
+    meta.insert(
+        String::from("tet_checksums"),
+        serde_json::json!({"algorithm": "crc32c", "offset": offset, "rows": rows}),
+    );
+    f.metadata = Some(serde_json::Value::Object(meta).to_string());
+    Ok(f)
 }
 
 fn push_str_json(out: &mut String, s: &str) {
