@@ -258,15 +258,13 @@ fn a_cut_footer_is_warned_about_and_the_data_still_answers() {
             "{err}"
         );
     };
-    let (code, out, err) = run(
-        &[
-            "query",
-            r#"{"dataset": "pressure", "sum": []}"#,
-            "-t",
-            "cut-footer.tet",
-        ],
-        &dir,
-    );
+    let sum = |file: &str, dir: &Path| {
+        run(
+            &["query", r#"{"dataset": "pressure", "sum": []}"#, "-t", file],
+            dir,
+        )
+    };
+    let (code, out, err) = sum("cut-footer.tet", &dir);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("264160.0"), "{out}");
     warned(&err);
@@ -295,15 +293,7 @@ fn a_cut_footer_is_warned_about_and_the_data_still_answers() {
     let json_at = json_offset(&bytes);
     bytes[json_at] = b'X';
     let dir = scratch("bad-json.tet", &bytes);
-    let (code, _, err) = run(
-        &[
-            "query",
-            r#"{"dataset": "pressure", "sum": []}"#,
-            "-t",
-            "bad-json.tet",
-        ],
-        &dir,
-    );
+    let (code, _, err) = sum("bad-json.tet", &dir);
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains("warning[footer-json]") && err.contains(&format!("(byte {json_at:#x})")),

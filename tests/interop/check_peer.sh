@@ -41,7 +41,7 @@ cp "$here/docs/examples/temperature.tet" example.tet
 "$ours" convert cube.npy cube-raw.tet --chunk 2,16,16 --codec raw
 "$ours" convert cube.npy cube-zstd.tet --chunk 3,20,25 --codec zstd
 "$ours" convert stack.npy stack.tet
-# 2 097 152 one-byte chunks: the checksum table is 32 MiB, its descriptor 70 bytes.
+# 2 097 152 one-byte chunks: the checksum table is 32 MiB, its descriptor 72 bytes.
 "$ours" convert many.npy many.tet --chunk 1 --codec raw
 "$ours" convert pair.npz pair.tet --codec zstd
 # A repaired file: one zstd chunk broken, replaced by zeros, a repair row in the history.

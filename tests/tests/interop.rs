@@ -11,17 +11,7 @@ use tet_host::Exit;
 use tet_tests::assert_peer_readable;
 
 fn npy_f64(values: &[f64]) -> Vec<u8> {
-    let mut h = format!(
-        "{{'descr': '<f8', 'fortran_order': False, 'shape': ({},), }}",
-        values.len()
-    );
-    while (h.len() + 11) % 64 != 0 {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    out.extend_from_slice(h.as_bytes());
+    let mut out = tet_host::tet::npy::header("<f8", &[values.len() as u64]);
     out.extend(values.iter().flat_map(|v| v.to_le_bytes()));
     out
 }
