@@ -264,3 +264,65 @@ fn a_chunk_over_the_memory_budget_is_an_operational_error() {
     );
     assert_eq!(code, 0);
 }
+
+#[test]
+fn a_cut_footer_is_warned_about_and_the_data_still_answers() {
+    let mut bytes = tet_alloc::tet::example::temperature().unwrap();
+    bytes.truncate(bytes.len() - 100);
+    let dir = scratch("cut-footer.tet", &bytes);
+    let magic_at = format!("(byte {:#x})", bytes.len() - 4);
+    let warned = |err: &str| {
+        assert!(
+            err.contains("warning[footer-magic]: the history footer is unreadable")
+                && err.contains(&magic_at),
+            "{err}"
+        );
+    };
+    let sum = |file: &str, dir: &Path| {
+        run(
+            &["query", r#"{"dataset": "pressure", "sum": []}"#, "-t", file],
+            dir,
+        )
+    };
+    let (code, out, err) = sum("cut-footer.tet", &dir);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("264160.0"), "{out}");
+    warned(&err);
+    let (code, out, err) = run(&["info", "cut-footer.tet"], &dir);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("pressure"), "{out}");
+    warned(&err);
+    let (code, _, err) = run(
+        &[
+            "export",
+            "cut-footer.tet",
+            "--dataset",
+            "temperature",
+            "t.npy",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    warned(&err);
+    // verify still reports it.
+    let (code, out, _) = run(&["verify", "cut-footer.tet"], &dir);
+    assert_eq!(code, 4);
+    assert!(out.contains("error[footer-magic]"), "{out}");
+    // A footer whose JSON is broken: the same warning, with the parser's words.
+    let mut bytes = tet_alloc::tet::example::temperature().unwrap();
+    let json_at = json_offset(&bytes);
+    bytes[json_at] = b'X';
+    let dir = scratch("bad-json.tet", &bytes);
+    let (code, _, err) = sum("bad-json.tet", &dir);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("warning[footer-json]") && err.contains(&format!("(byte {json_at:#x})")),
+        "{err}"
+    );
+}
+
+/// Where a file's `history_json` starts.
+fn json_offset(bytes: &[u8]) -> usize {
+    let file = tet_core::tet::TetFile::open(bytes).unwrap();
+    file.footer().unwrap().json_offset() as usize
+}

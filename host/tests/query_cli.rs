@@ -208,3 +208,86 @@ fn conformance_values_through_the_command_line() {
         );
     }
 }
+
+/// Runs a query on `bytes` written to a scratch file.
+fn q_on(name: &str, bytes: &[u8], doc: &str, extra: &[&str]) -> (i32, String, String) {
+    let dir = std::env::temp_dir().join(format!("tet-query-numpy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), bytes).unwrap();
+    let mut args = vec!["query", doc, "-t", name];
+    args.extend_from_slice(extra);
+    let (c, o, e) = common::run(&args, &dir);
+    (c, String::from_utf8(o).unwrap(), e)
+}
+
+fn one_dataset(dtype: tet_core::tet::DType, shape: &[u64], data: &[u8]) -> Vec<u8> {
+    use tet_alloc::tet::writer::{DatasetSpec, Writer};
+    let spec = [DatasetSpec {
+        name: "a",
+        dtype,
+        shape,
+        chunk_shape: shape,
+    }];
+    let mut w = Writer::new(Vec::new(), &spec).unwrap();
+    w.write_array(tet_core::tet::DatasetId(0), data, tet_core::tet::Codec::Raw)
+        .unwrap();
+    w.finish(None).unwrap()
+}
+
+#[test]
+fn numpy_answers_through_the_command_line() {
+    use tet_core::tet::DType;
+    // A sum past 64 bits is an exact JSON integer; .npy output of it is refused.
+    let big: Vec<u8> = [u64::MAX; 4].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let b = one_dataset(DType::U64, &[2, 2], &big);
+    let (code, o, e) = q_on("big.tet", &b, r#"{"dataset": "a", "sum": []}"#, &[]);
+    assert_eq!(code, 0, "{e}");
+    assert_eq!(
+        o.trim(),
+        r#"{"dataset":"a","op":"sum","dtype":"u64","result":73786976294838206460}"#
+    );
+    let (code, o, _) = q_on("big.tet", &b, r#"{"dataset": "a", "sum": 0}"#, &["-q"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        o.trim(),
+        r#"a sum = {"shape":[2],"data":[36893488147419103230,36893488147419103230]}"#
+    );
+    let (code, _, e) = q_on(
+        "big.tet",
+        &b,
+        r#"{"dataset": "a", "sum": 0}"#,
+        &["--output", "s.npy"],
+    );
+    assert_eq!(code, 16);
+    assert!(e.contains("outside 64 bits"), "{e}");
+    // An all-NaN output cell is NaN, with one warning naming the first and the count.
+    let n = f64::NAN;
+    let v: Vec<u8> = [n, n, 2.0, 4.0, n, n]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let b = one_dataset(DType::F64, &[3, 2], &v);
+    let (code, o, e) = q_on("nan.tet", &b, r#"{"dataset": "a", "nan_mean": 1}"#, &[]);
+    assert_eq!(code, 0, "{e}");
+    assert!(o.contains(r#""data":["NaN",3.0,"NaN"]"#), "{o}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(
+        e.contains("nan_mean had only NaN elements in 2 output cell(s), first [0]"),
+        "{e}"
+    );
+    // Quantiles as numpy.quantile: an integer q = 0 over [-inf, 1, 2, 5] is -inf.
+    let v: Vec<u8> = [f64::NEG_INFINITY, 1.0, 2.0, 5.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let b = one_dataset(DType::F64, &[4], &v);
+    let (_, o, _) = q_on(
+        "inf.tet",
+        &b,
+        r#"{"dataset": "a", "quantile": {"q": 0}}"#,
+        &["-q"],
+    );
+    assert_eq!(o.trim(), "a quantile = -inf");
+    let (_, o, _) = q_on("inf.tet", &b, r#"{"dataset": "a", "median": []}"#, &["-q"]);
+    assert_eq!(o.trim(), "a median = 1.5");
+}

@@ -114,3 +114,63 @@ pub fn values(file: &TetFile<'_>, name: &str) -> Vec<f64> {
         .map(|b| element(ds.dtype(), b))
         .collect()
 }
+
+/// Asserts that the other implementation of layout v1 (thicclatka/tetration) reads the
+/// footer of `bytes`: our restatement of its rules (docs/tet-v1.md, "Footers both
+/// implementations read"), so the test command needs no build of it.
+/// `tests/interop/check_peer.sh` runs the real thing by hand.
+pub fn assert_peer_readable(bytes: &[u8]) {
+    use serde_json::Value;
+    use tet_alloc::tet::writer::{interop, INLINE_JSON_LIMIT};
+    let file = TetFile::open(bytes).unwrap();
+    let Some(footer) = file.footer() else {
+        return;
+    };
+    let json = footer.history_json();
+    assert!(json.len() <= INLINE_JSON_LIMIT, "history_json over 64 KiB");
+    let v: Value = serde_json::from_slice(json).unwrap();
+    for row in v["history"].as_array().into_iter().flatten() {
+        let row = row.as_object().expect("a history row is an object");
+        for (k, val) in row {
+            match k.as_str() {
+                "op" | "source" | "at" => {
+                    let s = val.as_str().expect("op, source, at are strings");
+                    assert!(
+                        !s.is_empty() && s.len() <= interop::ATTR_STRING_BYTES,
+                        "{k}"
+                    );
+                }
+                "parents" => assert!(val.as_array().unwrap().iter().all(Value::is_string)),
+                "params" => {
+                    let p = val.as_object().expect("params is an object");
+                    assert!(p.len() <= interop::HISTORY_PARAMS);
+                    for (pk, pv) in p {
+                        let s = pv.as_str().unwrap_or_else(|| panic!("param {pk} is {pv}"));
+                        assert!(!s.is_empty() && s.len() <= interop::ATTR_STRING_BYTES);
+                    }
+                }
+                other => panic!("unknown history row key {other}"),
+            }
+        }
+    }
+    let meta = match (v.get("metadata"), v.get("metadata_ref")) {
+        (Some(m), None) => m.to_string(),
+        (None, Some(r)) => {
+            let r = r.as_object().unwrap();
+            assert_eq!(r.len(), 2, "metadata_ref has exactly offset and len");
+            let (off, len) = (r["offset"].as_u64().unwrap(), r["len"].as_u64().unwrap());
+            // That reader takes the spill to end where history_json starts.
+            assert_eq!(
+                off + len,
+                footer.json_offset(),
+                "spill not right before the JSON"
+            );
+            assert!(len as usize <= interop::SPILL_LIMIT);
+            let spill = &bytes[off as usize..(off + len) as usize];
+            String::from_utf8(spill.to_vec()).unwrap()
+        }
+        (None, None) => return,
+        (Some(_), Some(_)) => panic!("metadata and metadata_ref together"),
+    };
+    interop::check_metadata(&meta).unwrap();
+}

@@ -4,7 +4,9 @@
 //! and `-j 4` must agree bit for bit, and so must files whose index rows are shuffled.
 
 use proptest::prelude::*;
-use tet_alloc::tet::query::{plan, Axes, Operation, Output};
+use tet_alloc::tet::query::{
+    numpy_median, numpy_quantile, plan, Axes, Operation, Output, Quantile,
+};
 use tet_alloc::tet::testing::TetWriter;
 use tet_alloc::tet::writer::{DatasetSpec, Writer};
 use tet_core::tet::fold::{Reduce, Value};
@@ -120,7 +122,15 @@ fn ops() -> impl Strategy<Value = Operation> {
         (0u32..2).prop_map(|d| Operation::Reduce(Reduce::Std(d))),
         (0u32..2).prop_map(|d| Operation::Reduce(Reduce::NanVar(d))),
         (0u32..2).prop_map(|d| Operation::Reduce(Reduce::NanStd(d))),
-        (0u32..=4).prop_map(|q| Operation::Quantile(f64::from(q) / 4.0)),
+        (0u32..=4).prop_map(|q| Operation::Quantile(Quantile {
+            q: f64::from(q) / 4.0,
+            integral: false
+        })),
+        (0u32..=1).prop_map(|q| Operation::Quantile(Quantile {
+            q: f64::from(q),
+            integral: true
+        })),
+        Just(Operation::Median),
     ]
 }
 
@@ -201,16 +211,23 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
     let float = matches!(s.dtype, DType::F16 | DType::F32 | DType::F64);
     let signed = matches!(s.dtype, DType::I16 | DType::I32 | DType::I64);
     let int_val = |v: i128| -> Option<Value> {
-        if signed {
-            i64::try_from(v).ok().map(Value::I64)
+        // Exact whatever the size: 64-bit types when they hold it.
+        Some(if signed {
+            i64::try_from(v).map_or(Value::I128(v), Value::I64)
         } else {
-            u64::try_from(v).ok().map(Value::U64)
-        }
+            u64::try_from(v).map_or(Value::I128(v), Value::U64)
+        })
     };
     let mut vals = Vec::new();
     for g in &groups {
         let non_nan: Vec<_> = g.iter().filter(|e| !e.1.is_nan()).copied().collect();
         let v = match op {
+            // NumPy's all-NaN slice: NaN, with a warning.
+            Operation::Reduce(r)
+                if r.skips_nan() && r != Reduce::NanSum && !g.is_empty() && non_nan.is_empty() =>
+            {
+                Some(Value::F64(f64::NAN))
+            }
             Operation::Reduce(r) => {
                 let set = if r.skips_nan() { &non_nan } else { g };
                 match r {
@@ -226,7 +243,9 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
                         if float {
                             Some(Value::F64(set.iter().map(|e| e.1).sum()))
                         } else {
-                            int_val(set.iter().map(|e| e.2).sum())
+                            set.iter()
+                                .try_fold(0i128, |a, e| a.checked_add(e.2))
+                                .and_then(int_val)
                         }
                     }
                     Reduce::Prod => {
@@ -309,24 +328,15 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
                     }
                 }
             }
+            // The gathering is what is tested here; the rules themselves are checked
+            // against NumPy's own answers (`numpy_rules_match_numpy` below).
             Operation::Quantile(q) => {
-                if g.is_empty() {
-                    None
-                } else if g.iter().any(|e| e.1.is_nan()) {
-                    Some(Value::F64(f64::NAN))
-                } else {
-                    let mut v: Vec<f64> = g.iter().map(|e| e.1).collect();
-                    v.sort_by(f64::total_cmp);
-                    let p = q * (v.len() - 1) as f64;
-                    let lo = p.floor() as usize;
-                    let hi = (lo + 1).min(v.len() - 1);
-                    let (a, b, t) = (v[lo], v[hi], p - lo as f64);
-                    Some(Value::F64(if t < 0.5 {
-                        a + (b - a) * t
-                    } else {
-                        b - (b - a) * (1.0 - t)
-                    }))
-                }
+                let mut v: Vec<f64> = g.iter().map(|e| e.1).collect();
+                numpy_quantile(&mut v, q).map(Value::F64)
+            }
+            Operation::Median => {
+                let mut v: Vec<f64> = g.iter().map(|e| e.1).collect();
+                numpy_median(&mut v).map(Value::F64)
             }
         };
         match v {
@@ -402,6 +412,7 @@ fn bits(o: &Result<Output, String>) -> Result<Vec<u64>, String> {
                 Value::F64(f) => f.to_bits(),
                 Value::U64(u) | Value::Position(u) => *u,
                 Value::I64(i) => *i as u64,
+                Value::I128(i) => *i as u64 ^ (*i >> 64) as u64,
                 Value::Bool(b) => u64::from(*b),
             })
             .collect()
@@ -495,7 +506,7 @@ fn conformance_files_through_the_engine() {
 }
 
 #[test]
-fn integer_overflow_is_an_error_not_a_wrap() {
+fn integer_results_are_exact_to_128_bits_and_an_error_past_them() {
     let s = Spec {
         dtype: DType::U64,
         shape: vec![2],
@@ -503,11 +514,46 @@ fn integer_overflow_is_an_error_not_a_wrap() {
         data: [u64::MAX, 1].iter().flat_map(|v| v.to_le_bytes()).collect(),
     };
     let b = write(&s, false);
-    let e = run_on(&b, &[], Operation::Reduce(Reduce::Sum), None, 1).unwrap_err();
-    assert!(e.contains("overflows"), "{e}");
+    let sum = run_on(&b, &[], Operation::Reduce(Reduce::Sum), None, 1).unwrap();
+    assert_eq!(sum.values, vec![Value::I128(1 << 64)]);
     // The mean is still exact in 128 bits.
     let m = run_on(&b, &[], Operation::Reduce(Reduce::Mean), None, 1).unwrap();
     assert_eq!(m.values, vec![Value::F64(9_223_372_036_854_775_808.0)]);
+    // i64::MIN squared fits 128 bits; cubed it does not.
+    let s = Spec {
+        dtype: DType::I64,
+        shape: vec![3],
+        chunk: vec![2],
+        data: [i64::MIN, i64::MIN, -1]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+    };
+    let b = write(&s, false);
+    let sel = [Slice {
+        start: None,
+        stop: Some(2),
+        step: None,
+    }];
+    let p = run_on(&b, &sel, Operation::Reduce(Reduce::Prod), None, 1).unwrap();
+    assert_eq!(p.values, vec![Value::I128(1 << 126)]);
+    let p = run_on(&b, &[], Operation::Reduce(Reduce::Prod), None, 2).unwrap();
+    assert_eq!(p.values, vec![Value::I128(-(1 << 126))]);
+    let s = Spec {
+        dtype: DType::I64,
+        shape: vec![3],
+        chunk: vec![2],
+        data: [i64::MIN; 3].iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    let e = run_on(
+        &write(&s, false),
+        &[],
+        Operation::Reduce(Reduce::Prod),
+        None,
+        1,
+    )
+    .unwrap_err();
+    assert!(e.contains("overflows"), "{e}");
 }
 
 #[test]
@@ -566,6 +612,101 @@ fn a_huge_grid_with_few_rows_is_refused_before_planning() {
     ];
     let out = run_on(&b, &sl, Operation::Reduce(Reduce::Count), None, 1).unwrap();
     assert_eq!(out.values, vec![Value::U64(16)]);
+}
+
+/// `numpy_quantile` and `numpy_median` against NumPy's own answers over 400 random small
+/// arrays with ±inf, NaN, repeats and single elements (`data/numpy_quantiles.txt`, written
+/// by `tests/interop/numpy_quantiles.py` with NumPy 2.4; the test needs no NumPy).
+#[test]
+fn numpy_rules_match_numpy() {
+    let table = include_str!("data/numpy_quantiles.txt");
+    let mut cases = 0;
+    for line in table.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = line.split('|').collect();
+        let mut v: Vec<f64> = f[0].split(',').map(|x| x.parse().unwrap()).collect();
+        let want: f64 = f[2].parse().unwrap();
+        let got = if f[1] == "median" {
+            numpy_median(&mut v)
+        } else {
+            let q = Quantile {
+                q: f[1].parse().unwrap(),
+                integral: !f[1].contains(['.', 'e']),
+            };
+            numpy_quantile(&mut v, q)
+        }
+        .unwrap();
+        assert!(
+            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+            "{line}: got {got}"
+        );
+        cases += 1;
+    }
+    assert_eq!(cases, 400);
+    // The case: q = 0 over [-inf, 1, 2, 5] is -inf (NumPy, integer q); a float
+    // q = 0.0 interpolates -inf + (inf · 0) = NaN, as NumPy does too.
+    let q = |q: f64, integral| Quantile { q, integral };
+    let mut v = [f64::NEG_INFINITY, 1.0, 2.0, 5.0];
+    assert_eq!(
+        numpy_quantile(&mut v, q(0.0, true)),
+        Some(f64::NEG_INFINITY)
+    );
+    assert!(numpy_quantile(&mut v, q(0.0, false)).unwrap().is_nan());
+    assert_eq!(numpy_quantile(&mut v, q(1.0, false)), Some(5.0));
+    // numpy.median([inf, inf]) is inf; numpy.quantile([inf, inf], 0.5) is NaN.
+    let mut v = [f64::INFINITY, f64::INFINITY];
+    assert_eq!(numpy_median(&mut v), Some(f64::INFINITY));
+    assert!(numpy_quantile(&mut v, q(0.5, false)).unwrap().is_nan());
+    assert_eq!(numpy_median(&mut [7.0]), Some(7.0));
+    assert_eq!(numpy_median(&mut []), None);
+}
+
+/// NumPy's all-NaN slice: `nan_*` reductions give NaN for an output cell with only NaN
+/// elements, and the output names the first such cell and the count (the CLI warns).
+#[test]
+fn all_nan_cells_are_nan_and_counted() {
+    let n = f32::NAN;
+    let s = Spec {
+        dtype: DType::F32,
+        shape: vec![3, 2],
+        chunk: vec![2, 1],
+        data: [n, n, 1.0, n, n, n]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+    };
+    let b = write(&s, false);
+    for r in [
+        Reduce::NanMean,
+        Reduce::NanMin,
+        Reduce::NanMax,
+        Reduce::NanVar(0),
+        Reduce::NanStd(0),
+    ] {
+        let o = run_on(&b, &[], Operation::Reduce(r), Some(&[1]), 2).unwrap();
+        let Value::F64(mid) = o.values[1] else {
+            panic!("{r:?}")
+        };
+        assert!(matches!(o.values[0], Value::F64(x) if x.is_nan()), "{r:?}");
+        assert!(matches!(o.values[2], Value::F64(x) if x.is_nan()), "{r:?}");
+        assert!(!mid.is_nan(), "{r:?}");
+        assert_eq!(o.nothing_left, Some((0, 2)), "{r:?}");
+        // The scalar case: the whole selection NaN.
+        let sel = [Slice {
+            start: Some(2),
+            stop: None,
+            step: None,
+        }];
+        let o = run_on(&b, &sel, Operation::Reduce(r), None, 1).unwrap();
+        assert!(
+            matches!(o.values[..], [Value::F64(x)] if x.is_nan()),
+            "{r:?}"
+        );
+        assert_eq!(o.nothing_left, Some((0, 1)));
+    }
+    // nan_sum of nothing is 0, not a warning; plain reductions are NaN without one.
+    let o = run_on(&b, &[], Operation::Reduce(Reduce::NanSum), Some(&[1]), 1).unwrap();
+    assert_eq!(o.values[0], Value::F64(0.0));
+    assert_eq!(o.nothing_left, None);
 }
 
 /// Found by `engine_matches_the_naive_reference`: a variance with `ddof` at least the

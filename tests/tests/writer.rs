@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use tet_alloc::tet::writer::{
     ChunkProblem, DatasetSpec, FooterSpec, HistoryRow, WriteError, Writer, INLINE_JSON_LIMIT,
 };
-use tet_core::tet::{Codec, DType, DatasetId, ExecutionSettings, TetFile};
+use tet_core::tet::{Code, Codec, DType, DatasetId, ExecutionSettings, TetFile};
 use tet_host::tet::codec::CCompressor;
 use tet_host::tet::verify::{check_with, DecodeOptions};
 use tet_tests::logical_bytes;
@@ -103,16 +103,19 @@ fn tile(s: &Spec, c: &[u64]) -> Vec<u8> {
 
 fn footer(spill: bool) -> FooterSpec {
     let meta = if spill {
-        format!(r#"{{"notes":"{}"}}"#, "n".repeat(INLINE_JSON_LIMIT))
+        format!(
+            r#"{{"datasets":{{"d0":{{"attrs":{{"units":"K"}}}}}},"notes":"{}"}}"#,
+            "n".repeat(INLINE_JSON_LIMIT)
+        )
     } else {
-        r#"{"units":"K"}"#.to_string()
+        r#"{"datasets":{"a":{"attrs":{"units":"K"}}}}"#.to_string()
     };
     FooterSpec {
         history: vec![HistoryRow {
             op: "write".into(),
             source: "props \"quoted\"\n".into(),
             at: "2026-11-30T00:00:00Z".into(),
-            params: Some(r#"{"seed":1}"#.into()),
+            params: vec![("seed".into(), "1".into())],
         }],
         metadata: Some(meta),
     }
@@ -195,6 +198,7 @@ proptest! {
         let level = c.then_some(3);
         let shuffled = write(&specs, &order, zstd_mask, level, f.as_ref());
         deep_clean(&shuffled);
+        tet_tests::assert_peer_readable(&shuffled);
         let file = TetFile::open(&shuffled).unwrap();
         for (i, s) in specs.iter().enumerate() {
             prop_assert_eq!(&logical_bytes(&file, &format!("d{i}")), &s.data);
@@ -211,11 +215,60 @@ proptest! {
         for (i, s) in specs.iter().enumerate() {
             prop_assert_eq!(&logical_bytes(&fa, &format!("d{i}")), &s.data);
         }
-        // Canonical arrival lays payloads right after the index, in index order.
-        let mut at = fa.payload_floor();
+        // Canonical arrival lays payloads right after the index and the checksum table
+        // (16 bytes a row), in index order.
+        let mut at = fa.payload_floor() + 16 * fa.rows().len() as u64;
         for row in fa.rows() {
             prop_assert_eq!(row.payload_offset.get(), at);
             at += row.stored_byte_len.get();
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// A bit flipped anywhere in any chunk of a file this writer makes is caught by
+    /// `verify --deep`, raw chunks by the checksum table, and named at the chunk's row.
+    #[test]
+    fn a_flipped_bit_in_any_chunk_is_caught_by_verify_deep(
+        specs in proptest::collection::vec(dataset(), 1..=3),
+        zstd_mask in any::<u64>(),
+        with_footer in any::<bool>(),
+        pick in any::<u64>(),
+        bit in 0u32..8,
+    ) {
+        let f = with_footer.then(|| footer(false));
+        let good = write(&specs, &cells(&specs), zstd_mask, None, f.as_ref());
+        let file = TetFile::open(&good).unwrap();
+        let rows: Vec<(usize, u64, u64)> = file
+            .rows()
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.stored_byte_len.get() > 0)
+            .map(|(i, r)| (i, r.payload_offset.get(), r.stored_byte_len.get()))
+            .collect();
+        prop_assume!(!rows.is_empty());
+        let (row, at, len) = rows[(pick % rows.len() as u64) as usize];
+        let mut bad = good.clone();
+        bad[(at + (pick >> 8) % len) as usize] ^= 1 << bit;
+        let c = check_with(
+            &bad,
+            &DecodeOptions { deep: true, threads: Some(2), budget: Some(1 << 30), progress: false },
+        )
+        .unwrap();
+        prop_assert!(
+            c.found.kept.iter().any(|f| f.row == Some(row as u64)),
+            "row {row} not named: {:?}", c.found.kept
+        );
+        // A raw chunk has only the table to catch it; a zstd frame that no longer
+        // decodes is named by its decode finding instead.
+        if file.rows()[row].codec.get() == 0 {
+            prop_assert!(c
+                .found
+                .kept
+                .iter()
+                .any(|f| f.code == Code::ChunkChecksum && f.row == Some(row as u64)));
         }
     }
 }
@@ -253,7 +306,8 @@ fn canonical_raw_files_match_the_conformance_layout_byte_for_byte() {
                 chunk_shape: c,
             });
         }
-        let mut w = Writer::new(Vec::new(), &decl).unwrap();
+        // Without the checksum table: the reference layout byte for byte.
+        let mut w = Writer::reference_layout(Vec::new(), &decl).unwrap();
         w.set_execution(file.index().unwrap().execution());
         for (i, (n, ..)) in shapes.iter().enumerate() {
             let data = logical_bytes(&file, n);

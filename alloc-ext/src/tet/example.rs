@@ -53,10 +53,10 @@ pub fn temperature() -> Result<Vec<u8>, WriteError<core::convert::Infallible>> {
             op: String::from("create"),
             source: String::from("tet-alloc example"),
             at: String::from("2026-11-30T00:00:00Z"),
-            params: None,
+            params: Vec::new(),
         }],
         metadata: Some(String::from(
-            r#"{"units":{"temperature":"degC","pressure":"hPa"}}"#,
+            r#"{"file":{"tool":"tet-alloc example"},"datasets":{"temperature":{"attrs":{"units":"degC"}},"pressure":{"attrs":{"units":"hPa"}}}}"#,
         )),
     };
     w.finish(Some(&footer))

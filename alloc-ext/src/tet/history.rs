@@ -8,7 +8,7 @@ use core::fmt;
 
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
-use tet_core::tet::{Code, Finding, Span, TetFile};
+use tet_core::tet::{ChecksumTable, Code, Finding, Span, TetFile};
 use tet_core::{Error, ErrorKind};
 
 /// What the JSON says.
@@ -20,6 +20,8 @@ pub struct History {
     pub inline_metadata: bool,
     /// `metadata_ref` as `(offset, len)`.
     pub metadata_ref: Option<(u64, u64)>,
+    /// The inline metadata's `tet_checksums` table, as `(offset, rows)`.
+    pub checksums: Option<(u64, u64)>,
 }
 
 /// A row in either accepted form; fields are borrowed and dropped right away.
@@ -101,7 +103,7 @@ impl<'de> Deserialize<'de> for History {
                             if h.inline_metadata {
                                 return Err(de::Error::duplicate_field("metadata"));
                             }
-                            map.next_value::<Obj>()?;
+                            h.checksums = map.next_value::<Meta>()?.0;
                             h.inline_metadata = true;
                         }
                         "metadata_ref" => {
@@ -171,19 +173,46 @@ impl<'de> Deserialize<'de> for Any {
     }
 }
 
-/// Any JSON object, validated and discarded.
-struct Obj;
-impl<'de> Deserialize<'de> for Obj {
+/// `metadata.tet_checksums` in the shape this writer gives it; another shape (another
+/// algorithm, another writer's key) is no table, not an error.
+#[derive(Deserialize)]
+struct TableRef<'a> {
+    #[serde(borrow)]
+    algorithm: Cow<'a, str>,
+    offset: u64,
+    rows: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum MaybeTable<'a> {
+    #[serde(borrow)]
+    Table(TableRef<'a>),
+    Other(Any),
+}
+
+/// A metadata object, validated; keeps its checksum table's `(offset, rows)`.
+struct Meta(Option<(u64, u64)>);
+impl<'de> Deserialize<'de> for Meta {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Obj;
+            type Value = Meta;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Obj, A::Error> {
-                while map.next_entry::<Cow<'de, str>, Any>()?.is_some() {}
-                Ok(Obj)
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Meta, A::Error> {
+                let mut table = None;
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key == "tet_checksums" {
+                        if let MaybeTable::Table(t) = map.next_value::<MaybeTable<'de>>()? {
+                            table = (t.algorithm == "crc32c").then_some((t.offset, t.rows));
+                        }
+                    } else {
+                        map.next_value::<Any>()?;
+                    }
+                }
+                Ok(Meta(table))
             }
         }
         d.deserialize_map(V)
@@ -198,11 +227,13 @@ pub fn parse(json: &[u8]) -> Result<History, String> {
     Ok(h)
 }
 
-/// Checks that the metadata spill is a JSON object (validated without a tree).
-pub fn check_spill(spill: &[u8]) -> Result<(), String> {
+/// Checks that the metadata spill is a JSON object (validated without a tree); returns
+/// its checksum table's `(offset, rows)`.
+pub fn check_spill(spill: &[u8]) -> Result<Option<(u64, u64)>, String> {
     let mut de = serde_json::Deserializer::from_slice(spill);
-    Obj::deserialize(&mut de).map_err(|e| e.to_string())?;
-    de.end().map_err(|e| e.to_string())
+    let m = Meta::deserialize(&mut de).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(m.0)
 }
 
 /// What a file's footer JSON holds, and what is wrong with it.
@@ -214,6 +245,17 @@ pub struct FooterCheck {
     pub spill: Option<Span>,
     /// `footer-json` and `metadata-spill` findings, each with what the JSON parser said.
     pub problems: Vec<(Finding, String)>,
+    /// The chunk checksum table the metadata names, as `(offset, rows)`.
+    pub checksums: Option<(u64, u64)>,
+}
+
+impl FooterCheck {
+    /// The chunk checksum table the metadata names: `None` when it names none (files
+    /// from other writers), else the table or why it cannot be used (`checksum-table`).
+    pub fn table<'a>(&self, file: &TetFile<'a>) -> Option<Result<ChecksumTable<'a>, Finding>> {
+        let (offset, rows) = self.checksums?;
+        Some(ChecksumTable::parse(file, offset, rows))
+    }
 }
 
 /// Checks the footer JSON of `file` (if it has a footer) and the metadata spill it
@@ -242,11 +284,15 @@ pub fn check_footer(file: &TetFile<'_>) -> FooterCheck {
             let end = start.checked_add(usize::try_from(s.len).ok()?)?;
             file.bytes().get(start..end).map(|b| (s, b))
         });
+    out.checksums = h.checksums;
     if let Some((s, bytes)) = spill {
-        if let Err(e) = check_spill(bytes) {
-            let error = Error::new(ErrorKind::Invalid, "metadata_spill", s.offset);
-            out.problems
-                .push((Finding::new(Code::MetadataSpill, error), e));
+        match check_spill(bytes) {
+            Ok(t) => out.checksums = out.checksums.or(t),
+            Err(e) => {
+                let error = Error::new(ErrorKind::Invalid, "metadata_spill", s.offset);
+                out.problems
+                    .push((Finding::new(Code::MetadataSpill, error), e));
+            }
         }
     }
     out.history = Some(h);

@@ -17,7 +17,7 @@
 //! Nothing else changes: payload bytes are copied as they are, rows keep their order.
 
 use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use serde_json::Value;
@@ -532,11 +532,12 @@ pub fn apply<O: Output>(
                 "op": "repair",
                 "source": "tet-host repair --zero-bad-chunks",
                 "at": at,
+                // Strings only: the other implementation reads `params` as a string map.
                 "params": {
                     "lost": "chunk",
-                    "dataset": dataset,
-                    "coords": coords.as_slice(),
-                    "row": row,
+                    "dataset": dataset.to_string(),
+                    "coords": Value::from(coords.as_slice()).to_string(),
+                    "row": row.to_string(),
                     "finding": code.as_str(),
                 },
             })

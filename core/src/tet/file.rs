@@ -19,7 +19,8 @@ pub struct TetFile<'a> {
     directory: Option<Directory<'a>>,
     index: Option<IndexHeader<'a>>,
     footer: Option<Footer<'a>>,
-    footer_invalid: bool,
+    /// Why the footer tail did not parse (flag bit 0 set): its code and error.
+    footer_problem: Option<(Code, Error)>,
     payload_limit: u64,
 }
 
@@ -49,10 +50,23 @@ fn region_err(code: Code, kind: ErrorKind, what: &'static str, offset: u64) -> F
 
 impl<'a> TetFile<'a> {
     /// Opens a file, failing on the first error-severity problem in the superblock,
-    /// directory, index header or footer tail. Index rows are checked when read.
+    /// directory or index header. Index rows are checked when read. A footer tail that
+    /// does not parse does not fail it: the data does not depend on the footer, so the
+    /// file opens without one and [`TetFile::footer_problem`] says why (the payload area
+    /// then runs to the end of the file).
     pub fn open(bytes: &'a [u8]) -> Result<TetFile<'a>, Error> {
-        let mut first = FirstError::default();
+        /// Passes on every finding but the footer tail's.
+        struct DataOnly(FirstError);
+        impl Sink<Finding> for DataOnly {
+            fn report(&mut self, f: &Finding) {
+                if !f.code.is_footer_tail() {
+                    self.0.report(f);
+                }
+            }
+        }
+        let mut first = DataOnly(FirstError::default());
         let file = TetFile::parse(bytes, &mut first);
+        let first = first.0;
         match (first.0, file) {
             (Some(f), _) => Err(f.error),
             (None, Some(file)) => Ok(file),
@@ -79,7 +93,7 @@ impl<'a> TetFile<'a> {
             directory: None,
             index: None,
             footer: None,
-            footer_invalid: false,
+            footer_problem: None,
             payload_limit: file_len,
         };
         if superblock.has_history_footer() {
@@ -90,7 +104,7 @@ impl<'a> TetFile<'a> {
                 }
                 Err(f) => {
                     sink.report(&f);
-                    file.footer_invalid = true;
+                    file.footer_problem = Some((f.code, f.error));
                 }
             }
         }
@@ -288,7 +302,13 @@ impl<'a> TetFile<'a> {
 
     /// Whether flag bit 0 is set but the footer tail is malformed.
     pub fn footer_invalid(&self) -> bool {
-        self.footer_invalid
+        self.footer_problem.is_some()
+    }
+
+    /// Why the footer tail did not parse, when flag bit 0 is set and it did not
+    /// (`footer-truncated`, `footer-magic`, `footer-version` or `footer-length`).
+    pub fn footer_problem(&self) -> Option<Finding> {
+        self.footer_problem.map(|(c, e)| Finding::new(c, e))
     }
 
     /// End of the payload area: the footer's first byte, or the file length.

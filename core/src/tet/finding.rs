@@ -51,6 +51,8 @@ codes! {
     FooterLength = "footer-length", Error, "`history_json_len` reaches back into the index or superblock.";
     FooterJson = "footer-json", Error, "`history_json` is not a valid history object.";
     MetadataSpill = "metadata-spill", Error, "`metadata_ref` does not name a valid span between the payloads and `history_json`.";
+    ChecksumTable = "checksum-table", Error, "The chunk checksum table the metadata names does not lie between the index and the end of the payload area, or has a row count other than the index's.";
+    ChunkChecksum = "chunk-checksum", Error, "A chunk's stored bytes do not match its checksum table entry (CRC-32C).";
     VerifyIncomplete = "verify-incomplete", Error, "The caller's scratch buffer was too small to check coverage and overlap.";
     ZstdFrame = "zstd-frame", Error, "A zstd payload is not one well-formed frame (bad magic, reserved bit, truncated or corrupt block, dictionary, empty span).";
     ZstdWindow = "zstd-window", Error, "A zstd frame declares a window larger than 128 MiB.";
@@ -73,6 +75,17 @@ pub struct Finding {
     pub row: Option<u64>,
     /// The chunk grid cell concerned, if any.
     pub coords: Option<Coords>,
+}
+
+impl Code {
+    /// Whether the code is about the footer tail (found when the file is opened); the
+    /// data never depends on it.
+    pub fn is_footer_tail(self) -> bool {
+        matches!(
+            self,
+            Code::FooterTruncated | Code::FooterMagic | Code::FooterVersion | Code::FooterLength
+        )
+    }
 }
 
 impl Finding {

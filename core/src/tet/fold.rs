@@ -215,6 +215,9 @@ pub enum Value {
     U64(u64),
     /// Signed integer.
     I64(i64),
+    /// An exact integer sum or product outside its 64-bit output type (every sum or
+    /// product that fits 128 bits is returned exactly).
+    I128(i128),
     /// Floating point.
     F64(f64),
     /// Boolean.
@@ -658,19 +661,29 @@ impl Acc {
         }
     }
 
+    /// Whether `op` skips NaN, needs an element, and every element folded was NaN
+    /// (NumPy's "all-NaN slice"): its result is then NaN rather than an error.
+    pub fn nothing_left(&self, op: Reduce) -> bool {
+        op.skips_nan() && op != Reduce::NanSum && self.n > 0 && self.nan == self.n
+    }
+
     /// The result of `op` for elements of `dtype`.
     pub fn result(&self, op: Reduce, dtype: DType) -> Result<Value, FoldError> {
         let float = is_float(dtype);
         let signed = is_signed(dtype);
         let int_out = |v: i128| -> Result<Value, FoldError> {
-            if signed {
-                i64::try_from(v)
-                    .map(Value::I64)
-                    .map_err(|_| FoldError::Overflow)
+            Ok(if signed {
+                i64::try_from(v).map_or(Value::I128(v), Value::I64)
             } else {
-                u64::try_from(v)
-                    .map(Value::U64)
-                    .map_err(|_| FoldError::Overflow)
+                u64::try_from(v).map_or(Value::I128(v), Value::U64)
+            })
+        };
+        // NumPy's all-NaN slice: NaN, not an error (the caller warns).
+        let nothing_left = |e: FoldError| {
+            if self.nothing_left(op) {
+                Ok(Value::F64(f64::NAN))
+            } else {
+                Err(e)
             }
         };
         match op {
@@ -700,7 +713,7 @@ impl Acc {
             }
             Reduce::Mean | Reduce::NanMean => {
                 if self.mn == 0 {
-                    return Err(FoldError::Empty);
+                    return nothing_left(FoldError::Empty);
                 }
                 let total = if float {
                     self.fsum.value()
@@ -713,7 +726,9 @@ impl Acc {
                 Ok(Value::F64(total / to_f64(self.mn)))
             }
             Reduce::Min | Reduce::Max | Reduce::NanMin | Reduce::NanMax => {
-                let e = self.ext.ok_or(FoldError::Empty)?;
+                let Some(e) = self.ext else {
+                    return nothing_left(FoldError::Empty);
+                };
                 if float {
                     Ok(Value::F64(e.float))
                 } else {
@@ -726,7 +741,7 @@ impl Acc {
             }
             Reduce::Var(ddof) | Reduce::Std(ddof) | Reduce::NanVar(ddof) | Reduce::NanStd(ddof) => {
                 if self.mn == 0 {
-                    return Err(FoldError::Empty);
+                    return nothing_left(FoldError::Empty);
                 }
                 // Too few elements for `ddof` is refused whatever they hold (a NaN among
                 // them included), as the reference and the CLI's table have it.

@@ -12,6 +12,7 @@ pub mod raw;
 pub mod select;
 pub mod zstd;
 
+mod checksums;
 mod directory;
 mod file;
 mod finding;
@@ -20,6 +21,7 @@ mod index;
 mod superblock;
 mod verify;
 
+pub use checksums::{ChecksumTable, CHECKSUM_ENTRY_LEN};
 pub use directory::{Dataset, DatasetIter, Directory};
 pub use file::{Chunk, TetFile};
 pub use finding::{Code, Finding, FirstError, Severity, Sink};

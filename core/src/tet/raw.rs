@@ -97,7 +97,23 @@ pub struct RawFooterTail {
     pub magic: [u8; 4],
 }
 
+/// One entry of the chunk checksum table (16 bytes; entry `i` belongs to index row `i`;
+/// docs/tet-v1.md, "Chunk checksums").
+#[repr(C)]
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
+pub struct RawChecksumEntry {
+    /// 0: the row's `payload_offset` when the checksum was taken; an entry whose offset
+    /// differs from its row's (the row was repointed, e.g. by repair) does not apply.
+    pub payload_offset: U64,
+    /// 8: CRC-32C (Castagnoli, reflected, init and final xor `0xffffffff`) of the row's
+    /// `stored_byte_len` stored bytes.
+    pub crc32c: U32,
+    /// 12: zero.
+    pub reserved: U32,
+}
+
 const _: () = assert!(core::mem::size_of::<RawSuperblock>() == 32);
+const _: () = assert!(core::mem::size_of::<RawChecksumEntry>() == 16);
 const _: () = assert!(core::mem::size_of::<RawRecordHeader>() == 16);
 const _: () = assert!(core::mem::size_of::<RawTidxHeader>() == 32);
 const _: () = assert!(core::mem::size_of::<RawIndexEntry>() == 104);

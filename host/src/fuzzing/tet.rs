@@ -179,7 +179,11 @@ pub fn query_fold(data: &[u8]) {
         Operation::Reduce(Reduce::AllFinite),
         Operation::Reduce(Reduce::Var(1)),
         Operation::Reduce(Reduce::NanStd(0)),
-        Operation::Quantile(0.3),
+        Operation::Quantile(tet_alloc::tet::query::Quantile {
+            q: 0.3,
+            integral: false,
+        }),
+        Operation::Median,
     ];
     let op = ops
         .get(usize::from(head[0]) % ops.len())
@@ -229,6 +233,9 @@ pub fn query_fold(data: &[u8]) {
                                 u64::from_le_bytes(i.to_le_bytes())
                             }
                             tet_core::tet::fold::Value::Bool(b) => u64::from(*b),
+                            tet_core::tet::fold::Value::I128(i) => {
+                                u64::try_from(i.rem_euclid(1 << 64)).unwrap_or_default()
+                            }
                         })
                         .collect()
                 };

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use tet_alloc::tet::writer::{DatasetSpec, FooterSpec, HistoryRow, Writer};
+use tet_alloc::tet::writer::{interop, DatasetSpec, FooterSpec, HistoryRow, Writer};
 use tet_core::tet::{Codec, DatasetId};
 
 use crate::atomic::{AtomicFile, RealFs};
@@ -168,16 +168,13 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
     let footer = FooterSpec {
         history: vec![HistoryRow {
             op: "convert".into(),
-            source: input.display().to_string(),
+            source: interop::clip(&input.display().to_string()).to_string(),
             at: super::now_rfc3339(),
-            params: Some(
-                serde_json::json!({
-                    "from": if is_zip { "npz" } else { "npy" },
-                    "arrays": descrs,
-                    "codec": o.codec.name(),
-                })
-                .to_string(),
-            ),
+            params: vec![
+                ("from".into(), if is_zip { "npz" } else { "npy" }.into()),
+                ("arrays".into(), arrays_param(&descrs)),
+                ("codec".into(), o.codec.name().into()),
+            ],
         }],
         metadata: None,
     };
@@ -192,6 +189,22 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
             Exit::Operational
         }
     }
+}
+
+/// The `arrays` history param: the `name:descr` list as JSON text (a string, as the other
+/// implementation requires), or when that is too long for it, the count and the dtypes.
+fn arrays_param(descrs: &[String]) -> String {
+    let list = serde_json::to_string(descrs).unwrap_or_default();
+    if list.len() <= interop::ATTR_STRING_BYTES {
+        return list;
+    }
+    let mut dtypes: Vec<&str> = descrs
+        .iter()
+        .filter_map(|d| d.rsplit_once(':').map(|(_, t)| t))
+        .collect();
+    dtypes.sort_unstable();
+    dtypes.dedup();
+    interop::clip(&format!("{} arrays of {}", descrs.len(), dtypes.join(" "))).to_string()
 }
 
 /// The members of an `.npz`: stored ones as byte ranges of `bytes`, deflated ones

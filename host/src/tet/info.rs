@@ -27,6 +27,16 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
         );
         return Exit::Problems;
     };
+    if let Some(w) = crate::tet::footer_warning(&file) {
+        eprintln!("tet-host: {}: {w}", path.display());
+    }
+    // A broken footer tail is warned about above; it hides nothing else.
+    let footer_errors = problems
+        .kept
+        .iter()
+        .filter(|f| f.code.is_footer_tail())
+        .map(|_| 1u64)
+        .sum::<u64>();
     // Only the footer JSON is needed here; the row checks are verify's job.
     let hist = file
         .footer()
@@ -82,6 +92,11 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
         }));
     }
     let exec = file.index().map(|ix| ix.execution());
+    let sums = history::check_footer(&file)
+        .table(&file)
+        .and_then(Result::ok);
+    let rows = u64::try_from(file.rows().len()).unwrap_or(u64::MAX);
+    let covered = sums.map_or(0, |s| s.covered(&file));
     let footer = file.footer().map(|f| {
         json!({
             "history_json_offset": f.json_offset(),
@@ -111,13 +126,19 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
         })),
         "datasets": datasets,
         "footer": footer,
+        "checksums": {
+            "algorithm": sums.map(|_| "crc32c"),
+            "table_offset": sums.map(|s| s.offset()),
+            "chunks": rows,
+            "chunks_without_checksum": rows.saturating_sub(covered),
+        },
         "structure_problems": problems.errors.saturating_add(problems.warnings),
     });
     match output {
         Output::Json => crate::report::print_json(&v),
         Output::Human | Output::Quiet => print_info_human(path, &file, &v, exec, &problems),
     }
-    if problems.errors > 0 {
+    if problems.errors > footer_errors {
         Exit::Problems
     } else {
         Exit::Clean
@@ -261,6 +282,17 @@ fn print_info_human(
                 "invalid JSON (run verify)".to_string()
             }
         );
+    }
+    let c = &v["checksums"];
+    match c["table_offset"].as_u64() {
+        Some(at) => println!(
+            "checksums:   CRC-32C table at {at:#x}; {} of {} chunk(s) carry no checksum",
+            c["chunks_without_checksum"], c["chunks"]
+        ),
+        None => println!(
+            "checksums:   none; {} of {} chunk(s) carry no checksum",
+            c["chunks_without_checksum"], c["chunks"]
+        ),
     }
     if problems.errors > 0 || problems.warnings > 0 {
         println!(

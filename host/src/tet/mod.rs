@@ -20,9 +20,11 @@ pub mod report;
 pub mod verify;
 pub mod write;
 
-/// Opens `bytes` as a `.tet` file for reading data, or says why not (exit 4).
+/// Opens `bytes` as a `.tet` file for reading data, or says why not (exit 4). A footer
+/// that cannot be read does not stop the data: it is named on standard error
+/// ([`footer_warning`]) and the file opens without it.
 pub fn open_tet<'a>(path: &Path, bytes: &'a [u8]) -> Result<TetFile<'a>, Exit> {
-    TetFile::open(bytes).map_err(|e| {
+    let file = TetFile::open(bytes).map_err(|e| {
         match crate::classify_bytes(bytes) {
             Err(what) => {
                 crate::say!(
@@ -42,7 +44,31 @@ pub fn open_tet<'a>(path: &Path, bytes: &'a [u8]) -> Result<TetFile<'a>, Exit> {
         }
         crate::say!("{}: not a readable .tet file: {e}", path.display());
         Exit::of(e.kind.category())
-    })
+    })?;
+    if let Some(w) = footer_warning(&file) {
+        eprintln!("tet-host: {}: {w}", path.display());
+    }
+    Ok(file)
+}
+
+/// The warning for a history footer that cannot be read, naming the rule broken and
+/// its offset: the tail's (found when the file was opened), else the JSON's or the
+/// spill's (parsed here, bounded by the largest history row).
+pub fn footer_warning(file: &TetFile<'_>) -> Option<String> {
+    let (f, note) = match file.footer_problem() {
+        Some(f) => (f, None),
+        None => tet_alloc::tet::history::check_footer(file)
+            .problems
+            .into_iter()
+            .next()
+            .map(|(f, n)| (f, Some(n)))?,
+    };
+    Some(format!(
+        "warning[{}]: the history footer is unreadable: {}; the chunks are read without it \
+         (`tet-host verify` reports it, `tet-host repair -y` drops it)",
+        f.code.as_str(),
+        report::message(&report::Names::default(), &f, note.as_ref())
+    ))
 }
 
 /// The memory budget: `cli` when given, else `doc` (a query's `execution` object), else

@@ -64,7 +64,7 @@ pub fn write_values(path: &Path, out: &Output, ds_shape: &[u64]) -> io::Result<(
     let (d, mut bytes) = match first {
         Value::F64(_) => ("<f8", Vec::new()),
         Value::U64(_) => ("<u8", Vec::new()),
-        Value::I64(_) => ("<i8", Vec::new()),
+        Value::I64(_) | Value::I128(_) => ("<i8", Vec::new()),
         Value::Bool(_) => ("|b1", Vec::new()),
         Value::Position(_) => {
             shape.push(u64::try_from(ds_shape.len()).unwrap_or(0));
@@ -76,6 +76,13 @@ pub fn write_values(path: &Path, out: &Output, ds_shape: &[u64]) -> io::Result<(
             Value::F64(x) => bytes.extend_from_slice(&x.to_le_bytes()),
             Value::U64(x) => bytes.extend_from_slice(&x.to_le_bytes()),
             Value::I64(x) => bytes.extend_from_slice(&x.to_le_bytes()),
+            // Refused by the caller (`query`): .npy has no exact type for it.
+            Value::I128(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "an integer outside 64 bits",
+                ))
+            }
             Value::Bool(b) => bytes.push(u8::from(*b)),
             Value::Position(p) => {
                 for c in position_coords(ds_shape, *p) {

@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use rayon::prelude::*;
-use serde_json::{json, Map, Value as Json};
+use serde_json::{json, Value as Json};
 use tet_alloc::tet::decode::ChunkDecoder;
 use tet_alloc::tet::query::{
     chunk_partial, decode_part, describe, execute, finish, groups, plan, position_coords, Axes,
@@ -151,7 +151,7 @@ pub fn run_with<'f>(
             }
             finish(r, dtype, shape, &out)
         }
-        Operation::Quantile(_) => {
+        Operation::Quantile(_) | Operation::Median => {
             let mut dec = ChunkDecoder::new(CZstd::new(), budget);
             execute(file, plan_, op, axes, &mut dec)
         }
@@ -210,15 +210,45 @@ pub fn select_values<'f>(
     Ok(out)
 }
 
+/// A result value to print: JSON, or an integer outside 64 bits, which a JSON value
+/// here cannot hold but the serializer writes exactly (JSON integers have no size limit).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Printed {
+    /// A JSON value.
+    Json(Json),
+    /// An exact integer outside 64 bits.
+    Wide(i128),
+}
+
+impl serde::Serialize for Printed {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Printed::Json(j) => j.serialize(s),
+            Printed::Wide(v) => s.serialize_i128(*v),
+        }
+    }
+}
+
+impl Printed {
+    /// The value for a line of text: strings unquoted.
+    fn compact(&self) -> String {
+        match self {
+            Printed::Json(j) => compact(j),
+            Printed::Wide(v) => v.to_string(),
+        }
+    }
+}
+
 /// A value as JSON: integers exact, NaN and ±inf as strings, positions as coordinates.
-pub fn value_json(v: &Value, ds_shape: &[u64]) -> Json {
-    match v {
+pub fn value_json(v: &Value, ds_shape: &[u64]) -> Printed {
+    Printed::Json(match v {
         Value::U64(n) => json!(n),
         Value::I64(n) => json!(n),
+        Value::I128(n) => return Printed::Wide(*n),
         Value::Bool(b) => json!(b),
         Value::Position(p) => json!(position_coords(ds_shape, *p)),
         Value::F64(f) => float_json(*f),
-    }
+    })
 }
 
 fn float_json(f: f64) -> Json {
@@ -344,9 +374,27 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
         Ok(out) => out,
         Err(e) => return fail(path, &e),
     };
+    if let Some((first, n)) = out.nothing_left {
+        let cell = position_coords(&out.shape, first);
+        eprintln!(
+            "tet-host: {}: warning: {} had only NaN elements in {n} output cell(s), first \
+             {cell:?}: those cells are NaN (as NumPy's all-NaN slice)",
+            path.display(),
+            op.name()
+        );
+    }
     if let Some(target) = &o.output {
         if out.shape.is_empty() {
             crate::say!("--output writes partial results and values; this result is a scalar");
+            return Exit::Usage;
+        }
+        if let Some(i) = out.values.iter().position(|v| matches!(v, Value::I128(_))) {
+            let cell = position_coords(&out.shape, u64::try_from(i).unwrap_or(0));
+            eprintln!(
+                "tet-host: {}: output cell {cell:?} is an integer outside 64 bits, which .npy \
+                 cannot hold exactly; not written (the JSON output has it exactly)",
+                target.display()
+            );
             return Exit::Usage;
         }
         return match crate::tet::npy::write_values(target, &out, &ds_shape) {
@@ -357,28 +405,58 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
             }
         };
     }
+    #[derive(serde::Serialize)]
+    struct Partial {
+        shape: Vec<u64>,
+        data: Vec<Printed>,
+    }
+    #[derive(serde::Serialize)]
+    #[serde(untagged)]
+    enum Result {
+        Scalar(Printed),
+        Partial(Partial),
+    }
+    #[derive(serde::Serialize)]
+    struct Answer<'a> {
+        dataset: &'a str,
+        op: &'a str,
+        dtype: &'a str,
+        result: Result,
+    }
     let result = if out.shape.is_empty() {
-        out.values
-            .first()
-            .map(|v| value_json(v, &ds_shape))
-            .unwrap_or(Json::Null)
+        Result::Scalar(
+            out.values
+                .first()
+                .map_or(Printed::Json(Json::Null), |v| value_json(v, &ds_shape)),
+        )
     } else {
-        json!({
-            "shape": out.shape,
-            "data": out.values.iter().map(|v| value_json(v, &ds_shape)).collect::<Vec<_>>(),
+        Result::Partial(Partial {
+            shape: out.shape.clone(),
+            data: out
+                .values
+                .iter()
+                .map(|v| value_json(v, &ds_shape))
+                .collect(),
         })
     };
     match o.style {
         Style::Json => {
-            let mut m = Map::new();
-            m.insert("dataset".into(), json!(doc.dataset));
-            m.insert("op".into(), json!(op.name()));
-            m.insert("dtype".into(), json!(ds.dtype().name()));
-            m.insert("result".into(), result);
-            println!("{}", Json::Object(m));
+            let answer = Answer {
+                dataset: &doc.dataset,
+                op: op.name(),
+                dtype: ds.dtype().name(),
+                result,
+            };
+            println!("{}", serde_json::to_string(&answer).unwrap_or_default());
             crate::report::printed();
         }
-        Style::Quiet => println!("{} {} = {}", doc.dataset, op.name(), compact(&result)),
+        Style::Quiet => {
+            let text = match &result {
+                Result::Scalar(v) => v.compact(),
+                Result::Partial(p) => serde_json::to_string(p).unwrap_or_default(),
+            };
+            println!("{} {} = {text}", doc.dataset, op.name());
+        }
         Style::Table => print_table(&out, &ds_shape),
     }
     Exit::Clean
@@ -394,7 +472,7 @@ fn compact(v: &Json) -> String {
 fn print_table(out: &Output, ds_shape: &[u64]) {
     if out.shape.is_empty() {
         if let Some(v) = out.values.first() {
-            println!("{}", compact(&value_json(v, ds_shape)));
+            println!("{}", value_json(v, ds_shape).compact());
         }
         return;
     }
@@ -404,7 +482,7 @@ fn print_table(out: &Output, ds_shape: &[u64]) {
         println!(
             "[{}]\t{}",
             idx.join(", "),
-            compact(&value_json(v, ds_shape))
+            value_json(v, ds_shape).compact()
         );
     }
 }

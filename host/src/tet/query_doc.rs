@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::Path;
 
 use serde_json::Value as Json;
-use tet_alloc::tet::query::Operation;
+use tet_alloc::tet::query::{Operation, Quantile};
 use tet_core::tet::fold::Reduce;
 use tet_core::tet::select::Slice;
 use tet_core::tet::ExecutionSettings;
@@ -213,7 +213,7 @@ fn axes_of(v: &Json, what: &str) -> Result<Option<Vec<usize>>, String> {
 fn parse_op(name: &str, v: &Json) -> Result<(Operation, Option<Vec<usize>>), String> {
     let mut axes = None;
     let mut ddof: u32 = 0;
-    let mut q: Option<f64> = None;
+    let mut q: Option<Quantile> = None;
     match v {
         Json::Object(m) => {
             for (k, x) in m {
@@ -226,7 +226,11 @@ fn parse_op(name: &str, v: &Json) -> Result<(Operation, Option<Vec<usize>>), Str
                             .ok_or_else(|| format!("{name}.ddof must be a non-negative integer"))?;
                     }
                     "q" if name == "quantile" => {
-                        q = Some(x.as_f64().ok_or("quantile.q must be a number")?);
+                        // NumPy treats an integer q (0, 1) and a float one differently.
+                        q = Some(Quantile {
+                            q: x.as_f64().ok_or("quantile.q must be a number")?,
+                            integral: x.is_i64() || x.is_u64(),
+                        });
                     }
                     other => return Err(format!("unknown parameter \"{other}\" for {name}")),
                 }
@@ -254,7 +258,7 @@ fn parse_op(name: &str, v: &Json) -> Result<(Operation, Option<Vec<usize>>), Str
         "nan_count" => Reduce::NanCount,
         "inf_count" => Reduce::InfCount,
         "all_finite" => Reduce::AllFinite,
-        "median" => return Ok((Operation::Quantile(0.5), axes)),
+        "median" => return Ok((Operation::Median, axes)),
         "quantile" => {
             let q = q.ok_or("quantile needs {\"q\": 0..1}")?;
             return Ok((Operation::Quantile(q), axes));

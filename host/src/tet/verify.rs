@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 use tet_alloc::tet::decode::{ChunkDecoder, DecodeError};
 use tet_alloc::tet::scan::ChunkTable;
-use tet_core::tet::{Finding, Severity, Sink, Span, TetFile};
+use tet_core::tet::{ChecksumTable, Finding, Severity, Sink, Span, TetFile};
 use tet_core::Error;
 
 use super::budget_message;
@@ -46,6 +46,8 @@ pub struct Checked {
     pub data_end: u64,
     /// The metadata spill the footer JSON names.
     pub spill: Option<Span>,
+    /// Index rows, and how many of them have a checksum table entry that applies.
+    pub checksummed: (u64, u64),
 }
 
 /// Runs every structural check plus the quick decode scan.
@@ -59,9 +61,15 @@ pub fn check_with(bytes: &[u8], opts: &DecodeOptions) -> Result<Checked, Error> 
     let mut out = Collector::default();
     let mut spill = None;
     let mut hist = None;
+    let mut sums = None;
     let file = TetFile::parse(bytes, &mut |_: &Finding| {});
     if let Some(file) = &file {
         let footer = history::check_footer(file);
+        match footer.table(file) {
+            Some(Ok(t)) => sums = Some(t),
+            Some(Err(f)) => out.report(&f),
+            None => {}
+        }
         for (f, note) in footer.problems {
             out.report_with_note(f, note);
         }
@@ -76,12 +84,18 @@ pub fn check_with(bytes: &[u8], opts: &DecodeOptions) -> Result<Checked, Error> 
         bad_rows: Vec::new(),
         data_end: summary.data_end,
         spill,
+        checksummed: (0, 0),
     };
     let Some(file) = file else {
         return Ok(checked);
     };
+    checked.checksummed = (
+        u64::try_from(file.rows().len()).unwrap_or(u64::MAX),
+        sums.map_or(0, |s| s.covered(&file)),
+    );
     checked.budget = crate::tet::budget_for(&file, None, opts.budget);
     let table = ChunkTable::new(file)?;
+    let mismatched = sums.map_or_else(Vec::new, |s| checksum_pass(&table, &s, opts.deep));
     let pass = decode_pass(&table, opts, checked.budget);
     for e in &pass.corrupt {
         if let Some(f) = e.finding() {
@@ -89,8 +103,34 @@ pub fn check_with(bytes: &[u8], opts: &DecodeOptions) -> Result<Checked, Error> 
         }
         checked.bad_rows.push(e.row);
     }
+    // A frame that does not decode is named by its decode finding; the checksum speaks
+    // for raw chunks and for frames whose own checks pass.
+    for f in mismatched {
+        if !f.row.is_some_and(|r| checked.bad_rows.contains(&r)) {
+            checked.found.report(&f);
+        }
+    }
     checked.operational = pass.operational;
     Ok(checked)
+}
+
+/// Checks the stored bytes of the rows the scan covers (every row with `deep`, else the
+/// quick scan's) against the checksum table, in parallel; mismatches in row order.
+pub fn checksum_pass(table: &ChunkTable<'_>, sums: &ChecksumTable<'_>, deep: bool) -> Vec<Finding> {
+    let rows = table.scan_rows(deep);
+    let mut found = Vec::new();
+    let mut start = 0u64;
+    while start < rows && found.len() < crate::tet::report::KEEP {
+        let end = start.saturating_add(BATCH_ROWS).min(rows);
+        let bad: Vec<Finding> = (start..end)
+            .into_par_iter()
+            .filter_map(|r| table.chunk(r))
+            .filter_map(|c| sums.check(&c).err())
+            .collect();
+        found.extend(bad);
+        start = end;
+    }
+    found
 }
 
 /// What decoding found.
@@ -177,6 +217,17 @@ pub fn decode_pass(table: &ChunkTable<'_>, opts: &DecodeOptions, budget: u64) ->
     pass
 }
 
+/// What to say about chunks without a checksum table entry (`(rows, covered)`), if any.
+pub fn unchecked_note((rows, covered): (u64, u64)) -> Option<String> {
+    let without = rows.saturating_sub(covered);
+    (without > 0).then(|| {
+        format!(
+            "{without} of {rows} chunk(s) carry no checksum (no table entry): raw payloads \
+             among them cannot be checked, zstd frames only by their content checksum"
+        )
+    })
+}
+
 /// `tet-host verify`.
 pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -> Exit {
     let checked = match check_with(bytes, opts) {
@@ -215,6 +266,8 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
                 "errors": found.errors,
                 "warnings": found.warnings,
                 "findings_not_listed": found.dropped,
+                "chunks": checked.checksummed.0,
+                "chunks_without_checksum": checked.checksummed.0.saturating_sub(checked.checksummed.1),
                 "findings": shown.iter().map(Rendered::json).collect::<Vec<Value>>(),
             });
             crate::report::print_json(&v);
@@ -243,6 +296,9 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
             }
             if found.dropped > 0 {
                 println!("... and {} more findings not listed", found.dropped);
+            }
+            if let Some(note) = unchecked_note(checked.checksummed) {
+                println!("note: {note}");
             }
             if found.is_clean() {
                 println!("{}: {status}", path.display());

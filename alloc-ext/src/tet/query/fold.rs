@@ -305,6 +305,9 @@ pub struct Output {
     pub shape: Vec<u64>,
     /// Values, row-major.
     pub values: Vec<Value>,
+    /// Output cells whose `nan_*` reduction had nothing left (every element NaN; the value
+    /// is NaN, as NumPy's): the first one's row-major index and how many.
+    pub nothing_left: Option<(u64, u64)>,
 }
 
 /// Turns accumulators into values (the first failing cell is an error).
@@ -315,11 +318,20 @@ pub fn finish(
     accs: &[Acc],
 ) -> Result<Output, QueryError> {
     let mut values = Vec::with_capacity(accs.len());
+    let mut nothing_left: Option<(u64, u64)> = None;
     for (i, a) in accs.iter().enumerate() {
         values.push(a.result(op, dtype).map_err(|error| QueryError::Fold {
             error,
             cell: u64_of(i),
         })?);
+        if a.nothing_left(op) {
+            let (first, n) = nothing_left.unwrap_or((u64_of(i), 0));
+            nothing_left = Some((first, n.saturating_add(1)));
+        }
     }
-    Ok(Output { shape, values })
+    Ok(Output {
+        shape,
+        values,
+        nothing_left,
+    })
 }

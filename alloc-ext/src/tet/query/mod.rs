@@ -20,6 +20,7 @@ mod fold;
 mod plan;
 mod quantile;
 use quantile::quantile;
+pub use quantile::{numpy_median, numpy_quantile};
 
 pub use fold::{chunk_partial, finish, groups, Axes, Group, Output};
 pub use plan::{describe, plan, position_coords, ReadPlan};
@@ -42,8 +43,23 @@ use crate::tet::decode::{ChunkDecoder, DecodeError, FrameBackend};
 pub enum Operation {
     /// A mergeable reduction.
     Reduce(Reduce),
-    /// The `q` quantile (0 ≤ q ≤ 1), NumPy's default linear interpolation.
-    Quantile(f64),
+    /// The `q` quantile (0 ≤ q ≤ 1), as `numpy.quantile` (default `linear` method).
+    Quantile(Quantile),
+    /// The median, as `numpy.median`: the middle element, or the mean of the middle two
+    /// (which differs from the 0.5 quantile where infinities meet).
+    Median,
+}
+
+/// A quantile's `q`, as NumPy takes it: an integer `q` (0 or 1) picks the first or last
+/// sorted element; a float `q` interpolates (so `q = 0.0` over `[-inf, 1]` is NaN, `q = 0`
+/// is `-inf`, exactly as `numpy.quantile`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Quantile {
+    /// The quantile, 0 ..= 1.
+    pub q: f64,
+    /// Whether `q` was given as an integer.
+    pub integral: bool,
 }
 
 impl Operation {
@@ -52,6 +68,7 @@ impl Operation {
         match self {
             Operation::Reduce(r) => r.name(),
             Operation::Quantile(_) => "quantile",
+            Operation::Median => "median",
         }
     }
 }
@@ -225,6 +242,7 @@ pub fn execute<'f, B: FrameBackend>(
             }
             finish(r, dtype, out_shape, &out)
         }
-        Operation::Quantile(q) => quantile(file, plan, q, axes, dec),
+        Operation::Quantile(q) => quantile(file, plan, Some(q), axes, dec),
+        Operation::Median => quantile(file, plan, None, axes, dec),
     }
 }

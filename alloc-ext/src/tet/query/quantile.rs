@@ -1,5 +1,5 @@
-//! Quantiles: the selected elements of one group of output cells gathered at a time,
-//! then NumPy's linear interpolation.
+//! Quantiles and medians: the selected elements of one group of output cells gathered
+//! at a time, then NumPy's rules (`numpy.quantile`'s `linear` method, `numpy.median`).
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -14,16 +14,19 @@ use crate::tet::decode::{ChunkDecoder, FrameBackend};
 use super::fold::{box_index, box_to_out};
 use super::*;
 
-/// Gathers the selected elements per output cell of each group and interpolates.
+/// Gathers the selected elements per output cell of each group and takes the quantile
+/// `q`, or the median when `q` is `None`.
 pub(super) fn quantile<'f, B: FrameBackend>(
     file: &TetFile<'f>,
     plan: &ReadPlan<'f>,
-    q: f64,
+    q: Option<Quantile>,
     axes: &Axes,
     dec: &mut ChunkDecoder<B>,
 ) -> Result<Output, QueryError> {
-    if !(0.0..=1.0).contains(&q) {
-        return Err(QueryError::Quantile(q));
+    if let Some(Quantile { q, .. }) = q {
+        if !(0.0..=1.0).contains(&q) {
+            return Err(QueryError::Quantile(q));
+        }
     }
     let budget = dec.budget();
     let sel_shape = plan.selection.shape();
@@ -72,7 +75,11 @@ pub(super) fn quantile<'f, B: FrameBackend>(
         }
         for (cell, b) in buckets.iter_mut().enumerate() {
             let out_idx = box_to_out(&g.origin, &out_shape, cell);
-            let v = interpolate(b, q).ok_or(QueryError::Fold {
+            let v = match q {
+                Some(q) => numpy_quantile(b, q),
+                None => numpy_median(b),
+            }
+            .ok_or(QueryError::Fold {
                 error: FoldError::Empty,
                 cell: out_idx,
             })?;
@@ -93,6 +100,7 @@ pub(super) fn quantile<'f, B: FrameBackend>(
     Ok(Output {
         shape: out_shape,
         values,
+        nothing_left: None,
     })
 }
 
@@ -113,36 +121,71 @@ fn u64_f64(v: u64) -> f64 {
     v as f64
 }
 
-/// NumPy's default (`linear`) quantile of `v`; NaN when any element is NaN; `None` when
-/// `v` is empty.
-fn interpolate(v: &mut [f64], q: f64) -> Option<f64> {
+/// Sorts `v`; `None` when it is empty, NaN when it holds a NaN (NumPy's quantile and
+/// median both check for a NaN after sorting).
+fn sorted(v: &mut [f64]) -> Option<Result<&[f64], f64>> {
     if v.is_empty() {
         return None;
     }
     if v.iter().any(|x| x.is_nan()) {
-        return Some(f64::NAN);
+        return Some(Err(f64::NAN));
     }
     v.sort_unstable_by(f64::total_cmp);
-    let last = u64_of(v.len()).saturating_sub(1);
-    let pos = q * u64_f64(last);
-    let lo = floor(pos);
-    let frac = pos - lo;
-    #[allow(
-        clippy::as_conversions,
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss
-    )]
-    let lo_i = lo as usize;
-    let a = *v.get(lo_i)?;
-    let b = *v.get(lo_i.saturating_add(1)).unwrap_or(&a);
-    // NumPy's `_lerp`, to the operation: a + (b - a) t below t = 0.5, b - (b - a)(1 - t)
-    // from there (so infinities give NaN exactly where NumPy's do).
-    let diff = b - a;
-    Some(if frac < 0.5 {
-        a + diff * frac
+    Some(Ok(v))
+}
+
+/// `numpy.quantile(v, q)` with the default `linear` method; `None` when `v` is empty.
+pub fn numpy_quantile(v: &mut [f64], q: Quantile) -> Option<f64> {
+    let v = match sorted(v)? {
+        Ok(v) => v,
+        Err(nan) => return Some(nan),
+    };
+    let last = v.len().saturating_sub(1);
+    if q.integral {
+        // An integer virtual index: the element itself, no interpolation.
+        return v.get(if q.q >= 1.0 { last } else { 0 }).copied();
+    }
+    let virt = q.q * u64_f64(u64_of(last));
+    // NumPy's `_get_indexes`: at or past the last index both neighbours are the last
+    // element and `gamma` is measured from index -1 (so `gamma = virt + 1`).
+    let (lo, gamma) = if virt >= u64_f64(u64_of(last)) {
+        (last, virt + 1.0)
     } else {
-        b - diff * (1.0 - frac)
+        let lo = floor(virt);
+        #[allow(
+            clippy::as_conversions,
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss
+        )]
+        let lo_i = lo as usize;
+        (lo_i, virt - lo)
+    };
+    let a = *v.get(lo)?;
+    let b = *v.get(lo.saturating_add(1).min(last))?;
+    // NumPy's `_lerp`: a + (b - a) t, then b - (b - a)(1 - t) where t >= 0.5 (so
+    // infinities give NaN exactly where NumPy's do).
+    let diff = b - a;
+    Some(if gamma >= 0.5 {
+        b - diff * (1.0 - gamma)
+    } else {
+        a + diff * gamma
     })
+}
+
+/// `numpy.median(v)`: the middle element, or the `f64` mean of the middle two; `None`
+/// when `v` is empty.
+pub fn numpy_median(v: &mut [f64]) -> Option<f64> {
+    let v = match sorted(v)? {
+        Ok(v) => v,
+        Err(nan) => return Some(nan),
+    };
+    let half = v.len() / 2;
+    let hi = *v.get(half)?;
+    if v.len() % 2 == 1 {
+        return Some(hi);
+    }
+    let lo = *v.get(half.checked_sub(1)?)?;
+    Some((lo + hi) / 2.0)
 }
 
 fn floor(x: f64) -> f64 {

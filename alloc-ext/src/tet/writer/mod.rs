@@ -1,11 +1,12 @@
 //! The streaming `.tet` writer.
 //!
 //! Datasets are declared up front; the chunk grid, and so the index size, follows from
-//! their shapes, so the writer reserves the superblock, directory and index at the start,
+//! their shapes, so the writer reserves the superblock, directory, index and chunk
+//! checksum table (docs/tet-v1.md, "Chunk checksums") at the start,
 //! appends payloads as chunks arrive (in arrival order: a zstd chunk's size is known only
 //! once it is compressed) and fills in the header and the index, rows in canonical order,
-//! at [`Writer::finish`]. Chunks written in canonical order give the reference layout
-//! (payloads right after the index, in index order). Memory is the index bookkeeping
+//! at [`Writer::finish`]. Chunks written in canonical order give payloads right after the
+//! checksum table, in index order ([`Writer::reference_layout`]: right after the index). Memory is the index bookkeeping
 //! (24 bytes per grid cell) plus one compressed chunk, never the array.
 //!
 //! Every on-disk structure is serialised through the zerocopy structs of
@@ -33,6 +34,9 @@ use core::convert::Infallible;
 use core::fmt;
 
 use tet_core::arith::u64_of;
+use tet_core::checksum::crc32c;
+use tet_core::tet::raw::RawChecksumEntry;
+use tet_core::tet::CHECKSUM_ENTRY_LEN;
 use tet_core::tet::{Codec, Coords, DType, DatasetId, ExecutionSettings};
 use tet_core::Error;
 use zerocopy::IntoBytes;
@@ -104,8 +108,9 @@ pub struct HistoryRow {
     pub source: String,
     /// When (RFC 3339 text).
     pub at: String,
-    /// Optional parameters: JSON object text.
-    pub params: Option<String>,
+    /// Parameters, a map of strings to strings (the shape both implementations read),
+    /// in the order given; keys unique.
+    pub params: Vec<(String, String)>,
 }
 
 /// The `THST` footer to write.
@@ -113,8 +118,8 @@ pub struct HistoryRow {
 pub struct FooterSpec {
     /// History rows, oldest first.
     pub history: Vec<HistoryRow>,
-    /// Metadata: JSON object text. Spilled to `metadata_spill` when the inline JSON would
-    /// exceed [`INLINE_JSON_LIMIT`].
+    /// Metadata: JSON object text, in the shapes [`interop::check_metadata`] accepts.
+    /// Spilled to `metadata_spill` when the inline JSON would exceed [`INLINE_JSON_LIMIT`].
     pub metadata: Option<String>,
 }
 
@@ -215,6 +220,7 @@ mod footer;
 mod layout;
 
 pub use footer::footer_json;
+pub mod interop;
 pub(crate) use footer::footer_tail;
 #[cfg(feature = "testing")]
 pub(crate) use layout::Plan;
@@ -225,9 +231,13 @@ struct Slot {
     payload_offset: u64,
     stored: u64,
     codec: Option<Codec>,
+    /// CRC-32C of the stored bytes.
+    crc: u32,
 }
 
 /// Rows written per `write_at` call at finish.
+const _: () = assert!(core::mem::size_of::<Slot>() == 24);
+
 const ROW_BATCH: usize = 512;
 
 /// The streaming writer; see the module docs.
@@ -240,19 +250,50 @@ pub struct Writer<O: Output> {
     execution: ExecutionSettings,
     compressor: Box<dyn Compressor + Send>,
     scratch: Vec<u8>,
+    /// Where the chunk checksum table goes (right after the index), if there is one.
+    checksums_at: Option<u64>,
 }
 
 impl<O: Output> Writer<O> {
-    /// Declares `datasets` and reserves the header, directory and index in `out` (which
-    /// must be empty).
+    /// Declares `datasets` and reserves the header, directory, index and chunk checksum
+    /// table in `out` (which must be empty). Every chunk's stored bytes get a CRC-32C in
+    /// the table, which the footer metadata names (`tet_checksums`), so a file written
+    /// here always has a footer.
     pub fn new(out: O, datasets: &[DatasetSpec<'_>]) -> Result<Self, WriteError<O::Error>> {
+        Self::with_checksums(out, datasets, true)
+    }
+
+    /// [`Writer::new`] without the checksum table: payloads right after the index, the
+    /// reference layout byte for byte (as the conformance files are). Raw chunks then
+    /// carry no checksum.
+    pub fn reference_layout(
+        out: O,
+        datasets: &[DatasetSpec<'_>],
+    ) -> Result<Self, WriteError<O::Error>> {
+        Self::with_checksums(out, datasets, false)
+    }
+
+    fn with_checksums(
+        out: O,
+        datasets: &[DatasetSpec<'_>],
+        checksums: bool,
+    ) -> Result<Self, WriteError<O::Error>> {
         let (blob, layouts) = plan_datasets(datasets)
             .map_err(|(index, problem)| WriteError::Dataset { index, problem })?;
         let total = layouts
             .last()
             .map_or(0, |l| l.first.saturating_add(l.cells));
-        let (_, payload_start) = regions(layouts.len(), u64_of(blob.len()), total)
+        let (_, index_end) = regions(layouts.len(), u64_of(blob.len()), total)
             .ok_or(WriteError::TooLarge("chunk index"))?;
+        let checksums_at = (checksums && total > 0).then_some(index_end);
+        let table_len = if checksums_at.is_some() {
+            total.checked_mul(CHECKSUM_ENTRY_LEN)
+        } else {
+            Some(0)
+        };
+        let payload_start = table_len
+            .and_then(|t| index_end.checked_add(t))
+            .ok_or(WriteError::TooLarge("checksum table"))?;
         let cells = usize::try_from(total).map_err(|_| WriteError::TooLarge("chunk grid"))?;
         let mut slots = Vec::new();
         slots
@@ -271,6 +312,7 @@ impl<O: Output> Writer<O> {
             },
             compressor: Box::new(RuzstdCompressor),
             scratch: Vec::new(),
+            checksums_at,
         };
         let zeros = [0u8; 4096];
         while w.pos < payload_start {
@@ -356,10 +398,10 @@ impl<O: Output> Writer<O> {
     ) -> Result<(), WriteError<O::Error>> {
         let i = self.slot(dataset, coords, u64_of(tile.len()))?;
         let at = self.pos;
-        let stored = match codec {
+        let (stored, crc) = match codec {
             Codec::Raw => {
                 self.append(tile)?;
-                u64_of(tile.len())
+                (u64_of(tile.len()), crc32c(tile))
             }
             Codec::Zstd => {
                 let mut frame = core::mem::take(&mut self.scratch);
@@ -367,13 +409,13 @@ impl<O: Output> Writer<O> {
                     .compress(tile, &mut frame)
                     .map_err(WriteError::Compress)?;
                 let r = self.append(&frame);
-                let n = u64_of(frame.len());
+                let n = (u64_of(frame.len()), crc32c(&frame));
                 self.scratch = frame;
                 r?;
                 n
             }
         };
-        self.fill(i, at, stored, codec);
+        self.fill(i, at, stored, codec, crc);
         Ok(())
     }
 
@@ -400,16 +442,17 @@ impl<O: Output> Writer<O> {
         }
         let at = self.pos;
         self.append(stored)?;
-        self.fill(i, at, u64_of(stored.len()), codec);
+        self.fill(i, at, u64_of(stored.len()), codec, crc32c(stored));
         Ok(())
     }
 
-    fn fill(&mut self, i: usize, payload_offset: u64, stored: u64, codec: Codec) {
+    fn fill(&mut self, i: usize, payload_offset: u64, stored: u64, codec: Codec, crc: u32) {
         if let Some(s) = self.slots.get_mut(i) {
             *s = Slot {
                 payload_offset,
                 stored,
                 codec: Some(codec),
+                crc,
             };
         }
     }
@@ -458,19 +501,44 @@ impl<O: Output> Writer<O> {
                 }
             }
         }
-        if let Some(f) = footer {
+        let rows = u64_of(self.slots.len());
+        // The checksum table is named in the metadata, so it brings a footer with it.
+        let with_table = match (self.checksums_at, footer) {
+            (Some(at), f) => {
+                Some(footer::with_checksum_table(f, at, rows).map_err(WriteError::Footer)?)
+            }
+            (None, Some(f)) => Some(f.clone()),
+            (None, None) => None,
+        };
+        if let Some(f) = &with_table {
             let (json, spill) = footer_json(f, self.pos, false).map_err(WriteError::Footer)?;
             self.append(&spill)?;
             self.append(&json)?;
             self.append(footer_tail(u64_of(json.len())).as_bytes())?;
         }
-        let rows = u64_of(self.slots.len());
+        if let Some(at) = self.checksums_at {
+            let mut table = Vec::new();
+            let mut pos = at;
+            for chunk in self.slots.chunks(ROW_BATCH) {
+                table.clear();
+                for s in chunk {
+                    let e = RawChecksumEntry {
+                        payload_offset: s.payload_offset.into(),
+                        crc32c: s.crc.into(),
+                        reserved: 0.into(),
+                    };
+                    table.extend_from_slice(e.as_bytes());
+                }
+                self.out.write_at(pos, &table).map_err(WriteError::Output)?;
+                pos = pos.saturating_add(u64_of(table.len()));
+            }
+        }
         let head = head_bytes(
             self.layouts.len(),
             &self.blob,
             rows,
             self.execution,
-            footer.is_some(),
+            with_table.is_some(),
         )
         .ok_or(WriteError::TooLarge("header"))?;
         self.out.write_at(0, &head).map_err(WriteError::Output)?;
