@@ -11,8 +11,8 @@ fn main() {
     let out = tet_fw_images::out_dir_with_layout(&tet_fw_images::layout("../lm3s6965.x"));
     println!("cargo:rustc-link-arg-examples=-Tdefmt.x");
 
-    // A .tet file with one raw u16 dataset, cut 4 bytes short: its last payload runs
-    // past the end of the file.
+    // A .tet file with one raw u16 dataset in the reference layout (no checksum table,
+    // no footer), cut 4 bytes short: its last payload runs past the end of the file.
     let data: Vec<u8> = (0..64u16).flat_map(|i| i.to_le_bytes()).collect();
     let specs = [DatasetSpec {
         name: "level",
@@ -20,7 +20,7 @@ fn main() {
         shape: &[64],
         chunk_shape: &[16],
     }];
-    let mut w = Writer::new(Vec::new(), &specs).unwrap();
+    let mut w = Writer::reference_layout(Vec::new(), &specs).unwrap();
     w.write_array(DatasetId(0), &data, Codec::Raw).unwrap();
     let mut tet = w.finish(None).unwrap();
     tet.truncate(tet.len() - 4);
