@@ -354,9 +354,10 @@ impl Command {
             | Command::Stat { json, .. }
             | Command::Extract { json, .. }
             | Command::Tune { json, .. }
-            | Command::Repair { json, .. }
             | Command::Verify { json, .. } => *json,
             Command::Query { quiet, format, .. } => !*quiet && format == "json",
+            // `.tet` repair prints lines: `main` turns JSON errors off for it.
+            Command::Repair { json, .. } => *json,
             Command::Convert { .. } | Command::Export { .. } => false,
         }
     }

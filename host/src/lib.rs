@@ -106,16 +106,6 @@ pub enum Format {
     Cetrafs,
 }
 
-/// The format of `bytes`: cetrafs when it starts with `CTFS`, otherwise `.tet` (whose
-/// checks then report a bad magic if it is neither).
-pub fn detect(bytes: &[u8]) -> Format {
-    if bytes.starts_with(&tet_core::cetrafs::SB_MAGIC) {
-        Format::Cetrafs
-    } else {
-        Format::Tet
-    }
-}
-
 /// Which format `head` (a file's first [`signature::PROBE_LEN`] bytes) is in: by its
 /// primary magic, or, when that is damaged, by the other structures of a format where
 /// that format puts them (`index_magic`: the 4 bytes at the chunk index offset its
@@ -153,13 +143,19 @@ pub fn classify(head: &[u8], index_magic: Option<[u8; 4]>) -> Result<Format, Str
     })
 }
 
+/// The chunk index offset a `.tet` superblock at the start of `head` names (bytes
+/// 16..24), whatever its magic says.
+fn index_offset(head: &[u8]) -> Option<u64> {
+    head.get(16..24)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_le_bytes)
+}
+
 /// [`classify`] for a whole file in memory.
 pub fn classify_bytes(bytes: &[u8]) -> Result<Format, String> {
     let head = bytes.get(..signature::PROBE_LEN).unwrap_or(bytes);
-    let index_magic = bytes
-        .get(16..24)
-        .and_then(|b| <[u8; 8]>::try_from(b).ok())
-        .and_then(|b| usize::try_from(u64::from_le_bytes(b)).ok())
+    let index_magic = index_offset(bytes)
+        .and_then(|at| usize::try_from(at).ok())
         .and_then(|at| bytes.get(at..at.checked_add(4)?))
         .and_then(|m| <[u8; 4]>::try_from(m).ok());
     classify(head, index_magic)
@@ -176,15 +172,11 @@ pub fn sniff(path: &std::path::Path) -> Result<Option<cetrafs::device::FileDevic
     let dev = cetrafs::device::FileDevice::open(path).map_err(cannot)?;
     let file = std::fs::File::open(path).map_err(cannot)?;
     let head = signature::head(&file).map_err(cannot)?;
-    let index_magic = head
-        .get(16..24)
-        .and_then(|b| <[u8; 8]>::try_from(b).ok())
-        .map(u64::from_le_bytes)
-        .and_then(|at| {
-            let mut m = [0u8; 4];
-            use std::os::unix::fs::FileExt;
-            file.read_exact_at(&mut m, at).ok().map(|()| m)
-        });
+    let index_magic = index_offset(&head).and_then(|at| {
+        let mut m = [0u8; 4];
+        use std::os::unix::fs::FileExt;
+        file.read_exact_at(&mut m, at).ok().map(|()| m)
+    });
     match classify(&head, index_magic) {
         Ok(Format::Cetrafs) => Ok(Some(dev)),
         Ok(Format::Tet) => Ok(None),

@@ -315,6 +315,8 @@ fn dispatch(command: Command) -> Exit {
                     cetrafs::repair::repair(&file, output.as_deref(), mode, force, out)
                 }
                 Ok(None) => with_input_mode(&file, read.no_mmap, |b| {
+                    // `.tet` repair reports in lines, never JSON.
+                    tet_host::report::set_json_errors(false);
                     let o = tet::repair::RepairOptions {
                         mode,
                         output: output.as_deref(),

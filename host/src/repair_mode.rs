@@ -38,10 +38,15 @@ pub fn check_can_ask(mode: Mode) -> Result<(), Exit> {
 
 /// Asks on the terminal whether to apply a fix; anything but `y`/`yes` is a no.
 pub fn ask(lossless: bool, code: &str, action: &str) -> bool {
-    eprint!(
-        "{}[{code}] {action}? [y/N] ",
-        if lossless { "fix" } else { "lossy fix" },
-    );
+    let kind = if lossless { "fix" } else { "lossy fix" };
+    confirm(&format!("{kind}[{code}] {action}?"))
+}
+
+/// Asks `question [y/N]` on standard error and reads the answer from standard input:
+/// `y` or `yes` is a yes, anything else (an empty line, end of input) a no. The one
+/// question every command asks (repair's fixes, mkfs over data).
+pub fn confirm(question: &str) -> bool {
+    eprint!("{question} [y/N] ");
     let _ = std::io::stderr().flush();
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line).is_err() {

@@ -96,7 +96,13 @@ macro_rules! say {
 
 /// Turns JSON errors on: `main` calls it for a command given `--json`.
 pub fn json_errors() {
-    JSON_ERRORS.store(true, Ordering::Relaxed);
+    set_json_errors(true);
+}
+
+/// Turns JSON errors on or off (off for a command whose output turns out not to be
+/// JSON: `.tet` repair prints lines).
+pub fn set_json_errors(on: bool) {
+    JSON_ERRORS.store(on, Ordering::Relaxed);
 }
 
 /// Prints a command's JSON document on standard output, pretty, and notes that it did.

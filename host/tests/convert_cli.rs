@@ -141,6 +141,17 @@ fn npz_members_stored_and_deflated() {
         values(&d.join("arch.tet"), "beta")["data"],
         serde_json::json!([0.0, 0.5, 1.0, 1.5, 2.0])
     );
+    // One byte of the stored member's data changed: its CRC-32 no longer matches, and
+    // the archive is refused (NumPy refuses it too), never converted.
+    let mut bad = std::fs::read(d.join("arch.npz")).unwrap();
+    // A byte inside the first (stored) member's data.
+    let at = bad.windows(6).position(|w| w == b"\x93NUMPY").unwrap() + 20;
+    bad[at] ^= 0x40;
+    std::fs::write(d.join("bad.npz"), &bad).unwrap();
+    let (code, _, e) = run(&["convert", "bad.npz", "bad.tet"]);
+    assert_eq!(code, 16, "{e}");
+    assert!(e.contains("CRC-32") && e.contains("damaged"), "{e}");
+    assert!(!d.join("bad.tet").exists());
 }
 
 #[test]

@@ -194,7 +194,7 @@ fn mkfs_asks_before_formatting_over_something() {
         let shown = String::from_utf8_lossy(&out.stdout);
         assert!(
             shown.contains(
-                "full.img contains a cetrafs image (label 'mine', 3 files). Proceed anyway? (y,N)"
+                "full.img contains a cetrafs image (label 'mine', 3 files). Proceed anyway? [y/N]"
             ),
             "{shown}"
         );
@@ -719,5 +719,64 @@ fn mkfs_on_a_block_device_writes_its_superblock_last() {
     }
     detach();
     assert!(interrupted > 0, "no run was interrupted");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// What a new user's trial found: a replaced file keeps its mode; query's own document
+/// is an input; mkfs --from a tree holding the image leaves the image out; repair -o of
+/// an image that does not mount writes nothing.
+#[test]
+fn trial_findings_stay_fixed() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = scratch("trial");
+    small_npy(&d, "a.npy");
+    assert_eq!(run(&["convert", "a.npy", "a.tet"], &d).0, 0);
+    std::fs::set_permissions(d.join("a.tet"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(run(&["convert", "a.npy", "a.tet", "--force"], &d).0, 0);
+    let mode = std::fs::metadata(d.join("a.tet"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    std::fs::write(
+        d.join("q.json"),
+        r#"{"dataset": "a", "selection": [{"start": 0, "stop": 2}]}"#,
+    )
+    .unwrap();
+    let (code, _, err) = run(
+        &[
+            "query", "q.json", "-t", "a.tet", "--output", "q.json", "--force",
+        ],
+        &d,
+    );
+    assert_eq!(code, 16, "{err}");
+    assert!(err.contains("is the input q.json"), "{err}");
+    // The image inside its own --from tree.
+    std::fs::create_dir_all(d.join("self")).unwrap();
+    std::fs::write(d.join("self/file"), b"x").unwrap();
+    for force in [false, true] {
+        let mut args = vec!["mkfs", "self/img", "--size", "8M", "--from", "self"];
+        if force {
+            args.push("--force");
+        }
+        let (code, _, err) = run(&args, &d);
+        assert_eq!(code, 0, "{err}");
+        let (_, out, _) = run(&["ls", "--json", "self/img", "/"], &d);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let names: Vec<&str> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["file"], "force {force}");
+    }
+    // An image that does not mount: -o writes nothing.
+    let mut img = std::fs::read(d.join("self/img")).unwrap();
+    img[0] = b'X';
+    std::fs::write(d.join("bad.img"), &img).unwrap();
+    let (code, _, err) = run(&["repair", "-p", "bad.img", "-o", "out.img"], &d);
+    assert_eq!(code, 4, "{err}");
+    assert!(!d.join("out.img").exists());
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -91,11 +91,6 @@ impl FileDevice {
         Error::new(ErrorKind::Io, what, lba.saturating_mul(BLOCK_SIZE_U64))
     }
 
-    /// Reads the first `out.len()` bytes of the device (format detection).
-    pub fn read_head(&self, out: &mut [u8]) -> std::io::Result<usize> {
-        self.file.read_at(out, 0)
-    }
-
     fn io_error(lba: u64, e: &std::io::Error) -> Error {
         let offset = lba.saturating_mul(BLOCK_SIZE_U64);
         match e.kind() {

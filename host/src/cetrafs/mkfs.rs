@@ -3,7 +3,7 @@
 //! copied from `--from` plus a few blocks and a word per block group, whatever the size.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, IsTerminal, Seek, SeekFrom, Write};
+use std::io::{self, IsTerminal, Seek, SeekFrom};
 use std::ops::ControlFlow;
 use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::Path;
@@ -389,9 +389,9 @@ fn cetrafs_summary(image: &Path) -> Option<String> {
     let mut bufs = Buffers::new();
     let fs = Fs::open(&dev, &mut bufs.data).ok()?;
     let label = fs.superblock().raw().label;
-    let label = String::from_utf8_lossy(&label)
-        .trim_end_matches('\0')
-        .to_string();
+    let len = label.iter().position(|b| *b == 0).unwrap_or(label.len());
+    // Escaped: a label's control characters must not redraw the question asked.
+    let label = super::escaped(label.get(..len).unwrap_or(&[]));
     let mut dirs = vec![fs.inode(1, &mut bufs.data).ok()?];
     let mut files = 0u64;
     while let Some(dir) = dirs.pop() {
@@ -451,15 +451,8 @@ fn confirm_overwrite(image: &Path, force: bool) -> Result<(), Exit> {
         );
         return Err(Exit::Usage);
     }
-    eprint!(
-        "{} contains {what}. Proceed anyway? (y,N) ",
-        image.display()
-    );
-    let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    let yes = std::io::stdin().lock().read_line(&mut line).is_ok()
-        && matches!(line.trim(), "y" | "Y" | "yes");
-    if yes {
+    let question = format!("{} contains {what}. Proceed anyway?", image.display());
+    if crate::repair_mode::confirm(&question) {
         Ok(())
     } else {
         crate::say!("mkfs: {} left as it was", image.display());

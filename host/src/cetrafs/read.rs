@@ -292,6 +292,8 @@ fn cat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
     if let Err(e) = stdout.write_all(head.as_bytes()) {
         return crate::cli::stdout_failed(&e);
     }
+    // The document has begun: an error from here on goes to standard error only.
+    crate::report::printed();
     let mut carry: Vec<u8> = Vec::new();
     let r = stream_file(&fs, &f, &mut bufs, |chunk| {
         if text {

@@ -5,6 +5,8 @@ use std::path::Path;
 use serde_json::{json, Value};
 use tet_alloc::cetrafs::fsck;
 use tet_core::cetrafs::Finding;
+use tet_core::finding::Severity;
+use tet_core::Category;
 
 use super::*;
 use crate::report::{summary_line, Rendered};
@@ -49,9 +51,22 @@ pub fn verify(path: &Path, dev: Dev<'_>, output: Output, memory_limit: u64) -> E
             println!("{}", summary_line(path, errors, warnings));
         }
     }
-    if errors > 0 {
-        Exit::Problems
-    } else {
-        Exit::Clean
+    // A check cut short by the machine (a block that cannot be read, a memory budget
+    // too small for the cross-checks) is operational, as the README's table says.
+    let operational = found.iter().find(|f| {
+        f.severity() == Severity::Error
+            && matches!(f.error.kind.category(), Category::Io | Category::Resource)
+    });
+    match (operational, errors) {
+        (Some(f), _) => {
+            crate::say!(
+                "{}: the check could not finish: {}",
+                path.display(),
+                describe(&f.error)
+            );
+            Exit::Operational
+        }
+        (None, 0) => Exit::Clean,
+        (None, _) => Exit::Problems,
     }
 }

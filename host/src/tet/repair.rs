@@ -107,7 +107,7 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
             Mode::Ask => ask(!f.lossy, f.code.as_str(), &f.description),
         })
         .collect();
-    report_plan(path, bytes, &plan, &chosen, opts.mode);
+    report_plan(bytes, &plan, &chosen, opts.mode);
     let any = chosen.iter().any(|c| *c);
     if !any {
         println!(
@@ -164,7 +164,7 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
     }
 }
 
-fn report_plan(path: &Path, bytes: &[u8], plan: &Plan, chosen: &[bool], mode: Mode) {
+fn report_plan(bytes: &[u8], plan: &Plan, chosen: &[bool], mode: Mode) {
     for (f, c) in plan.fixes.iter().zip(chosen) {
         let verb = match (c, mode) {
             (true, _) => "fixed",
@@ -191,7 +191,6 @@ fn report_plan(path: &Path, bytes: &[u8], plan: &Plan, chosen: &[bool], mode: Mo
         };
         println!("{}{hint}", rendered(&names, f, None).line_as("unfixed"));
     }
-    let _ = path;
 }
 
 #[cfg(test)]
