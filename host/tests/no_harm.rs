@@ -302,7 +302,9 @@ fn interrupt(d: &Path, args: &[&str], target: &str, old: &[u8], seed: u64, max_m
                 std::fs::write(d.join(target), old).unwrap();
                 interrupted += 1;
             }
-            None => panic!("{args:?} round {round}: killed by a signal it should handle"),
+            // A signal that arrives before the process has installed its handler (the
+            // first milliseconds) kills it before it has written anything.
+            None => assert!(now == old, "{args:?} round {round}: killed after writing"),
         }
     }
     interrupted
