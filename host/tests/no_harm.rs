@@ -380,19 +380,6 @@ fn from_hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-fn run_os(args: &[&std::ffi::OsStr], cwd: &Path) -> (i32, Vec<u8>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tet-host"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        out.stdout,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// Names holding every byte value 1–255 but `/` go through mkfs, ls (text and JSON),
 /// cat and stat and come back as the same bytes.
 #[test]
@@ -441,10 +428,10 @@ fn names_are_bytes_end_to_end() {
         let mut path = b"/".to_vec();
         path.extend_from_slice(n);
         let path = OsStr::from_bytes(&path);
-        let (code, out, err) = run_os(&[OsStr::new("cat"), OsStr::new("img"), path], &d);
+        let (code, out, err) = run(&[OsStr::new("cat"), OsStr::new("img"), path], &d);
         assert_eq!(code, 0, "{err}");
         assert_eq!(&out, n);
-        let (code, out, err) = run_os(
+        let (code, out, err) = run(
             &[
                 OsStr::new("stat"),
                 OsStr::new("--json"),

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use tet_alloc::cetrafs::fsck;
 use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
-use tet_alloc::cetrafs::repair::{repair, Mode, RepairOptions};
+use tet_alloc::cetrafs::repair::{repair, Mode, RepairOptions, RepairOutcome};
 use tet_alloc::cetrafs::testing::reseal;
 use tet_core::block::{MemDevice, MemDeviceMut, BLOCK_SIZE};
 use tet_core::cetrafs::check::{check_inode, InodeVisitor, Severity};
@@ -449,6 +449,11 @@ const LOGICAL: &[Logical] = &[
     }),
 ];
 
+/// Repairs `img` in memory in `mode`, saying yes to every fix the mode allows.
+fn run_repair(img: &mut [u8], mode: Mode) -> RepairOutcome {
+    repair(MemDeviceMut::new(img), mode, &opts(), &mut |_| true).unwrap()
+}
+
 #[test]
 fn populated_image_is_clean() {
     let img = populated();
@@ -495,13 +500,7 @@ fn a_zeroed_inode_bitmap_is_rebuilt_from_the_inodes_first() {
         found.iter().any(|f| f.code == Code::InodeUnmarked),
         "{found:?}"
     );
-    let out = repair(
-        MemDeviceMut::new(&mut img),
-        Mode::Preen,
-        &opts(),
-        &mut |_| true,
-    )
-    .unwrap();
+    let out = run_repair(&mut img, Mode::Preen);
     assert!(out.left.is_empty(), "{:?}", out.left);
     assert_eq!(
         out.rounds, 1,
@@ -530,13 +529,7 @@ fn while_a_block_is_claimed_twice_every_claimants_blocks_stay_marked() {
     let n = RawInode::read_from_bytes(&img[inode_at(&img, victim)..][..256]).unwrap();
     assert_eq!(n.extent_header.depth.get(), 0);
     reseal(&mut img);
-    let out = repair(
-        MemDeviceMut::new(&mut img),
-        Mode::Preen,
-        &opts(),
-        &mut |_| true,
-    )
-    .unwrap();
+    let out = run_repair(&mut img, Mode::Preen);
     assert!(out.left.iter().any(|f| f.code == Code::BlockShared));
     assert_eq!(unmarked_block(&img), None);
     let out = repair(MemDeviceMut::new(&mut img), Mode::Yes, &opts(), &mut |_| {
@@ -574,13 +567,7 @@ fn one_changed_byte_in_a_name_keeps_every_entry_under_preen() {
     let (mut problems, mut tally) = (Vec::new(), Tally::default());
     judge("name byte", &names, &img, &hit, &mut tally, &mut problems);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    let out = repair(
-        MemDeviceMut::new(&mut img),
-        Mode::Preen,
-        &opts(),
-        &mut |_| true,
-    )
-    .unwrap();
+    let out = run_repair(&mut img, Mode::Preen);
     assert!(out.left.is_empty(), "{:?}", out.left);
     assert!(out
         .fixes

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Runs `tet-host args` in `cwd`: (exit code, stdout, stderr).
-pub fn run(args: &[&str], cwd: &Path) -> (i32, Vec<u8>, String) {
+pub fn run<S: AsRef<std::ffi::OsStr>>(args: &[S], cwd: &Path) -> (i32, Vec<u8>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tet-host"))
         .args(args)
         .current_dir(cwd)
