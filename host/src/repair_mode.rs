@@ -36,10 +36,57 @@ pub fn check_can_ask(mode: Mode) -> Result<(), Exit> {
     Ok(())
 }
 
-/// Asks on the terminal whether to apply a fix; anything but `y`/`yes` is a no.
-pub fn ask(lossless: bool, code: &str, action: &str) -> bool {
-    let kind = if lossless { "fix" } else { "lossy fix" };
-    confirm(&format!("{kind}[{code}] {action}?"))
+/// The questions of one interactive repair, answered as e2fsck's are: `y` yes, `n` no
+/// (and not asked again in a later round), `a` yes to this and every later fix, `q` no
+/// to this and every later fix; anything else is asked again. The end of input is `q`.
+#[derive(Debug, Default)]
+pub struct Asker {
+    /// `a` (true) or `q` (false) given: the answer to every later question.
+    all: Option<bool>,
+    /// Fixes declined, by their code and action.
+    declined: std::collections::BTreeSet<String>,
+}
+
+impl Asker {
+    /// Asks whether to apply a fix (`key` tells fixes apart across rounds).
+    pub fn ask(&mut self, lossless: bool, code: &str, action: &str, key: &str) -> bool {
+        if let Some(all) = self.all {
+            return all;
+        }
+        let key = format!("{code} {key}");
+        if self.declined.contains(&key) {
+            return false;
+        }
+        let kind = if lossless { "fix" } else { "lossy fix" };
+        loop {
+            eprint!("{kind}[{code}] {action}? [y/n/a/q] ");
+            let _ = std::io::stderr().flush();
+            let mut line = String::new();
+            let answer = match std::io::stdin().lock().read_line(&mut line) {
+                Ok(0) | Err(_) => "q",
+                Ok(_) => line.trim(),
+            };
+            match answer {
+                "y" | "Y" | "yes" => return true,
+                "n" | "N" | "no" => {
+                    self.declined.insert(key);
+                    return false;
+                }
+                "a" | "A" | "all" => {
+                    self.all = Some(true);
+                    return true;
+                }
+                "q" | "Q" | "quit" => {
+                    self.all = Some(false);
+                    return false;
+                }
+                _ => eprintln!(
+                    "answer y (yes), n (no), a (yes to this and every later fix) or q (no \
+                     to this and every later fix)"
+                ),
+            }
+        }
+    }
 }
 
 /// Asks `question [y/N]` on standard error and reads the answer from standard input:

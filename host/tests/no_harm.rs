@@ -169,36 +169,14 @@ fn mkfs_asks_before_formatting_over_something() {
     }
     // On a terminal it asks: "n" leaves the image, "y" formats it.
     for (answer, code, changed) in [("n", 16, false), ("y", 0, true)] {
-        let bin = env!("CARGO_BIN_EXE_tet-host");
-        let mut child = Command::new("script")
-            .args([
-                "-qec",
-                &format!("'{bin}' mkfs full.img --size 8M"),
-                "/dev/null",
-            ])
-            .current_dir(&d)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(500));
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(format!("{answer}\n").as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let shown = String::from_utf8_lossy(&out.stdout);
+        let (status, shown) = on_terminal(&d, "mkfs full.img --size 8M", &format!("{answer}\n"));
         assert!(
             shown.contains(
                 "full.img contains a cetrafs image (label 'mine', 3 files). Proceed anyway? [y/N]"
             ),
             "{shown}"
         );
-        assert_eq!(out.status.code(), Some(code), "{shown}");
+        assert_eq!(status, Some(code), "{shown}");
         assert_eq!(
             std::fs::read(d.join("full.img")).unwrap() != before,
             changed
@@ -767,5 +745,75 @@ fn trial_findings_stay_fixed() {
     let (code, _, err) = run(&["repair", "-p", "bad.img", "-o", "out.img"], &d);
     assert_eq!(code, 4, "{err}");
     assert!(!d.join("out.img").exists());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Runs `tet-host ARGS` on a terminal (through `script`), typing `input`; returns the
+/// exit status and what the terminal showed.
+fn on_terminal(d: &Path, args: &str, input: &str) -> (Option<i32>, String) {
+    let bin = env!("CARGO_BIN_EXE_tet-host");
+    let mut child = Command::new("script")
+        .args(["-qec", &format!("'{bin}' {args}"), "/dev/null"])
+        .current_dir(d)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Interactive repair answers as e2fsck's does: anything but y/n/a/q is asked again,
+/// `n` leaves the fix, `a` takes this and every later fix, `q` declines the rest.
+#[test]
+fn interactive_repair_answers_y_n_a_q() {
+    let d = scratch("ask");
+    let example =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/temperature.tet");
+    let mut warned = std::fs::read(&example).unwrap();
+    warned[12] |= 4;
+    std::fs::write(d.join("w.tet"), &warned).unwrap();
+    let (code, shown) = on_terminal(&d, "repair w.tet", "maybe\nn\n");
+    assert_eq!(code, Some(4), "{shown}");
+    assert_eq!(shown.matches("[y/n/a/q]").count(), 2, "{shown}");
+    assert!(shown.contains("answer y (yes), n (no), a (yes"), "{shown}");
+    assert_eq!(std::fs::read(d.join("w.tet")).unwrap(), warned);
+    let (code, shown) = on_terminal(&d, "repair w.tet", "a\n");
+    assert_eq!(code, Some(1), "{shown}");
+    // A cetrafs image with two fixes: q declines both, a takes both.
+    image(&d, "img");
+    let mut img = std::fs::read(d.join("img")).unwrap();
+    {
+        use tet_core::block::MemDevice;
+        use tet_core::cetrafs::{Buffers, Fs};
+        let mut bufs = Buffers::new();
+        let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+        let bg = usize::try_from(fs.superblock().raw().bg_table_start.get()).unwrap() * 4096;
+        let ino = usize::try_from(fs.resolve(b"/a.txt", &mut bufs).unwrap().lba()).unwrap() * 4096;
+        img[bg + 64] ^= 2;
+        img[ino + 28] = 5;
+    }
+    tet_alloc::cetrafs::testing::reseal(&mut img);
+    std::fs::write(d.join("img"), &img).unwrap();
+    let (code, shown) = on_terminal(&d, "repair img", "q\n");
+    assert_eq!(code, Some(4), "{shown}");
+    assert_eq!(shown.matches("[y/n/a/q]").count(), 1, "{shown}");
+    assert_eq!(std::fs::read(d.join("img")).unwrap(), img);
+    let (code, shown) = on_terminal(&d, "repair img", "a\n");
+    assert_eq!(code, Some(1), "{shown}");
+    assert_eq!(shown.matches("[y/n/a/q]").count(), 1, "{shown}");
+    assert_eq!(run(&["verify", "img"], &d).0, 0);
     let _ = std::fs::remove_dir_all(&d);
 }

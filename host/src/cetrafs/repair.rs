@@ -78,11 +78,13 @@ pub fn repair(
         force,
         memory_limit: crate::budget::host_ram() / 4,
     };
+    let mut asker = crate::repair_mode::Asker::default();
     let mut decide = |f: &Fix| -> bool {
         if !asking {
             return true;
         }
-        crate::repair_mode::ask(f.lossless, f.code.as_str(), f.action)
+        let key = format!("{} {:#x}", f.action, f.offset);
+        asker.ask(f.lossless, f.code.as_str(), f.action, &key)
     };
     let out = match run(&dev, m, &opts, &mut decide) {
         Ok(o) => o,

@@ -22,7 +22,7 @@ use tet_core::tet::TetFile;
 use super::verify::{check_with, DecodeOptions};
 use super::{budget_message, now_rfc3339};
 use crate::atomic::{AtomicFile, FsOps, RealFs};
-use crate::repair_mode::{ask, check_can_ask, Mode};
+use crate::repair_mode::{check_can_ask, Asker, Mode};
 use crate::tet::report::{rendered, Names};
 use crate::Exit;
 
@@ -97,6 +97,7 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
         zero_bad_chunks: opts.zero_bad_chunks,
     };
     let plan = repair::plan(&inputs);
+    let mut asker = Asker::default();
     let chosen: Vec<bool> = plan
         .fixes
         .iter()
@@ -104,7 +105,7 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
             Mode::No => false,
             Mode::Preen => !f.lossy,
             Mode::Yes => true,
-            Mode::Ask => ask(!f.lossy, f.code.as_str(), &f.description),
+            Mode::Ask => asker.ask(!f.lossy, f.code.as_str(), &f.description, &f.description),
         })
         .collect();
     report_plan(bytes, &plan, &chosen, opts.mode);
