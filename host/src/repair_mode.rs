@@ -5,7 +5,7 @@
 //! | `-n` | nothing; prints what it would do |
 //! | `-p` | fixes that lose nothing |
 //! | `-y` | every fix, including those that lose something (each named as such) |
-//! | none | asks per fix on a terminal; refuses (exit 16) when standard input is not one |
+//! | none | asks per fix on a terminal (y, n, a, q: [`Asker`]); refuses (exit 16) when standard input is not one |
 
 use std::io::{BufRead, IsTerminal, Write};
 
