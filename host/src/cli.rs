@@ -191,7 +191,7 @@ pub enum Command {
     Extract {
         /// The image.
         image: PathBuf,
-        /// [PATH] DEST: the path inside the image (default /: its whole tree; a
+        /// `[PATH] DEST`: the path inside the image (default /: its whole tree; a
         /// directory's contents, or one file), and the host directory to restore into.
         #[arg(num_args = 1..=2, required = true, value_names = ["PATH", "DEST"])]
         paths: Vec<OsString>,
