@@ -28,8 +28,7 @@ fn forget(tmp: &Path) {
 /// On SIGINT, SIGTERM, SIGHUP (a closed terminal or ssh session) or SIGQUIT, removes the
 /// temporary file of every write in progress (the targets are untouched: they are
 /// replaced only by a rename at the end) and exits with 128 + the signal's number (130,
-/// 143, 129, 131), as a shell reports a killed command. `main`
-/// calls it once.
+/// 143, 129, 131), as a shell reports a killed command. `main` calls it once.
 pub fn remove_temporaries_on_signal() {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
@@ -174,7 +173,12 @@ impl<F: FsOps> AtomicFile<F> {
         // A file replaced keeps its permissions and, where this process may set it, its
         // owner (as `sed -i` does); a new file gets the umask's.
         if let Ok(old) = std::fs::metadata(target) {
-            file.set_permissions(old.permissions())?;
+            if let Err(e) = file.set_permissions(old.permissions()) {
+                // Not a file to leave behind.
+                let _ = std::fs::remove_file(&tmp);
+                forget(&tmp);
+                return Err(e);
+            }
             let _ = std::os::unix::fs::fchown(&file, Some(old.uid()), Some(old.gid()));
         }
         Ok(AtomicFile {
