@@ -4,7 +4,7 @@
 //! file whose own inode, tree, data and naming entries were not damaged reads back
 //! byte-identically at its path (content, mode, owner, times, xattrs, link target).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use tet_alloc::cetrafs::fsck;
 use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
@@ -327,12 +327,31 @@ fn errors(img: &[u8]) -> Vec<Finding> {
 /// What one damage came to.
 #[derive(Default, Debug)]
 struct Tally {
+    /// Damages verify did not detect (not judged).
+    undetected: u32,
     cases: u32,
     clean_after_p: u32,
     clean_after_y: u32,
     left_after_y: u32,
     preserved: u64,
     untouched: u64,
+    /// The first error left after `-y`, by code and field, counted.
+    left: BTreeMap<String, u32>,
+}
+
+impl Tally {
+    fn add(&mut self, o: &Tally) {
+        self.undetected += o.undetected;
+        self.cases += o.cases;
+        self.clean_after_p += o.clean_after_p;
+        self.clean_after_y += o.clean_after_y;
+        self.left_after_y += o.left_after_y;
+        self.preserved += o.preserved;
+        self.untouched += o.untouched;
+        for (k, n) in &o.left {
+            *self.left.entry(k.clone()).or_default() += n;
+        }
+    }
 }
 
 /// Runs `-n`, `-p` and `-y` over `damaged` and checks the rules; problems are pushed.
@@ -364,15 +383,23 @@ fn judge(
         };
         if let Some((ino, b)) = unmarked_block(&img) {
             problems.push(format!(
-                "{name} {mode:?}: block {b} of inode {ino} marked free after {:?}",
-                out.fixes.iter().map(|f| f.action).collect::<Vec<_>>()
+                "{name} {mode:?}: block {b} of inode {ino} marked free after {:?}, left {:?}",
+                out.fixes.iter().map(|f| f.action).collect::<Vec<_>>(),
+                errors(&img)
+                    .iter()
+                    .map(|f| (f.code.as_str(), f.error.what, f.error.offset))
+                    .collect::<Vec<_>>()
             ));
         }
         let left = errors(&img);
         match mode {
             Mode::Preen if left.is_empty() => tally.clean_after_p += 1,
             Mode::Yes if left.is_empty() => tally.clean_after_y += 1,
-            Mode::Yes => tally.left_after_y += 1,
+            Mode::Yes => {
+                tally.left_after_y += 1;
+                let key = format!("{} {}", left[0].code.as_str(), left[0].error.what);
+                *tally.left.entry(key).or_default() += 1;
+            }
             _ => {}
         }
         let fs = open(&img);
@@ -530,7 +557,12 @@ fn while_a_block_is_claimed_twice_every_claimants_blocks_stay_marked() {
     assert_eq!(n.extent_header.depth.get(), 0);
     reseal(&mut img);
     let out = run_repair(&mut img, Mode::Preen);
-    assert!(out.left.iter().any(|f| f.code == Code::BlockShared));
+    assert!(
+        out.left.iter().any(|f| f.code == Code::BlockShared),
+        "{:?} {:?}",
+        out.fixes,
+        out.left
+    );
     assert_eq!(unmarked_block(&img), None);
     let out = repair(MemDeviceMut::new(&mut img), Mode::Yes, &opts(), &mut |_| {
         true
@@ -622,72 +654,240 @@ fn a_bad_entry_is_removed_by_yes_alone_and_its_neighbours_keep_their_names() {
         .starts_with("directory entry that does not validate removed")));
 }
 
-/// A seeded sample of metadata blocks (inodes in use, directory, tree and xattr blocks),
-/// each zeroed and flipped at one random byte, checksums not fixed.
+/// What kind of metadata a block holds, for the sweep's tallies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    ZoneGroup,
+    BlockGroup,
+    InodeBitmap,
+    Inode,
+    FreeInode,
+    Registry,
+    Pending,
+    JournalFlag,
+    JournalSlot,
+    RegionHeader,
+    DataBitmap,
+    Directory,
+    Tree,
+    Xattr,
+}
+
+/// Every metadata block of `img` but the superblock (section 19's backups are another
+/// issue's): the tables, bitmaps and inodes, the registry, queues and journals, each
+/// region's header and bitmap, and every directory, tree and xattr block.
+fn metadata_blocks(img: &[u8]) -> Vec<(u64, Kind)> {
+    let s = sb(img);
+    let fs = open(img).unwrap();
+    let mut out = Vec::new();
+    let z = u64::from(s.zone_group_count.get());
+    let g = u64::from(s.block_group_count.get());
+    out.extend((1..1 + z).map(|l| (l, Kind::ZoneGroup)));
+    out.extend((1 + z..1 + z + g).map(|l| (l, Kind::BlockGroup)));
+    let ib = s.inode_bitmap_start.get();
+    out.extend((ib..ib + s.inode_bitmap_blocks.get()).map(|l| (l, Kind::InodeBitmap)));
+    let it = s.inode_table_start.get();
+    for ino in 1..s.inode_count.get() {
+        let used = mapped(&fs, ino).is_some();
+        out.push((it + ino, if used { Kind::Inode } else { Kind::FreeInode }));
+    }
+    let r = s.registry_start.get();
+    out.extend((r..r + s.registry_blocks.get()).map(|l| (l, Kind::Registry)));
+    let p = s.pending_start.get();
+    out.extend((p..p + s.pending_blocks.get()).map(|l| (l, Kind::Pending)));
+    let per = s.node_journal_blocks.get();
+    for n in 0..u64::from(s.node_capacity.get()) {
+        let j = s.node_journal_start.get() + n * per;
+        out.push((j, Kind::JournalFlag));
+        out.extend((j + 1..j + per).map(|l| (l, Kind::JournalSlot)));
+    }
+    for bg in 0..g {
+        let start = s.bg_regions_start.get() + bg * s.bg_size_blocks.get();
+        let len = s.bg_size_blocks.get().min(s.total_blocks.get() - start);
+        out.push((start, Kind::RegionHeader));
+        out.extend((start + 1..start + 1 + bitmap_blocks(len)).map(|l| (l, Kind::DataBitmap)));
+    }
+    for ino in 1..s.inode_count.get() {
+        let mut parts = Parts::default();
+        if check_inode(
+            &fs,
+            ino,
+            &mut Buffers::new(),
+            &mut |_: &Finding| {},
+            &mut parts,
+        )
+        .is_none()
+        {
+            continue;
+        }
+        out.extend(parts.tree.iter().map(|l| (*l, Kind::Tree)));
+        out.extend(parts.xattr.iter().map(|l| (*l, Kind::Xattr)));
+        if fs.inode(ino, &mut [0u8; B]).unwrap().is_dir() {
+            out.extend(parts.data.iter().map(|l| (*l, Kind::Directory)));
+        }
+    }
+    out.sort_unstable();
+    out.dedup_by_key(|b| b.0);
+    out
+}
+
+/// An inode's blocks by what they hold.
+#[derive(Default)]
+struct Parts {
+    tree: Vec<u64>,
+    data: Vec<u64>,
+    xattr: Vec<u64>,
+}
+
+impl InodeVisitor for Parts {
+    fn tree_block(&mut self, _: u64, lba: u64) {
+        self.tree.push(lba);
+    }
+    fn extent(&mut self, _: u64, e: &Extent, _: u64, _: usize) {
+        self.data.extend(e.physical..e.physical + u64::from(e.len));
+    }
+    fn xattr_block(&mut self, _: u64, lba: u64) {
+        self.xattr.push(lba);
+    }
+}
+
+/// One sweep case: a name, the damaged image, and where the damage fell.
+struct Case {
+    name: String,
+    kind: Kind,
+    image: Vec<u8>,
+    hit: Hit,
+}
+
+/// The damages of one block: zeroed (when it is not already zero) and flipped at `flips`
+/// seeded random bytes (one bit each), checksums not fixed.
+fn cases(clean: &[u8], lba: u64, kind: Kind, flips: u32, rng: &mut Rng) -> Vec<Case> {
+    let mut out = Vec::new();
+    let at = lba as usize * B;
+    if clean[at..at + B].iter().any(|b| *b != 0) {
+        let mut image = clean.to_vec();
+        image[at..at + B].fill(0);
+        out.push(Case {
+            name: format!("{kind:?} block {lba} zeroed"),
+            kind,
+            image,
+            hit: Hit {
+                blocks: [lba].into(),
+                ..Hit::default()
+            },
+        });
+    }
+    for _ in 0..flips {
+        let byte = rng.below(B as u64) as usize;
+        let bit = rng.below(8);
+        let mut image = clean.to_vec();
+        image[at + byte] ^= 1 << bit;
+        out.push(Case {
+            name: format!("{kind:?} block {lba} byte {byte} bit {bit} flipped"),
+            kind,
+            image,
+            hit: Hit {
+                bytes: vec![(lba, byte)],
+                ..Hit::default()
+            },
+        });
+    }
+    out
+}
+
+/// What a sweep came to: the tally by kind and in all, and the problems found (the
+/// first few of each case).
+type Swept = (BTreeMap<Kind, Tally>, Tally, Vec<String>);
+
+/// Damages each of `blocks` (see [`cases`]) and judges the damages verify detects.
+fn sweep(clean: &[u8], blocks: &[(u64, Kind)], flips: u32, rng: &mut Rng) -> Swept {
+    let names = known(clean);
+    let (mut by_kind, mut all, mut problems) = (BTreeMap::new(), Tally::default(), Vec::new());
+    for &(lba, kind) in blocks {
+        for c in cases(clean, lba, kind, flips, rng) {
+            if std::env::var_os("TET_SWEEP_BLOCKS").is_some() {
+                eprintln!("case {}", c.name);
+            }
+            let t: &mut Tally = by_kind.entry(c.kind).or_default();
+            if errors(&c.image).is_empty() {
+                t.undetected += 1;
+                all.undetected += 1;
+                continue;
+            }
+            let mut one = Tally::default();
+            let mut found = Vec::new();
+            judge(&c.name, &names, &c.image, &c.hit, &mut one, &mut found);
+            if found.len() > 3 {
+                let more = found.len() - 3;
+                found.truncate(3);
+                found.push(format!("{}: {more} more", c.name));
+            }
+            problems.extend(found);
+            t.add(&one);
+            all.add(&one);
+        }
+    }
+    (by_kind, all, problems)
+}
+
+/// A seeded sample of the sweep (the full one is `full_metadata_sweep`): metadata blocks
+/// of every kind, each zeroed and flipped at one random byte.
 #[test]
 fn seeded_metadata_damage_keeps_the_rules() {
     let clean = populated();
-    let names = known(&clean);
-    let fs = open(&clean).unwrap();
-    let itable = sb(&clean).inode_table_start.get();
-    let mut meta: Vec<u64> = Vec::new();
-    for ino in 1..fs.superblock().inode_count() {
-        if let Some(m) = mapped(&fs, ino) {
-            meta.push(itable + ino);
-            let data: BTreeSet<u64> = if fs.inode(ino, &mut [0u8; B]).unwrap().is_dir() {
-                BTreeSet::new()
+    let blocks = metadata_blocks(&clean);
+    let mut rng = Rng(0xd1ce);
+    let mut sample = Vec::new();
+    let kinds: BTreeSet<Kind> = blocks.iter().map(|b| b.1).collect();
+    for kind in kinds {
+        let of: Vec<(u64, Kind)> = blocks.iter().filter(|b| b.1 == kind).copied().collect();
+        for _ in 0..3 {
+            sample.push(of[rng.below(of.len() as u64) as usize]);
+        }
+    }
+    sample.dedup();
+    let (by_kind, all, problems) = sweep(&clean, &sample, 1, &mut rng);
+    eprintln!("{all:?}\n{by_kind:#?}");
+    assert!(problems.is_empty(), "{all:?}\n{}", problems.join("\n"));
+    assert!(all.cases >= 30, "{all:?}");
+}
+
+/// The full sweep: every metadata block zeroed and flipped at three seeded random bytes.
+/// Run with `cargo test --release -p tet-tests --test cetrafs_repair_rules -- --ignored
+/// --nocapture full_metadata_sweep`; its counts are in docs/benchmarks.md.
+#[test]
+#[ignore = "the full sweep takes minutes: run it on purpose"]
+fn full_metadata_sweep() {
+    let clean = populated();
+    let mut blocks = metadata_blocks(&clean);
+    // TET_SWEEP_BLOCKS=a,b,… sweeps only those blocks (the same bytes as in the full run).
+    let only: Vec<u64> = std::env::var("TET_SWEEP_BLOCKS")
+        .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_default();
+    let mut rng = Rng(0x5eed);
+    if !only.is_empty() {
+        let mut kept = Vec::new();
+        for (lba, kind) in blocks {
+            if only.contains(&lba) {
+                kept.push((lba, kind));
             } else {
-                m.blocks.iter().copied().collect()
-            };
-            // Directory blocks, tree and xattr blocks; a file's data is not metadata.
-            meta.extend(m.blocks.iter().filter(|b| !data.contains(b)));
-            if let Some(x) = fs
-                .inode(ino, &mut [0u8; B])
-                .ok()
-                .map(|i| i.raw().xattr_block.get())
-            {
-                if x != 0 {
-                    meta.push(x);
+                // Draw the same random bytes as the full sweep would.
+                for _ in 0..6 {
+                    rng.next();
                 }
             }
         }
+        blocks = kept;
     }
-    meta.sort_unstable();
-    meta.dedup();
-    let mut rng = Rng(0xd1ce);
-    let (mut problems, mut tally) = (Vec::new(), Tally::default());
-    for _ in 0..8 {
-        let lba = meta[rng.below(meta.len() as u64) as usize];
-        let at = rng.below(B as u64) as usize;
-        let mut zeroed = clean.clone();
-        zeroed[lba as usize * B..][..B].fill(0);
-        let hit = Hit {
-            blocks: [lba].into(),
-            ..Hit::default()
-        };
-        judge(
-            &format!("block {lba} zeroed"),
-            &names,
-            &zeroed,
-            &hit,
-            &mut tally,
-            &mut problems,
-        );
-        let mut flipped = clean.clone();
-        flipped[lba as usize * B + at] ^= 1 << rng.below(8);
-        let hit = Hit {
-            bytes: vec![(lba, at)],
-            ..Hit::default()
-        };
-        judge(
-            &format!("block {lba} byte {at} flipped"),
-            &names,
-            &flipped,
-            &hit,
-            &mut tally,
-            &mut problems,
-        );
+    let (by_kind, all, problems) = sweep(&clean, &blocks, 3, &mut rng);
+    eprintln!("{} blocks\n{all:?}\n{by_kind:#?}", blocks.len());
+    for p in &problems {
+        eprintln!("PROBLEM {p}");
     }
-    eprintln!("{tally:?}");
-    assert!(problems.is_empty(), "{tally:?}\n{}", problems.join("\n"));
+    let detected = all.cases;
+    assert!(problems.is_empty(), "{} problems", problems.len());
+    assert!(
+        u64::from(all.clean_after_y) * 100 >= u64::from(detected) * 95,
+        "{all:?}"
+    );
 }

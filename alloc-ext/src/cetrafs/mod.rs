@@ -5,6 +5,7 @@
 pub mod fsck;
 pub mod journal;
 pub mod mkfs;
+pub mod records;
 pub mod repair;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -187,10 +187,14 @@ pub fn check_inode<D: BlockDevice>(
     let mut mapped: u64 = 0;
     let mut past_size = false;
     let mut uninit_dir = None;
+    // Whether the whole tree read: counts are compared only then (repair sets them from
+    // the check, and a part it could not read is not a part that is missing).
+    let mut whole = true;
     let data = &mut bufs.data;
     fs.walk_tree(&inode, &mut bufs.tree, |ev| match ev {
         TreeEvent::Block { lba, .. } => v.tree_block(ino, lba),
         TreeEvent::Problem(p, e) => {
+            whole = false;
             let code = match p {
                 TreeProblem::Structure => Finding::structural(Code::ExtentTree, e).code,
                 TreeProblem::IndexLogical => Code::IndexLogical,
@@ -261,7 +265,7 @@ pub fn check_inode<D: BlockDevice>(
             .of_inode(ino),
         );
     }
-    if mapped != inode.raw.blocks.get() {
+    if whole && mapped != inode.raw.blocks.get() {
         sink.report(
             &Finding::new(
                 Code::InodeBlocks,
@@ -282,7 +286,7 @@ pub fn check_inode<D: BlockDevice>(
         if let Some(e) = uninit_dir {
             sink.report(&Finding::new(Code::DirHole, e).of_inode(ino));
         }
-        if mapped != dir_blocks || inode.size() % BLOCK_SIZE_U64 != 0 {
+        if whole && (mapped != dir_blocks || inode.size() % BLOCK_SIZE_U64 != 0) {
             sink.report(
                 &Finding::new(
                     Code::DirSize,

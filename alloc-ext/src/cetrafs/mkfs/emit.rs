@@ -9,14 +9,10 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use tet_core::block::{Block, BLOCK_SIZE, BLOCK_SIZE_U64};
-use tet_core::cetrafs::raw::{
-    RawBlockGroup, RawDirEntry, RawInode, RawJournalFlag, RawRegionHeader, RawSuperblock, RawTail,
-    RawXattr, RawZoneGroupCold, RawZoneGroupHot,
-};
+use tet_core::cetrafs::raw::{RawDirEntry, RawInode, RawSuperblock, RawTail, RawXattr};
 use tet_core::cetrafs::{
-    BG_MAGIC, BITS_PER_BITMAP_BLOCK, DIRENTS_PER_BLOCK, FORMAT_VERSION, INODE_MAGIC, JF_MAGIC,
-    RH_MAGIC, SB_CHECKSUM_AT, SB_CLEAN, SB_MAGIC, TAIL_AT, TAIL_DIR, TAIL_XATTR, ZG_COLD_AT,
-    ZG_COLD_MAGIC, ZG_MAGIC, ZG_NO_OWNER,
+    BITS_PER_BITMAP_BLOCK, DIRENTS_PER_BLOCK, FORMAT_VERSION, INODE_MAGIC, SB_CHECKSUM_AT,
+    SB_CLEAN, SB_MAGIC, TAIL_AT, TAIL_DIR, TAIL_XATTR, ZG_NO_OWNER,
 };
 use tet_core::checksum::{crc32c, crc32c_skipping};
 use tet_core::Error;
@@ -27,6 +23,7 @@ use super::extents::{place, write_tree, Extents};
 use super::geometry::Geometry;
 use super::tree::{Kind, Node};
 use super::{full, invalid, put, usize_of, ImageBuilder, Placement, Sparse};
+use crate::cetrafs::records;
 
 /// Where [`ImageBuilder::build_into`] writes: whole blocks by number.
 pub trait BlockSink {
@@ -258,11 +255,7 @@ impl ImageBuilder {
             for slot in lba.saturating_add(1)..lba.saturating_add(p.journal_blocks) {
                 sink.write_block(slot, blk)?;
             }
-            let mut f = RawJournalFlag::new_zeroed();
-            f.magic = JF_MAGIC;
-            f.row.set(row);
-            f.checksum.set(crc32c_skipping(f.as_bytes(), 56));
-            put(blk, 0, f.as_bytes());
+            *blk = records::block_with(records::clean_journal_flag(row, 0).as_bytes());
             sink.write_block(lba, blk)?;
         }
         Ok(())
@@ -360,52 +353,23 @@ fn write_groups(
             }
             sink.write_block(start.saturating_add(1).saturating_add(k), blk)?;
         }
-        let mut rh = RawRegionHeader::new_zeroed();
-        rh.magic = RH_MAGIC;
-        rh.bg_id.set(bi);
-        rh.start_block.set(start);
-        rh.length_blocks.set(len);
-        rh.checksum.set(crc32c_skipping(rh.as_bytes(), 56));
-        blk.fill(0);
-        put(blk, 0, rh.as_bytes());
+        *blk = records::block_with(records::region_header(bi, start, len).as_bytes());
         sink.write_block(start, blk)?;
         let owner = bi.checked_div(g.per_zg).unwrap_or(0);
         let free = data.saturating_sub(used);
         if let Some(f) = zg_free.get_mut(usize_of(owner.into())) {
             *f = f.saturating_add(free);
         }
-        let mut d = RawBlockGroup::new_zeroed();
-        d.magic = BG_MAGIC;
-        d.bg_id.set(bi);
-        d.owner_zg.set(owner);
-        d.start_block.set(start);
-        d.length_blocks.set(len);
-        d.bitmap_offset.set(1);
-        d.data_offset.set(dbm.saturating_add(1));
-        d.data_block_count.set(data);
-        d.free_data_blocks.set(free);
-        d.checksum.set(crc32c_skipping(d.as_bytes(), 112));
-        blk.fill(0);
-        put(blk, 0, d.as_bytes());
+        let d = records::block_group(bi, owner, start, len, free, 0);
+        *blk = records::block_with(d.as_bytes());
         sink.write_block(g.bg_descriptor(bi), blk)?;
     }
     for zi in 0..g.z {
         let first = zi.saturating_mul(g.per_zg);
-        let mut hot = RawZoneGroupHot::new_zeroed();
-        hot.magic = ZG_MAGIC;
-        hot.zg_id.set(zi);
-        hot.owner_node_id.set(ZG_NO_OWNER);
-        hot.free_data_blocks
-            .set(zg_free.get(usize_of(zi.into())).copied().unwrap_or(0));
-        hot.hot_checksum.set(crc32c_skipping(hot.as_bytes(), 56));
-        let mut cold = RawZoneGroupCold::new_zeroed();
-        cold.magic = ZG_COLD_MAGIC;
-        cold.first_bg_id.set(first);
-        cold.bg_count.set(g.per_zg.min(g.b.saturating_sub(first)));
-        cold.cold_checksum.set(crc32c_skipping(cold.as_bytes(), 56));
-        blk.fill(0);
-        put(blk, 0, hot.as_bytes());
-        put(blk, ZG_COLD_AT, cold.as_bytes());
+        let free = zg_free.get(usize_of(zi.into())).copied().unwrap_or(0);
+        let hot = records::zone_group_hot(zi, ZG_NO_OWNER, free, 0);
+        let cold = records::zone_group_cold(first, g.per_zg.min(g.b.saturating_sub(first)));
+        *blk = records::zone_group_block(&hot, &cold);
         sink.write_block(u64::from(zi).saturating_add(1), blk)?;
     }
     Ok(())

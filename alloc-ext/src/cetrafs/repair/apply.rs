@@ -30,15 +30,27 @@ pub(super) fn apply<D: BlockDeviceMut>(
 ) -> Result<(), RepairError> {
     let sb = *fs.superblock();
     let slots = fs.journal_slots();
-    let row = (0..sb.node_capacity())
-        .find(|r| {
-            fs.journal_flag(*r, &mut bufs.data)
-                .is_ok_and(|f| f.raw().state.get() == JOURNAL_CLEAN)
-        })
-        .ok_or(RepairError::NoJournal)?;
-    if slots == 0 {
-        return Err(RepairError::NoJournal);
+    // Journal flag blocks and slot headers are never journal targets: a rebuilt flag
+    // goes by compare-and-write of its hot sector, a clean journal's emptied slot header
+    // by a plain write (nothing reads it), both before any journal is chosen.
+    let journals = sb.raw().node_journal_start.get();
+    let journals_end = journals.saturating_add(
+        u64::from(sb.node_capacity()).saturating_mul(sb.raw().node_journal_blocks.get()),
+    );
+    let in_journals = |l: u64| l >= journals && l < journals_end;
+    let per_journal = sb.raw().node_journal_blocks.get().max(1);
+    for (lba, new) in blocks.iter().filter(|(l, _)| in_journals(**l)) {
+        if lba.saturating_sub(journals) % per_journal == 0 {
+            let old = read_sector(fs, *lba, &mut bufs.data)?;
+            let sector = first_sector(new);
+            if old != sector && !fs.device().compare_and_write(*lba, &old, &sector)? {
+                return Err(RepairError::NoJournal);
+            }
+        } else {
+            fs.device().write_block(*lba, new)?;
+        }
     }
+    fs.device().flush()?;
     // The group tables are hot-sector records (section 1): written by compare-and-write
     // of their first 512 bytes, after the journaled blocks, never through a journal
     // (whose targets lie past them).
@@ -63,9 +75,25 @@ pub(super) fn apply<D: BlockDeviceMut>(
             2
         }
     };
-    let mut list: Vec<(&u64, &Block)> = blocks.iter().filter(|(l, _)| **l >= tables_end).collect();
+    let mut list: Vec<(&u64, &Block)> = blocks
+        .iter()
+        .filter(|(l, _)| **l >= tables_end && !in_journals(**l))
+        .collect();
     list.sort_by_key(|(l, _)| (rank(**l), **l));
     let hot: Vec<(&u64, &Block)> = blocks.iter().filter(|(l, _)| **l < tables_end).collect();
+    let row = if list.is_empty() {
+        0
+    } else {
+        if slots == 0 {
+            return Err(RepairError::NoJournal);
+        }
+        (0..sb.node_capacity())
+            .find(|r| {
+                fs.journal_flag(*r, &mut bufs.data)
+                    .is_ok_and(|f| f.raw().state.get() == JOURNAL_CLEAN)
+            })
+            .ok_or(RepairError::NoJournal)?
+    };
     let per = usize::try_from(slots).unwrap_or(1).max(1);
     let start = fs.journal_start(row);
     for batch in list.chunks(per) {

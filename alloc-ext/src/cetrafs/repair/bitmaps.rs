@@ -163,14 +163,17 @@ pub(super) fn mark_inodes<D: BlockDeviceMut>(
     for f in found.iter().filter(|f| f.code == Code::InodeUnmarked) {
         let Some(ino) = f.ino else { continue };
         let lba = start.saturating_add(ino / BITS_PER_BITMAP_BLOCK);
-        set_bit(patches.block(lba)?, ino % BITS_PER_BITMAP_BLOCK, true);
-        fixes.push(Fix {
+        let fix = Fix {
             code: Code::InodeUnmarked,
             action: "inode bitmap bit set for a valid inode (the inodes decide which are in use)",
             offset: f.error.offset,
             value: Some(ino),
             lossless: true,
-        });
+        };
+        if patches.allows(&fix) {
+            set_bit(patches.block(lba)?, ino % BITS_PER_BITMAP_BLOCK, true);
+            fixes.push(fix);
+        }
     }
     Ok(())
 }

@@ -78,9 +78,8 @@ pub(super) fn fix_dir_blocks<D: BlockDeviceMut>(
             continue;
         }
         let slot = (at / 266).saturating_mul(266);
-        patches.clear_dirent(lba, slot)?;
         let empty = f.error.what == EMPTY_SLOT;
-        fixes.push(Fix {
+        let fix = Fix {
             code: f.code,
             action: if empty {
                 "stray bytes of an empty directory slot zeroed"
@@ -93,7 +92,11 @@ pub(super) fn fix_dir_blocks<D: BlockDeviceMut>(
                 .saturating_sub(u64::try_from(at.saturating_sub(slot)).unwrap_or(0)),
             value: f.ino,
             lossless: empty,
-        });
+        };
+        if patches.allows(&fix) {
+            patches.clear_dirent(lba, slot)?;
+            fixes.push(fix);
+        }
     }
     Ok(())
 }

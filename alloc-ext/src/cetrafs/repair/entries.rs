@@ -6,7 +6,8 @@ use alloc::vec::Vec;
 
 use tet_core::block::BlockDeviceMut;
 use tet_core::cetrafs::raw::RawInode;
-use tet_core::cetrafs::{Code, Finding};
+use tet_core::cetrafs::{Code, Finding, INODE_MAGIC};
+use tet_core::checksum::crc32c_skipping;
 use tet_core::Error;
 
 use super::patches::{expected, split, Patches};
@@ -67,8 +68,10 @@ pub(super) fn fix_one<D: BlockDeviceMut>(
         _ => None,
     };
     if let Some(action) = removed {
-        patches.clear_dirent(lba, off)?;
-        fixes.push(fix(action, false));
+        if patches.allows(&fix(action, false)) {
+            patches.clear_dirent(lba, off)?;
+            fixes.push(fix(action, false));
+        }
         return Ok(());
     }
     match (f.code, want) {
@@ -95,7 +98,33 @@ pub(super) fn fix_one<D: BlockDeviceMut>(
                 *b = before;
             }
         }
+        // An inode whose magic alone is wrong: restored when the stored checksum then
+        // matches (every other byte is as it was sealed) and the inode parses.
+        (Code::Magic, _) if f.error.what == "inode.magic" => {
+            let itable = patches.fs.superblock().raw().inode_table_start.get();
+            let ino = lba.saturating_sub(itable);
+            let mut b = *patches.block(lba)?;
+            if let Some(m) = b.get_mut(..4) {
+                m.copy_from_slice(&INODE_MAGIC);
+            }
+            let stored = b
+                .get(248..256)
+                .and_then(|s| <[u8; 8]>::try_from(s).ok())
+                .map(u64::from_le_bytes);
+            let sealed = stored == Some(crc32c_skipping(b.get(..256).unwrap_or(&[]), 248));
+            if sealed && tet_core::cetrafs::Inode::parse(&b, lba, ino).is_ok() {
+                *patches.block(lba)? = b;
+                fixes.push(fix(
+                    "inode magic restored (its checksum matches with it)",
+                    true,
+                ));
+            }
+        }
         (Code::DirentDuplicate, _) => {
+            let rename = fix("repeated name renamed with ~ and the inode number", false);
+            if !patches.allows(&rename) {
+                return Ok(());
+            }
             let mut renamed = false;
             patches.dirent(lba, off.saturating_sub(11), |d| {
                 let len = usize::from(d.name_len.get()).min(255);
@@ -113,10 +142,7 @@ pub(super) fn fix_one<D: BlockDeviceMut>(
                 }
             })?;
             if renamed {
-                fixes.push(fix(
-                    "repeated name renamed with ~ and the inode number",
-                    false,
-                ));
+                fixes.push(rename);
             }
         }
         _ => {}

@@ -25,11 +25,14 @@
 mod apply;
 mod bitmaps;
 mod clone;
+mod derived;
 mod dir_blocks;
 mod entries;
 mod lost_found;
 mod patches;
 mod plan;
+mod tables;
+mod unreadable;
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -47,7 +50,7 @@ use patches::Patches;
 use plan::plan;
 
 /// Rounds of check-and-fix before repair gives up on converging.
-pub const MAX_ROUNDS: u32 = 4;
+pub const MAX_ROUNDS: u32 = 8;
 
 /// Which fixes to apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +100,9 @@ pub struct RepairOutcome {
     pub fixes: Vec<Fix>,
     /// Error findings left after the last round.
     pub left: Vec<Finding>,
+    /// Fixes the last round planned but the mode or the answers did not allow: what
+    /// `-y` would do about the findings left (each says what it loses).
+    pub withheld: Vec<Fix>,
     /// Rounds run.
     pub rounds: u32,
     /// Whether the first check (after replay) found an error or a journal awaiting
@@ -217,16 +223,36 @@ pub fn repair<D: BlockDeviceMut>(
             .copied()
             .collect()
     };
-    let fs = match Fs::open(&dev, &mut bufs.data) {
-        Ok(fs) => fs,
-        Err(_) => {
-            // A mount failure is not repaired here: report the check's findings.
+    if Fs::open(&dev, &mut bufs.data).is_err() {
+        // The group tables are rebuilt from the geometry when the superblock and map
+        // validate; any other mount failure is reported, and nothing is written.
+        let rebuilt = match Fs::open_for_read(&dev, &mut bufs.data) {
+            Ok(rfs) => tables::rebuild(&rfs)?,
+            Err(_) => Vec::new(),
+        };
+        out.found = true;
+        let accepted: Vec<tables::Rebuilt> = rebuilt
+            .iter()
+            .filter(|r| mode != Mode::No && decide(&r.fix))
+            .cloned()
+            .collect();
+        if mode == Mode::No {
+            out.fixes.extend(rebuilt.iter().map(|r| r.fix));
+        }
+        if !accepted.is_empty() {
+            let rfs = Fs::open_for_read(&dev, &mut bufs.data)?;
+            tables::write(&rfs, &accepted)?;
+            out.fixes.extend(accepted.iter().map(|r| r.fix));
+            out.rounds = 1;
+        }
+        if mode == Mode::No || Fs::open(&dev, &mut bufs.data).is_err() {
             let (found, _) = fsck::findings(&dev, &check_opts);
             out.left = errors_of(&found);
             out.found = true;
             return Ok(out);
         }
-    };
+    }
+    let fs = Fs::open(&dev, &mut bufs.data)?;
     if !opts.force {
         for row in 0..fs.superblock().node_capacity() {
             if let Ok(Some(n)) = fs.node_row(row, &mut bufs.data) {
@@ -247,68 +273,84 @@ pub fn repair<D: BlockDeviceMut>(
         let mut found: Vec<Finding> = Vec::new();
         let (_, own) =
             fsck::check_keeping_maps(&dev, &check_opts, &mut |f: &Finding| found.push(*f));
-        if out.rounds == 0 {
+        if out.rounds == 0 || !out.found {
             out.found = found
                 .iter()
                 .any(|f| f.severity() == Severity::Error || f.code == Code::JournalReplay);
         }
         let fs = Fs::open(&dev, &mut bufs.data)?;
-        let mut patches = Patches {
-            fs: &fs,
-            blocks: BTreeMap::new(),
-            fresh: Vec::new(),
+        // `-p` plans only the fixes that lose nothing: one that loses something is
+        // withheld before it changes a block, so it never holds back a block a lossless
+        // fix needs, and the finding it answers is left with what `-y` would do.
+        let lossless = |f: &Fix| f.lossless;
+        let first_allow: Option<patches::Allow<'_>> = match mode {
+            Mode::Preen => Some(&lossless),
+            Mode::No | Mode::Yes => None,
         };
+        let mut patches = Patches::new(&fs, first_allow);
         let mut planned = Vec::new();
         plan(&fs, &found, own.as_ref(), &mut patches, &mut planned)?;
-        let allowed: Vec<Fix> = planned
-            .iter()
-            .filter(|f| match mode {
-                Mode::No => true,
-                Mode::Preen => f.lossless,
-                Mode::Yes => true,
-            })
-            .copied()
-            .collect();
-        if mode == Mode::No || allowed.is_empty() || out.rounds >= MAX_ROUNDS {
+        if mode == Mode::No || planned.is_empty() || out.rounds >= MAX_ROUNDS {
             if mode == Mode::No {
-                out.fixes = allowed;
+                out.fixes = planned;
             }
+            out.withheld = patches.withheld;
             out.left = errors_of(&found);
             return Ok(out);
         }
-        // Only the blocks of the fixes allowed and accepted.
         let mut accepted = Vec::new();
-        for f in &allowed {
-            if decide(f) {
+        let mut withheld = core::mem::take(&mut patches.withheld);
+        for f in &planned {
+            // (A family that plans without asking still never gets a lossy fix past -p.)
+            if (mode != Mode::Preen || f.lossless) && decide(f) {
                 accepted.push(*f);
+            } else {
+                withheld.push(*f);
             }
         }
         if accepted.is_empty() {
+            out.withheld = withheld;
             out.left = errors_of(&found);
             return Ok(out);
         }
-        let keep: BTreeMap<u64, Block> = if accepted.len() == planned.len() {
-            patches.blocks
+        // Some answered no: the round is planned again with only the fixes answered yes,
+        // so a refused one changes nothing. A fix whose family plans without asking (the
+        // bitmap rebuild, counts) and that was refused leaves its blocks unwritten, also
+        // when an accepted fix shares them (refusing wins).
+        let same = |a: &Fix, b: &Fix| a.action == b.action && a.offset == b.offset;
+        let answered =
+            |f: &Fix| (mode != Mode::Preen || f.lossless) && accepted.iter().any(|a| same(a, f));
+        let mut again;
+        let (blocks, fresh, made) = if accepted.len() == planned.len() {
+            (patches.blocks, patches.fresh, accepted)
         } else {
-            // A refused fix's block is not written; a block shared by an accepted and a
-            // refused fix is left whole (refusing wins).
-            let refused: Vec<u64> = planned
+            again = Patches::new(&fs, Some(&answered));
+            let mut replanned = Vec::new();
+            plan(&fs, &found, own.as_ref(), &mut again, &mut replanned)?;
+            let refused: Vec<u64> = replanned
                 .iter()
-                .filter(|p| !accepted.contains(p))
+                .filter(|p| !accepted.iter().any(|a| same(a, p)))
                 .map(|p| p.offset / BLOCK_SIZE_U64)
                 .collect();
-            patches
-                .blocks
+            let made: Vec<Fix> = replanned
+                .iter()
+                .filter(|p| accepted.iter().any(|a| same(a, p)))
+                .copied()
+                .collect();
+            let blocks: BTreeMap<u64, Block> = core::mem::take(&mut again.blocks)
                 .into_iter()
                 .filter(|(lba, _)| !refused.contains(lba))
-                .collect()
+                .collect();
+            (blocks, core::mem::take(&mut again.fresh), made)
         };
-        if keep.is_empty() {
+        if blocks.is_empty() || made.is_empty() {
+            out.withheld = withheld;
             out.left = errors_of(&found);
             return Ok(out);
         }
-        apply(&fs, &keep, &patches.fresh, opts, &mut txn, &mut bufs)?;
-        out.fixes.extend(accepted);
+        out.withheld = withheld;
+        apply(&fs, &blocks, &fresh, opts, &mut txn, &mut bufs)?;
+        out.fixes.extend(made);
         out.rounds = out.rounds.saturating_add(1);
     }
 }

@@ -9,6 +9,8 @@ use tet_core::cetrafs::raw::{RawBlockGroup, RawDirEntry, RawInode, RawZoneGroupH
 use tet_core::cetrafs::{Finding, Fs, BITS_PER_BITMAP_BLOCK, TAIL_AT};
 use tet_core::checksum::crc32c_skipping;
 use tet_core::{Error, ErrorKind};
+
+use super::Fix;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// A record at the start of a block, sealed by the crc32c of its other bytes stored at
@@ -31,15 +33,44 @@ impl Record for RawZoneGroupHot {
     const CRC_AT: usize = 56;
 }
 
+/// Which fixes a round may make: asked before a fix that loses something changes a
+/// block, so a refused fix never shares a block with one that is made.
+pub(super) type Allow<'a> = &'a dyn Fn(&Fix) -> bool;
+
 /// New contents of the blocks a round changes, read from the device on first touch.
 pub(super) struct Patches<'f, D: BlockDeviceMut> {
     pub(super) fs: &'f Fs<D>,
     pub(super) blocks: BTreeMap<u64, Block>,
     /// Blocks allocated this round (nothing references them yet): written first.
     pub(super) fresh: Vec<u64>,
+    /// Which fixes may change blocks (`None`: all).
+    pub(super) allow: Option<Allow<'f>>,
+    /// Fixes planned but not allowed: what `-y` (or another answer) would have done.
+    pub(super) withheld: Vec<Fix>,
 }
 
-impl<D: BlockDeviceMut> Patches<'_, D> {
+impl<'f, D: BlockDeviceMut> Patches<'f, D> {
+    pub(super) fn new(fs: &'f Fs<D>, allow: Option<Allow<'f>>) -> Self {
+        Patches {
+            fs,
+            blocks: BTreeMap::new(),
+            fresh: Vec::new(),
+            allow,
+            withheld: Vec::new(),
+        }
+    }
+
+    /// Whether `fix` may be made; when not, it is remembered as withheld.
+    pub(super) fn allows(&mut self, fix: &Fix) -> bool {
+        match self.allow {
+            Some(allow) if !allow(fix) => {
+                self.withheld.push(*fix);
+                false
+            }
+            _ => true,
+        }
+    }
+
     pub(super) fn block(&mut self, lba: u64) -> Result<&mut Block, Error> {
         if !self.blocks.contains_key(&lba) {
             let mut b: Block = [0; BLOCK_SIZE];

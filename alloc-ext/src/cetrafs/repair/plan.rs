@@ -9,10 +9,12 @@ use tet_core::Error;
 
 use super::bitmaps::{mark_inodes, pad_inode_bitmap, rebuild_bitmaps};
 use super::clone::clone_extent;
+use super::derived::fix_derived;
 use super::dir_blocks::{changes_entries, fix_dir_blocks};
 use super::entries::fix_one;
 use super::lost_found::reconnect_orphans;
 use super::patches::Patches;
+use super::unreadable::fix_unreadable;
 use super::Fix;
 use crate::cetrafs::fsck::{self, OwnershipMap};
 
@@ -46,6 +48,9 @@ pub(super) fn plan<D: BlockDeviceMut>(
                             | Code::Checksum
                             | Code::Magic
                             | Code::ExtentTree
+                            | Code::ExtentOverlap
+                            | Code::IndexLogical
+                            | Code::IndexRange
                             | Code::ReadFailed
                     )
             });
@@ -66,7 +71,9 @@ pub(super) fn plan<D: BlockDeviceMut>(
     fix_dir_blocks(found, patches, fixes)?;
     for f in found {
         fix_one(f, entries_change, patches, fixes)?;
+        fix_derived(f, patches, fixes)?;
     }
+    fix_unreadable(found, patches, fixes)?;
     // Orphans, once nothing else in this round changes entries or bitmaps (the new
     // directory's blocks are allocated from what the bitmaps say is free).
     let busy = entries_change
