@@ -337,6 +337,8 @@ struct Tally {
     untouched: u64,
     /// The first error left after `-y`, by code and field, counted.
     left: BTreeMap<String, u32>,
+    /// The cases left with errors after `-y`, with what is left.
+    left_cases: Vec<String>,
 }
 
 impl Tally {
@@ -348,6 +350,7 @@ impl Tally {
         self.left_after_y += o.left_after_y;
         self.preserved += o.preserved;
         self.untouched += o.untouched;
+        self.left_cases.extend(o.left_cases.iter().cloned());
         for (k, n) in &o.left {
             *self.left.entry(k.clone()).or_default() += n;
         }
@@ -399,6 +402,13 @@ fn judge(
                 tally.left_after_y += 1;
                 let key = format!("{} {}", left[0].code.as_str(), left[0].error.what);
                 *tally.left.entry(key).or_default() += 1;
+                tally.left_cases.push(format!(
+                    "{name}: {:?} after {:?}",
+                    left.iter()
+                        .map(|f| (f.code.as_str(), f.error.what, f.error.offset))
+                        .collect::<Vec<_>>(),
+                    out.fixes.iter().map(|f| f.action).collect::<Vec<_>>()
+                ));
             }
             _ => {}
         }
@@ -847,7 +857,10 @@ fn seeded_metadata_damage_keeps_the_rules() {
     }
     sample.dedup();
     let (by_kind, all, problems) = sweep(&clean, &sample, 1, &mut rng);
-    eprintln!("{all:?}\n{by_kind:#?}");
+    eprintln!(
+        "{:?}",
+        (all.cases, all.clean_after_p, all.clean_after_y, &all.left)
+    );
     assert!(problems.is_empty(), "{all:?}\n{}", problems.join("\n"));
     assert!(all.cases >= 30, "{all:?}");
 }
@@ -880,10 +893,31 @@ fn full_metadata_sweep() {
         blocks = kept;
     }
     let (by_kind, all, problems) = sweep(&clean, &blocks, 3, &mut rng);
-    eprintln!("{} blocks\n{all:?}\n{by_kind:#?}", blocks.len());
+    eprintln!(
+        "{} blocks\n{:?}",
+        blocks.len(),
+        by_kind
+            .iter()
+            .map(|(k, t)| (k, t.cases, t.clean_after_p, t.clean_after_y, t.undetected))
+            .collect::<Vec<_>>()
+    );
     for p in &problems {
         eprintln!("PROBLEM {p}");
     }
+    for c in &all.left_cases {
+        eprintln!("LEFT {c}");
+    }
+    eprintln!(
+        "TOTAL detected {} (undetected {}), clean after -p {}, clean after -y {}, left {}, \
+         files preserved {} of {}",
+        all.cases,
+        all.undetected,
+        all.clean_after_p,
+        all.clean_after_y,
+        all.left_after_y,
+        all.preserved,
+        all.untouched
+    );
     let detected = all.cases;
     assert!(problems.is_empty(), "{} problems", problems.len());
     assert!(

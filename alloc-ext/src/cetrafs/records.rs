@@ -109,7 +109,7 @@ fn put(b: &mut Block, at: usize, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tet_core::cetrafs::groups::{BlockGroup, ZoneGroup};
+    use tet_core::cetrafs::{BlockGroup, ZoneGroup};
 
     #[test]
     fn records_parse_as_the_reader_expects() {

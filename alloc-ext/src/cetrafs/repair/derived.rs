@@ -88,6 +88,35 @@ pub(super) fn fix_derived<D: BlockDeviceMut>(
                 ));
                 return Ok(());
             }
+            // A field the row's position decides (its row number, where its journal
+            // is): set from it and the row resealed, losing nothing.
+            let field = match f.error.what {
+                "registry.row" => Some((4usize, 4usize)),
+                "registry.journal_start" => Some((40, 8)),
+                _ => None,
+            };
+            if let (Some((at_field, len)), tet_core::ErrorKind::Mismatch { expected, .. }) =
+                (field, f.error.kind)
+            {
+                let b = patches.block(lba)?;
+                let bytes = expected.to_le_bytes();
+                put(
+                    b,
+                    row_off.saturating_add(at_field),
+                    bytes.get(..len).unwrap_or(&[]),
+                );
+                let c = tet_core::checksum::crc32c_skipping(
+                    b.get(row_off..row_off.saturating_add(128)).unwrap_or(&[]),
+                    120,
+                );
+                put(b, row_off.saturating_add(120), &c.to_le_bytes());
+                fixes.push(fix(
+                    "registry row field set from the row's position and resealed",
+                    at(lba, row_off.saturating_add(at_field)),
+                    true,
+                ));
+                return Ok(());
+            }
             let mut now: Block = [0; BLOCK_SIZE];
             fs.device().read_block(lba, &mut now)?;
             let in_use = now

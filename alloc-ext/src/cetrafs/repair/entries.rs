@@ -8,7 +8,7 @@ use tet_core::block::BlockDeviceMut;
 use tet_core::cetrafs::raw::RawInode;
 use tet_core::cetrafs::{Code, Finding, INODE_MAGIC};
 use tet_core::checksum::crc32c_skipping;
-use tet_core::Error;
+use tet_core::{Error, ErrorKind};
 
 use super::patches::{expected, split, Patches};
 use super::Fix;
@@ -80,22 +80,26 @@ pub(super) fn fix_one<D: BlockDeviceMut>(
             patches.dirent(lba, off.saturating_sub(10), |d| d.file_type = t8)?;
             fixes.push(fix("file_type set to the inode's", true));
         }
-        // An inode whose checksum alone is wrong: resealed when, with the checksum
-        // recomputed, it passes every other inode rule (its tree and data are checked
-        // again next round).
+        // An inode whose checksum is wrong: resealed when, with the checksum recomputed
+        // (and a stray byte in a must-be-zero field cleared), it passes every other
+        // inode rule (its tree and data are checked again next round). A valid checksum
+        // over a must-be-zero byte: the byte cleared, resealed.
         (Code::Checksum, _) if f.error.what == "inode.checksum" => {
-            let itable = patches.fs.superblock().raw().inode_table_start.get();
-            let ino = lba.saturating_sub(itable);
-            let before = *patches.block(lba)?;
-            patches.inode(lba, |_| {})?;
-            let after = *patches.block(lba)?;
-            if tet_core::cetrafs::Inode::parse(&after, lba, ino).is_ok() {
+            if let Some(b) = sound_inode(patches, lba)? {
+                *patches.block(lba)? = b;
                 fixes.push(fix(
-                    "inode checksum recomputed (the inode is otherwise sound)",
+                    "inode checksum recomputed: accepts the inode as it reads now",
                     true,
                 ));
-            } else if let Some(b) = patches.blocks.get_mut(&lba) {
-                *b = before;
+            }
+        }
+        (Code::Inode, _) if matches!(f.error.kind, ErrorKind::NonZero { .. }) => {
+            if let Some(b) = sound_inode(patches, lba)? {
+                *patches.block(lba)? = b;
+                fixes.push(fix(
+                    "inode's must-be-zero bytes cleared (they carry nothing) and resealed",
+                    true,
+                ));
             }
         }
         // An inode whose magic alone is wrong: restored when the stored checksum then
@@ -148,6 +152,38 @@ pub(super) fn fix_one<D: BlockDeviceMut>(
         _ => {}
     }
     Ok(())
+}
+
+/// The inode in block `lba` made sound, if it can be without changing a field that
+/// means something: resealed, and each byte a must-be-zero field holds (reserved bytes,
+/// unused extent slots, the header's generation) cleared, until it parses. `None` when
+/// another rule still fails.
+fn sound_inode<D: BlockDeviceMut>(
+    patches: &mut Patches<'_, D>,
+    lba: u64,
+) -> Result<Option<tet_core::block::Block>, Error> {
+    let itable = patches.fs.superblock().raw().inode_table_start.get();
+    let ino = lba.saturating_sub(itable);
+    let mut b = *patches.block(lba)?;
+    // Each round clears one byte; an inode has 256.
+    for _ in 0..256 {
+        let c = crc32c_skipping(b.get(..256).unwrap_or(&[]), 248);
+        if let Some(dst) = b.get_mut(248..256) {
+            dst.copy_from_slice(&c.to_le_bytes());
+        }
+        match tet_core::cetrafs::Inode::parse(&b, lba, ino) {
+            Ok(_) => return Ok(Some(b)),
+            Err(e) if matches!(e.kind, ErrorKind::NonZero { .. }) => {
+                let at = usize::try_from(e.offset % tet_core::block::BLOCK_SIZE_U64).unwrap_or(0);
+                match b.get_mut(at) {
+                    Some(x) if at < 248 && *x != 0 => *x = 0,
+                    _ => return Ok(None),
+                }
+            }
+            Err(_) => return Ok(None),
+        }
+    }
+    Ok(None)
 }
 
 /// `~` and the decimal `ino` into `out`; returns the length.
