@@ -13,11 +13,24 @@ pub const BLOCK_SIZE_U64: u64 = 4096;
 /// One block of caller-owned memory.
 pub type Block = [u8; BLOCK_SIZE];
 
+/// The error of a read of block `lba` from a device of `blocks` blocks that ends before
+/// it: [`ErrorKind::PastEnd`] about the block read, at the block's byte offset. The
+/// devices here report every read at or past their end with it, so an image cut short
+/// is named as such, block by block, wherever the read came from.
+pub const fn past_end(lba: u64, blocks: u64) -> Error {
+    Error::new(
+        ErrorKind::PastEnd { block: lba, blocks },
+        "block read",
+        lba.saturating_mul(BLOCK_SIZE_U64),
+    )
+}
+
 /// A device of 4 KiB blocks.
 pub trait BlockDevice {
     /// Number of whole blocks on the device.
     fn block_count(&self) -> u64;
-    /// Reads block `lba` into `buf`.
+    /// Reads block `lba` into `buf`. A block at or past [`BlockDevice::block_count`]
+    /// fails, with [`past_end`] on the devices of this crate.
     fn read_block(&self, lba: u64, buf: &mut Block) -> Result<()>;
     /// Reads at least the first `len` bytes of block `lba` into the start of `buf` (the
     /// rest of `buf` is unspecified). For structures shorter than a block, such as the
@@ -183,6 +196,10 @@ impl BlockDevice for MemDevice<'_> {
     }
 
     fn read_block(&self, lba: u64, buf: &mut Block) -> Result<()> {
+        let blocks = self.block_count();
+        if lba >= blocks {
+            return Err(past_end(lba, blocks));
+        }
         let start = lba.checked_mul(BLOCK_SIZE_U64).ok_or(Error::new(
             ErrorKind::Overflow,
             "block number",
@@ -282,14 +299,7 @@ impl<S: embedded_storage::ReadStorage> BlockDevice for FlashDevice<S> {
             )
         };
         if lba >= self.blocks {
-            return Err(Error::new(
-                ErrorKind::OutOfRange {
-                    value: lba,
-                    max: self.blocks.saturating_sub(1),
-                },
-                "block number",
-                0,
-            ));
+            return Err(past_end(lba, self.blocks));
         }
         let off = lba
             .checked_mul(BLOCK_SIZE_U64)

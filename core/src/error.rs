@@ -128,6 +128,24 @@ pub enum ErrorKind {
         /// How many bytes.
         len: u64,
     },
+    /// The device is shorter than the filesystem on it: `device_blocks` blocks hold a
+    /// filesystem of `total_blocks` (an image file cut short). A mount refuses it
+    /// (`docs/cetrafs.md` section 2, check 3); read-only tools may open it anyway and
+    /// then meet [`ErrorKind::PastEnd`] for what is missing.
+    ShortDevice {
+        /// Blocks the device holds.
+        device_blocks: u64,
+        /// Blocks the filesystem needs (`superblock.total_blocks`).
+        total_blocks: u64,
+    },
+    /// A read of block `block`, which lies at or past the end of a device of `blocks`
+    /// blocks.
+    PastEnd {
+        /// The block asked for.
+        block: u64,
+        /// Blocks the device holds.
+        blocks: u64,
+    },
     /// The data is valid but describes something this build cannot represent.
     Invalid,
     /// The underlying device or reader failed.
@@ -166,7 +184,9 @@ impl ErrorKind {
     /// The category this kind belongs to.
     pub fn category(&self) -> Category {
         match self {
-            ErrorKind::Truncated { .. } => Category::Truncated,
+            ErrorKind::Truncated { .. }
+            | ErrorKind::ShortDevice { .. }
+            | ErrorKind::PastEnd { .. } => Category::Truncated,
             ErrorKind::Unsupported { .. } => Category::Incompatible,
             ErrorKind::BufferTooSmall { .. } => Category::Usage,
             ErrorKind::NotFound => Category::Unsatisfiable,
@@ -315,6 +335,18 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Unreferenced { len } => {
                 write!(f, "starts {len} bytes that no structure references")
             }
+            ErrorKind::ShortDevice {
+                device_blocks,
+                total_blocks,
+            } => write!(
+                f,
+                "the image is {device_blocks} blocks but the filesystem is {total_blocks}: \
+                 was it truncated?"
+            ),
+            ErrorKind::PastEnd { block, blocks } => write!(
+                f,
+                "block {block} lies past the device's end (the device has {blocks} blocks)"
+            ),
             ErrorKind::Invalid => write!(f, "is invalid"),
             ErrorKind::Io => write!(f, "could not be read"),
         }

@@ -80,6 +80,12 @@ pub fn say(message: String) {
     remember(message);
 }
 
+/// Says a warning on standard error (`tet-host: warning: MESSAGE`): the command goes on,
+/// and the message is not kept as its error.
+pub fn warn(message: String) {
+    eprintln!("tet-host: warning: {message}");
+}
+
 /// Keeps `message` as the error [`finish`] reports, without printing it (for errors
 /// another library has printed already).
 pub fn remember(message: String) {

@@ -228,11 +228,14 @@ fn mount_checks_the_region_map() {
     reseal_sb(&mut img);
     let e = Fs::open(MemDevice::new(&img), &mut [0u8; B]).unwrap_err();
     assert_eq!(
-        e.kind,
-        ErrorKind::OutOfRange {
-            value: total + 1,
-            max: total
-        }
+        (e.kind, e.offset),
+        (
+            ErrorKind::ShortDevice {
+                device_blocks: total,
+                total_blocks: total + 1
+            },
+            32
+        )
     );
     // A region wrapping past u64::MAX.
     let mut img = base();

@@ -104,7 +104,9 @@ impl Finding {
         let code = match error.kind {
             ErrorKind::ChecksumMismatch { .. } => Code::Checksum,
             ErrorKind::BadMagic { .. } => Code::Magic,
-            ErrorKind::Io => Code::ReadFailed,
+            ErrorKind::Io | ErrorKind::PastEnd { .. } | ErrorKind::ShortDevice { .. } => {
+                Code::ReadFailed
+            }
             ErrorKind::Truncated { .. } if structure != Code::Mount => Code::ReadFailed,
             _ => structure,
         };
@@ -133,6 +135,25 @@ impl Report for Finding {
     fn error(&self) -> &Error {
         &self.error
     }
+}
+
+/// Mounts `dev` for a check: the full mount check of [`Fs::open`], except that a device
+/// shorter than `total_blocks` mounts too ([`Fs::open_shortened`]). That is reported
+/// first, as a `read-failed` finding about `superblock.total_blocks` (byte 32) that
+/// gives both lengths; the rest of the check then runs, and each block it needs past
+/// the device's end is a `read-failed` finding of its own.
+pub fn mount<D: BlockDevice>(
+    dev: D,
+    buf: &mut Block,
+    sink: &mut dyn Sink<Finding>,
+) -> Result<Fs<D>, Error> {
+    let fs = Fs::<D>::mount_as(dev, buf, true)?;
+    // Before the group tables: a cut through them is reported after what caused it.
+    if let Some(e) = fs.shortened() {
+        sink.report(&Finding::new(Code::ReadFailed, e));
+    }
+    fs.check_group_tables(buf)?;
+    Ok(fs)
 }
 
 /// Whether bit `i` of a bitmap block is set (LSB first).
@@ -190,6 +211,10 @@ pub fn check_inode<D: BlockDevice>(
     // Whether the whole tree read: counts are compared only then (repair sets them from
     // the check, and a part it could not read is not a part that is missing).
     let mut whole = true;
+    // A file's data is not read by the check, so on a device cut short its first extent
+    // reaching past the end is reported here, once (a directory's blocks are read below).
+    let device_end = fs.device().block_count();
+    let mut past_end_reported = false;
     let data = &mut bufs.data;
     fs.walk_tree(&inode, &mut bufs.tree, |ev| match ev {
         TreeEvent::Block { lba, .. } => v.tree_block(ino, lba),
@@ -206,6 +231,26 @@ pub fn check_inode<D: BlockDevice>(
             mapped = mapped.saturating_add(extent.len.into());
             v.extent(ino, &extent, lba, at);
             if !is_dir {
+                let end = extent.physical.saturating_add(extent.len.into());
+                if !extent.uninit && !past_end_reported && end > device_end {
+                    past_end_reported = true;
+                    let block = extent.physical.max(device_end);
+                    sink.report(
+                        &Finding::new(
+                            Code::ReadFailed,
+                            err(
+                                ErrorKind::PastEnd {
+                                    block,
+                                    blocks: device_end,
+                                },
+                                "extent.physical (file data past the device's end)",
+                                lba,
+                                at.saturating_add(8),
+                            ),
+                        )
+                        .of_inode(ino),
+                    );
+                }
                 return;
             }
             if extent.uninit && uninit_dir.is_none() {
@@ -422,10 +467,13 @@ pub fn check_groups<D: BlockDevice>(
             let dbm = bitmap_blocks(bg.raw.length_blocks.get());
             let mut used: u64 = 0;
             let mut padding_reported = false;
+            // A bitmap block that could not be read leaves the free count unknown.
+            let mut unread = false;
             for k in 0..dbm {
                 let lba = start.saturating_add(1).saturating_add(k);
                 if let Err(e) = fs.device().read_block(lba, &mut bufs.data) {
                     sink.report(&Finding::structural(Code::ReadFailed, e));
+                    unread = true;
                     continue;
                 }
                 let base = k.saturating_mul(BITS_PER_BITMAP_BLOCK);
@@ -448,7 +496,7 @@ pub fn check_groups<D: BlockDevice>(
                 on_bitmap(&bg, k, &bufs.data);
             }
             let free = data.saturating_sub(used);
-            if free != bg.raw.free_data_blocks.get() {
+            if !unread && free != bg.raw.free_data_blocks.get() {
                 sink.report(&Finding::new(
                     Code::GroupFreeCount,
                     err(
@@ -558,10 +606,22 @@ pub fn check_registry<D: BlockDevice>(
     on_row: &mut dyn FnMut(u32, Option<NodeRow>),
 ) {
     let sb = fs.superblock();
+    // A registry block that cannot be read is reported once, not once per row in it.
+    let mut unread: Option<u64> = None;
     for row in 0..sb.node_capacity() {
+        let block = u64::from(row) / super::ROWS_PER_BLOCK;
+        if unread == Some(block) {
+            continue;
+        }
         match fs.node_row(row, buf) {
             Ok(n) => on_row(row, n),
-            Err(e) => sink.report(&Finding::structural(Code::RegistryRow, e)),
+            Err(e) => {
+                let f = Finding::structural(Code::RegistryRow, e);
+                if f.code == Code::ReadFailed {
+                    unread = Some(block);
+                }
+                sink.report(&f);
+            }
         }
     }
     // Rows past the node capacity, in the registry's last block, must be zero.
@@ -646,6 +706,8 @@ pub fn check_pending<D: BlockDevice>(
         let last = first.saturating_add(count).saturating_sub(1);
         let (ls, ll) = sb.bg_span(last);
         let hi = ls.saturating_add(ll);
+        // A queue block that cannot be read is reported once, not once per entry in it.
+        let mut unread: Option<u64> = None;
         for slot in 0..sb.raw().pending_slots_per_zg.get() {
             let lba = sb
                 .raw()
@@ -653,6 +715,9 @@ pub fn check_pending<D: BlockDevice>(
                 .get()
                 .saturating_add(u64::from(z).saturating_mul(per_zg))
                 .saturating_add(u64::from(slot) / super::PENDING_PER_BLOCK);
+            if unread == Some(lba) {
+                continue;
+            }
             let off = usize::try_from(u64::from(slot) % super::PENDING_PER_BLOCK)
                 .unwrap_or(0)
                 .saturating_mul(16);
@@ -679,6 +744,9 @@ pub fn check_pending<D: BlockDevice>(
                 }
                 Err(e) => {
                     let f = Finding::structural(Code::PendingEntry, e);
+                    if f.code == Code::ReadFailed {
+                        unread = Some(lba);
+                    }
                     // A range outside every data area is reported as a field error.
                     sink.report(&f);
                 }
@@ -788,7 +856,8 @@ impl Sink<Finding> for Counting<'_> {
 /// journals (a `check-incomplete` finding otherwise). It does not build the ownership
 /// or connectivity maps (the `tet-alloc` fsck does). Reads every metadata block once,
 /// every inode marked in use, its tree, its directory blocks and its xattr block; two
-/// blocks of memory (`bufs`), one bitmap block (`bitmap`) and the caller's table.
+/// blocks of memory (`bufs`), one bitmap block (`bitmap`) and the caller's table. An
+/// image cut short is checked when `fs` comes from [`mount`], which reports the cut.
 pub fn verify<D: BlockDevice>(
     fs: &Fs<D>,
     bufs: &mut Buffers,

@@ -5,12 +5,13 @@ use core::ops::ControlFlow;
 
 use super::groups::{BlockGroup, NodeRow, PendingFree, ZoneGroup};
 use super::inode::Inode;
-use super::superblock::Superblock;
+use super::superblock::{Superblock, ANY_DEVICE};
 use super::{err, ROWS_PER_BLOCK};
 use crate::block::{Block, BlockDevice, BLOCK_SIZE_U64};
 use crate::error::{Error, ErrorKind, Result};
 
-/// A mounted image. Opening performs the full mount check (`docs/cetrafs.md` section 2).
+/// A mounted image. Opening performs the full mount check (`docs/cetrafs.md` section 2);
+/// [`Fs::open_shortened`] relaxes only the device's length, for read-only tools.
 ///
 /// `E` is the error the read path reports: [`Error`] (the field, its offset and the
 /// values) unless the image is opened with [`Fs::open_for_read_as`], which can pick the
@@ -33,6 +34,22 @@ impl<D: BlockDevice> Fs<D> {
         Ok(fs)
     }
 
+    /// [`Fs::open`] for an image that may have been cut short: a device shorter than
+    /// `total_blocks` mounts (`docs/cetrafs.md` section 2, check 3), and every other
+    /// mount check runs as in [`Fs::open`], so every structure still has to fit the
+    /// geometry the superblock gives, and the group tables have to be readable. A read
+    /// of a block at or past the device's end then fails as the device reports it
+    /// ([`past_end`](crate::block::past_end) on the devices of this crate: a
+    /// `read-failed` finding in a check), and [`Fs::shortened`] says by how much the
+    /// device is short. For read-only tools: writers mount with [`Fs::open`], which
+    /// refuses such a device with [`ErrorKind::ShortDevice`], and
+    /// [`replay`](super::replay::replay) refuses an `Fs` opened this way.
+    pub fn open_shortened(dev: D, buf: &mut Block) -> Result<Fs<D>> {
+        let fs = Fs::mount_as(dev, buf, true)?;
+        fs.check_group_tables(buf)?;
+        Ok(fs)
+    }
+
     /// Mounts `dev` for reading only what reading needs: the superblock, map and
     /// features (mount checks 1-6 of `docs/cetrafs.md` section 2), not the zone and
     /// block group tables (check 7), which only allocation depends on. A bootloader's
@@ -41,7 +58,8 @@ impl<D: BlockDevice> Fs<D> {
         Fs::open_for_read_as(dev, buf)
     }
 
-    fn check_group_tables(&self, buf: &mut Block) -> Result<()> {
+    /// Mount check 7: the zone and block group tables.
+    pub(super) fn check_group_tables(&self, buf: &mut Block) -> Result<()> {
         let z = self.sb.zone_group_count();
         let b = self.sb.block_group_count();
         let mut next_bg: u32 = 0;
@@ -230,6 +248,11 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
     /// through this `Fs`: `Fs::<_, Fault>::open_for_read_as(dev, buf)` runs the same
     /// checks and reports one-byte [`Fault`](crate::Fault)s.
     pub fn open_for_read_as(dev: D, buf: &mut Block) -> Result<Self, E> {
+        Fs::mount_as(dev, buf, false)
+    }
+
+    /// Mount checks 1-6; `short_ok` accepts a device shorter than `total_blocks`.
+    pub(super) fn mount_as(dev: D, buf: &mut Block, short_ok: bool) -> Result<Self, E> {
         let blocks = dev.block_count();
         if blocks == 0 {
             return Err(err(
@@ -245,7 +268,8 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
         dev.read_block(0, buf)?;
         // `map`, not `?` and `Ok`: the superblock then moves once, into the result (on
         // Cortex-M3 the other form copies it twice, 336 bytes more code).
-        Superblock::parse_as(buf, blocks).map(|sb| Fs {
+        let limit = if short_ok { ANY_DEVICE } else { blocks };
+        Superblock::parse_as(buf, limit).map(|sb| Fs {
             dev,
             sb,
             error: PhantomData,
@@ -260,6 +284,23 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
     /// The checked superblock.
     pub fn superblock(&self) -> &Superblock {
         &self.sb
+    }
+
+    /// When the device is shorter than the filesystem (an `Fs` from
+    /// [`Fs::open_shortened`] over an image cut short, or a device that shrank after the
+    /// mount): the error that says so, [`ErrorKind::ShortDevice`] about
+    /// `superblock.total_blocks` (byte 32) with both lengths. `None` otherwise.
+    pub fn shortened(&self) -> Option<Error> {
+        let device_blocks = self.dev.block_count();
+        let total_blocks = self.sb.total_blocks();
+        (device_blocks < total_blocks).then_some(Error::new(
+            ErrorKind::ShortDevice {
+                device_blocks,
+                total_blocks,
+            },
+            "superblock.total_blocks",
+            32,
+        ))
     }
 
     /// Reads block `lba` into `buf`, a device error reported as `E`: one conversion

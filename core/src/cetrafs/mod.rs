@@ -27,7 +27,7 @@ pub use journal::{
 };
 pub use read::Stat;
 pub use scratch::{Buffers, Scratch};
-pub use superblock::{Features, Region, Superblock, REGION_NAMES};
+pub use superblock::{Features, Region, Superblock, ANY_DEVICE, REGION_NAMES};
 pub use tree::{Extent, Mapping, TreeEvent, TreeProblem};
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

@@ -153,6 +153,8 @@ fn write_slot<D: BlockDeviceMut>(
 /// Replays every dirty journal of `fs` (see the module docs for the order of writes).
 /// `table` must hold every committed slot of the dirty journals (a `Budget`
 /// error says how many). Slots that conflict are reported to `sink` and not written.
+/// A device shorter than the filesystem ([`Fs::shortened`]) is refused before anything
+/// is read: an image cut short is read, never written.
 pub fn replay<D: BlockDeviceMut>(
     fs: &Fs<D>,
     opts: ReplayOptions,
@@ -160,6 +162,9 @@ pub fn replay<D: BlockDeviceMut>(
     bufs: &mut Buffers,
     sink: &mut dyn Sink<Finding>,
 ) -> Result<ReplayReport, ReplayError> {
+    if let Some(e) = fs.shortened() {
+        return Err(ReplayError::Device(e));
+    }
     let mut report = ReplayReport::default();
     let rows = fs.superblock().node_capacity();
     // 1. Claim every dirty journal, after checking all of them (a refusal writes

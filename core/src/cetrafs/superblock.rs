@@ -123,6 +123,10 @@ pub const REGION_NAMES: [&str; 8] = [
     "block group regions",
 ];
 
+/// The `device_blocks` of [`Superblock::parse`] that no `total_blocks` exceeds: the mount
+/// check without check 3's device length (`docs/cetrafs.md` section 2).
+pub const ANY_DEVICE: u64 = u64::MAX;
+
 /// A superblock whose checksum, version, features and region map passed the mount check.
 #[derive(Clone, Copy, Debug)]
 pub struct Superblock {
@@ -131,7 +135,10 @@ pub struct Superblock {
 }
 
 impl Superblock {
-    /// Parses and checks block 0 against a device of `device_blocks` blocks.
+    /// Parses and checks block 0 against a device of `device_blocks` blocks: a device
+    /// shorter than `total_blocks` is refused with [`ErrorKind::ShortDevice`].
+    /// [`ANY_DEVICE`] checks everything else (what
+    /// [`Fs::open_shortened`](super::Fs::open_shortened) does).
     pub fn parse(block: &Block, device_blocks: u64) -> Result<Superblock> {
         Superblock::parse_as(block, device_blocks)
     }
@@ -350,13 +357,6 @@ impl Superblock {
         let b = u64::from(r.block_group_count.get());
         let n = u64::from(r.node_capacity.get());
         let total = r.total_blocks.get();
-        let range = |value: u64, max: u64, what: &'static str, off: usize| -> Result<(), E> {
-            if value > max {
-                Err(err(ErrorKind::OutOfRange { value, max }, what, 0, off))
-            } else {
-                Ok(())
-            }
-        };
         let at_least = |value: u64, min: u64, what: &'static str, off: usize| -> Result<(), E> {
             if value < min {
                 Err(err(
@@ -387,7 +387,17 @@ impl Superblock {
                 ))
             }
         };
-        range(total, device_blocks, "superblock.total_blocks", 32)?;
+        if total > device_blocks {
+            return Err(err(
+                ErrorKind::ShortDevice {
+                    device_blocks,
+                    total_blocks: total,
+                },
+                "superblock.total_blocks",
+                0,
+                32,
+            ));
+        }
         at_least(z, 1, "superblock.zone_group_count", 64)?;
         at_least(b, 1, "superblock.block_group_count", 68)?;
         at_least(n, 1, "superblock.node_capacity", 136)?;

@@ -8,7 +8,9 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 
-use tet_core::block::{Block, BlockDevice, BlockDeviceMut, BLOCK_SIZE, BLOCK_SIZE_U64, SECTOR};
+use tet_core::block::{
+    past_end, Block, BlockDevice, BlockDeviceMut, BLOCK_SIZE, BLOCK_SIZE_U64, SECTOR,
+};
 use tet_core::{Error, ErrorKind, Result};
 
 /// Most blocks read at once when reads run forward (bitmaps, long directories, the
@@ -130,14 +132,7 @@ impl BlockDevice for FileDevice {
 
     fn read_block(&self, lba: u64, buf: &mut Block) -> Result<()> {
         if lba >= self.blocks {
-            return Err(Error::new(
-                ErrorKind::OutOfRange {
-                    value: lba,
-                    max: self.blocks.saturating_sub(1),
-                },
-                "block number",
-                lba.saturating_mul(BLOCK_SIZE_U64),
-            ));
+            return Err(past_end(lba, self.blocks));
         }
         let mut w = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
         let (clock, windows) = &mut *w;

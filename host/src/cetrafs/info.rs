@@ -73,6 +73,7 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
         "label": label,
         "uuid": super::uuid::format(&raw.uuid),
         "total_blocks": sb.total_blocks(),
+        "device_blocks": fs.device().block_count(),
         "read_only": sb.read_only(),
         "features": features_json(&sb.features()),
         "zone_groups": zgs,
@@ -86,8 +87,13 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
     match output {
         Output::Json => crate::report::print_json(&v),
         _ => {
+            // An image cut short says so where its size is shown.
+            let short = match fs.shortened() {
+                Some(_) => format!(", the image only {}", fs.device().block_count()),
+                None => String::new(),
+            };
             println!(
-                "image:        {} ({} blocks of 4096 bytes)",
+                "image:        {} ({} blocks of 4096 bytes{short})",
                 path.display(),
                 sb.total_blocks()
             );

@@ -387,7 +387,8 @@ const COUNT_LIMIT: u64 = 100_000;
 fn cetrafs_summary(image: &Path) -> Option<String> {
     let dev = super::device::FileDevice::open(image).ok()?;
     let mut bufs = Buffers::new();
-    let fs = Fs::open(&dev, &mut bufs.data).ok()?;
+    // An image cut short is still described (only reading it).
+    let fs = Fs::open_shortened(&dev, &mut bufs.data).ok()?;
     let label = fs.superblock().raw().label;
     let len = label.iter().position(|b| *b == 0).unwrap_or(label.len());
     // Escaped: a label's control characters must not redraw the question asked.

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use tet_alloc::cetrafs::journal;
 use tet_core::block::{BlockDevice, BLOCK_SIZE_U64};
 use tet_core::cetrafs::{Buffers, Committed, Features, Finding, Fs, OverlayDevice};
-use tet_core::Error;
+use tet_core::{Error, ErrorKind};
 
 use crate::report::Rendered;
 use crate::Exit;
@@ -26,16 +26,65 @@ use crate::Exit;
 /// A device the commands read an image from.
 pub type Dev<'a> = &'a dyn BlockDevice;
 
-/// Mounts the image for reading, or says why not, from the error's category: a block
-/// that cannot be read is operational (8), an image that does not mount is damaged (4).
-/// The commands reach it through [`crate::sniff`], which already told images from other
-/// files.
+/// Mounts the image for a command that only reads it, or says why not, from the
+/// error's category: a block that cannot be read is operational (8), an image that does
+/// not mount is damaged (4). An image shorter than its filesystem (cut short) mounts
+/// with a warning ([`Fs::open_shortened`]): what lies before its end reads as usual, a
+/// block past it fails when it is read, naming the block. The commands reach it through
+/// [`crate::sniff`], which already told images from other files.
 fn open_fs<D: BlockDevice>(path: &Path, dev: D) -> Result<Fs<D>, Exit> {
     let mut b = Buffers::new();
-    Fs::open(dev, &mut b.data).map_err(|e| {
-        crate::say!("{}: cannot mount: {}", path.display(), describe(&e));
-        Exit::of(e.kind.category())
-    })
+    let fs = Fs::open_shortened(dev, &mut b.data).map_err(|e| cannot_mount(path, &e))?;
+    if let Some(e) = fs.shortened() {
+        warn_shortened(path, &e);
+    }
+    Ok(fs)
+}
+
+/// Mounts the image for a command that writes it ([`Fs::open`]): an image shorter than
+/// its filesystem is refused, with the same words as the warning of the reading
+/// commands and exit 4 (the image's own damage: `docs/cetrafs.md` section 2, check 3).
+fn open_fs_to_write<D: BlockDevice>(path: &Path, dev: D) -> Result<Fs<D>, Exit> {
+    let mut b = Buffers::new();
+    Fs::open(dev, &mut b.data).map_err(|e| cannot_mount(path, &e))
+}
+
+/// Says why the image did not mount; the exit status from the error's category.
+fn cannot_mount(path: &Path, e: &Error) -> Exit {
+    if matches!(e.kind, ErrorKind::ShortDevice { .. }) {
+        refuse_shortened(path, e);
+    } else {
+        crate::say!("{}: cannot mount: {}", path.display(), describe(e));
+    }
+    Exit::of(e.kind.category())
+}
+
+/// The warning of a reading command on an image shorter than its filesystem (`e` is
+/// [`Fs::shortened`]'s), on standard error: the command goes on.
+fn warn_shortened(path: &Path, e: &Error) {
+    crate::report::warn(format!(
+        "{}: reading only what lies before the image's end: {}",
+        path.display(),
+        describe(e)
+    ));
+}
+
+/// The refusal of a writing command on an image shorter than its filesystem.
+fn refuse_shortened(path: &Path, e: &Error) {
+    crate::say!(
+        "{}: not written (an image cut short is only read): {}",
+        path.display(),
+        describe(e)
+    );
+}
+
+/// Whether the cetrafs image at `path` is shorter than its filesystem, as
+/// [`Fs::shortened`] says (`None` also when it cannot be opened or does not mount: the
+/// command then reports that itself).
+fn shortened(path: &Path) -> Option<Error> {
+    let dev = device::FileDevice::open(path).ok()?;
+    let fs = Fs::open_shortened(&dev, &mut Buffers::new().data).ok()?;
+    fs.shortened()
 }
 
 /// Runs `f` on the image as a mount sees it: blocks that committed, not-yet-replayed
@@ -43,11 +92,12 @@ fn open_fs<D: BlockDevice>(path: &Path, dev: D) -> Result<Fs<D>, Exit> {
 /// through the library's [`OverlayDevice`]), so `ls`, `cat` and `stat` show what the
 /// filesystem holds; `no_journal` shows the raw on-disk state. An image that does not
 /// mount, or whose journals cannot be classified, is read raw; the command then reports
-/// the mount error itself.
+/// the mount error itself. An image cut short keeps its journals' transactions while
+/// the journals lie before its end.
 pub fn with_journal<R>(dev: Dev<'_>, no_journal: bool, f: impl FnOnce(Dev<'_>) -> R) -> R {
     let mut bufs = Buffers::new();
     let Some(fs) = (!no_journal)
-        .then(|| Fs::open(dev, &mut bufs.data).ok())
+        .then(|| Fs::open_shortened(dev, &mut bufs.data).ok())
         .flatten()
     else {
         return f(dev);

@@ -259,7 +259,7 @@ fn cat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
     }
     let mut stdout = std::io::stdout().lock();
     let fail = |e: &Error| {
-        crate::say!("{}: {}", path.display(), describe(e));
+        crate::say!("{}: {}: {}", path.display(), escaped(inner), describe(e));
         Exit::of(e.kind.category())
     };
     if output != Output::Json {

@@ -17,9 +17,10 @@ use crate::{Exit, Output};
 /// in place through the journal. `-n` writes nothing; `-p` applies lossless fixes; `-y`
 /// every fix; without one it asks per fix on a terminal (exit 16 when standard input is
 /// not one). With `copy_to`, the image is first copied there (sparse, atomically) and the
-/// copy repaired: the input stays byte-identical (`-n` copies nothing). Exit 0 clean, 1
-/// problems found and all corrected, 4 problems left, 8 when refused or the image
-/// cannot be written.
+/// copy repaired: the input stays byte-identical (`-n` copies nothing). An image shorter
+/// than its filesystem is refused except by `-n` (exit 4). Exit 0 clean, 1 problems
+/// found and all corrected, 4 problems left, 8 when refused or the image cannot be
+/// written.
 pub fn repair(
     path: &Path,
     copy_to: Option<&Path>,
@@ -40,6 +41,14 @@ pub fn repair(
     if let Some(to) = copy_to {
         if let Err(e) = check_output(to, &[path], force) {
             return e;
+        }
+    }
+    // An image cut short is only read (docs/cetrafs.md section 2, check 3): `-n` reports
+    // what the check finds, every other mode is refused before anything is copied.
+    if m != Mode::No {
+        if let Some(e) = shortened(path) {
+            refuse_shortened(path, &e);
+            return Exit::of(e.kind.category());
         }
     }
     // An image that does not mount is never written (docs/cetrafs.md section 14), so

@@ -10,8 +10,9 @@ use crate::{Exit, Output};
 
 /// `tet-host replay IMAGE`: journal replay only (as e2fsck's `-E journal_only`). Exit 0
 /// when no journal was dirty, 1 when journals were replayed, 4 when some slots conflict
-/// (reported, not written), 8 when refused (a live node's journal, another replayer's
-/// claim) or the image cannot be written.
+/// (reported, not written) or the image is shorter than its filesystem (refused: it is
+/// only read), 8 when refused (a live node's journal, another replayer's claim) or the
+/// image cannot be written.
 pub fn replay(
     path: &Path,
     dev: &crate::cetrafs::device::FileDevice,
@@ -21,7 +22,7 @@ pub fn replay(
 ) -> Exit {
     use tet_core::cetrafs::replay::{replay as run, ReplayError, ReplayOptions};
     let mut bufs = Buffers::new();
-    let fs = match open_fs(path, dev) {
+    let fs = match open_fs_to_write(path, dev) {
         Ok(f) => f,
         Err(e) => return e,
     };

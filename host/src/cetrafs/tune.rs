@@ -31,8 +31,9 @@ pub struct TuneOptions {
     pub force: bool,
 }
 
-/// `tet-host tune`. Exit 0 changed, 4 the image does not mount, 8 it cannot be written
-/// or a node is ACTIVE, 16 nothing to change or a label too long.
+/// `tet-host tune`. Exit 0 changed, 4 the image does not mount or is shorter than its
+/// filesystem (cut short: refused), 8 it cannot be written or a node is ACTIVE, 16
+/// nothing to change or a label too long.
 pub fn tune(path: &Path, o: &TuneOptions, output: Output) -> Exit {
     if o.label.is_none() && o.uuid.is_none() {
         crate::say!("tune: nothing to change; give --label or --uuid");
@@ -55,7 +56,7 @@ pub fn tune(path: &Path, o: &TuneOptions, output: Output) -> Exit {
             return Exit::Operational;
         }
     };
-    let fs = match open_fs(path, &dev) {
+    let fs = match open_fs_to_write(path, &dev) {
         Ok(f) => f,
         Err(e) => return e,
     };

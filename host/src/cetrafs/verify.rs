@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use tet_alloc::cetrafs::fsck;
 use tet_core::cetrafs::Finding;
 use tet_core::finding::Severity;
-use tet_core::Category;
+use tet_core::{Category, ErrorKind};
 
 use super::*;
 use crate::report::{summary_line, Rendered};
@@ -19,6 +19,13 @@ pub fn verify(path: &Path, dev: Dev<'_>, output: Output, memory_limit: u64) -> E
     let outcome = fsck::check(dev, &fsck::Options { memory_limit }, &mut |f: &Finding| {
         found.push(*f)
     });
+    // The check reports an image cut short first; the commands that read say it too.
+    if let Some(f) = found
+        .iter()
+        .find(|f| matches!(f.error.kind, ErrorKind::ShortDevice { .. }))
+    {
+        warn_shortened(path, &f.error);
+    }
     let (errors, warnings) = (outcome.summary.errors, outcome.summary.warnings);
     let status = if errors > 0 {
         "errors"

@@ -166,7 +166,7 @@ fn check_inner<D: BlockDevice>(
     let mut sink = Counting::new(sink);
     let mut bufs = Buffers::new();
     let mut bitmap: Block = [0; BLOCK_SIZE];
-    let raw_fs = match Fs::open(&dev, &mut bufs.data) {
+    let raw_fs = match check::mount(&dev, &mut bufs.data, &mut sink) {
         Ok(fs) => fs,
         Err(e) => return unmounted(&mut sink, e),
     };
@@ -219,7 +219,7 @@ fn check_inner<D: BlockDevice>(
     let n = pass1.committed.len();
     let overlay = Overlay::from_classified(&mut pass1.committed, n);
     let odev = OverlayDevice::new(&dev, &overlay);
-    let fs = match Fs::open(odev, &mut bufs.data) {
+    let fs = match Fs::open_shortened(odev, &mut bufs.data) {
         Ok(fs) => fs,
         Err(e) => return unmounted(&mut sink, e),
     };
