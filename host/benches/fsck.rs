@@ -10,102 +10,18 @@
 
 #![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
+mod common;
 mod timing;
 
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tet_alloc::cetrafs::fsck;
-use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
 use tet_host::cetrafs::device::FileDevice;
 
 #[global_allocator]
 static ALLOC: timing::Counting = timing::Counting;
-
-const DIRS: usize = 10_000;
-const FILES_PER_DIR: usize = 20;
-const IMAGE: u64 = 2 << 30;
-
-fn content(d: usize, f: usize) -> Vec<u8> {
-    let n = (d * 7 + f * 13) % 200 + 1;
-    (0..n).map(|i| b'a' + ((d + f + i) % 26) as u8).collect()
-}
-
-fn name(prefix: char, i: usize) -> String {
-    format!("{prefix}{i:05}")
-}
-
-fn make_tree(root: &Path) {
-    let done = root.join(".done");
-    if done.exists() {
-        return;
-    }
-    let _ = std::fs::remove_dir_all(root);
-    for d in 0..DIRS {
-        // Two levels: 100 top directories of 100 each, as trees usually look.
-        let dir = root.join(name('t', d / 100)).join(name('d', d));
-        std::fs::create_dir_all(&dir).unwrap();
-        for f in 0..FILES_PER_DIR {
-            std::fs::write(dir.join(name('f', f)), content(d, f)).unwrap();
-        }
-    }
-    std::fs::write(done, b"").unwrap();
-}
-
-fn make_cetrafs(img: &Path) {
-    if img.exists() {
-        return;
-    }
-    let p = Params {
-        size_bytes: IMAGE,
-        bg_size_blocks: 32768,
-        zone_groups: 4,
-        nodes: 8,
-        inodes: 220_000,
-        ..Params::default()
-    };
-    let mut b = ImageBuilder::new(p);
-    let mut tops = Vec::new();
-    for t in 0..DIRS / 100 {
-        tops.push(
-            b.mkdir(ImageBuilder::ROOT, name('t', t).as_bytes(), 0o755)
-                .unwrap(),
-        );
-    }
-    for d in 0..DIRS {
-        let dir = b
-            .mkdir(tops[d / 100], name('d', d).as_bytes(), 0o755)
-            .unwrap();
-        for f in 0..FILES_PER_DIR {
-            b.add_file(
-                dir,
-                name('f', f).as_bytes(),
-                content(d, f),
-                Sparse::Dense,
-                Placement::Contiguous,
-            )
-            .unwrap();
-        }
-    }
-    std::fs::write(img, b.build().unwrap()).unwrap();
-}
-
-fn make_ext4(tree: &Path, img: &Path) {
-    if img.exists() {
-        return;
-    }
-    let ok = Command::new("mkfs.ext4")
-        .args(["-q", "-F", "-b", "4096", "-N", "220000", "-d"])
-        .arg(tree)
-        .arg(img)
-        .arg("2G")
-        .status()
-        .expect("mkfs.ext4 (e2fsprogs) is needed for this bench")
-        .success();
-    assert!(ok, "mkfs.ext4 failed");
-}
 
 fn best_cmd(runs: usize, mut cmd: impl FnMut() -> Command) -> Duration {
     let mut best = Duration::MAX;
@@ -123,16 +39,12 @@ fn best_cmd(runs: usize, mut cmd: impl FnMut() -> Command) -> Duration {
 }
 
 fn main() {
-    let dir = std::env::var_os("TET_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fsck-bench"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let tree = dir.join("tree");
-    let (cimg, eimg) = (dir.join("cetrafs.img"), dir.join("ext4.img"));
     let t = Instant::now();
-    make_tree(&tree);
-    make_cetrafs(&cimg);
-    make_ext4(&tree, &eimg);
+    let common::Inputs {
+        cetrafs: cimg,
+        ext4: eimg,
+        ..
+    } = common::inputs();
     println!("inputs ready in {:.1} s", t.elapsed().as_secs_f64());
 
     // In-process: findings, counts and peak heap.
@@ -171,7 +83,7 @@ fn main() {
         sum
     });
 
-    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release/tet-host");
+    let bin = common::tet_host();
     let ours = bin.exists().then(|| {
         best_cmd(3, || {
             let mut c = Command::new(&bin);

@@ -53,6 +53,7 @@ pub fn peak() -> usize {
     PEAK.load(Ordering::Relaxed)
 }
 
+#[allow(dead_code)]
 /// The fastest of `runs` runs of `f` (its result is kept alive so it is not optimised out).
 pub fn best_of<T>(runs: usize, mut f: impl FnMut() -> T) -> Duration {
     let mut best = Duration::MAX;
