@@ -106,6 +106,24 @@ pub(super) fn connectivity(
         if !i.reached {
             report_orphan(i.ino, sb, sink);
         }
+        // Section 8: only a directory has a parent.
+        if i.kind.is_some() && i.kind != Some(FileType::Directory) && i.parent != 0 {
+            sink.report(
+                &Finding::new(
+                    Code::DirParent,
+                    err(
+                        ErrorKind::Mismatch {
+                            expected: 0,
+                            found: i.parent,
+                        },
+                        "inode.parent (not a directory: 0)",
+                        inode_lba(i.ino),
+                        88,
+                    ),
+                )
+                .of_inode(i.ino),
+            );
+        }
         let expected = if i.kind == Some(FileType::Directory) {
             i.subdirs.saturating_add(2)
         } else {

@@ -47,6 +47,10 @@ pub(super) fn fix_one<D: BlockDeviceMut>(
             |r, n| r.size.set(n),
             "directory size set to its mapped blocks",
         )),
+        (Code::DirParent, Some(0)) => Some((
+            |r, n| r.parent.set(n),
+            "parent set to 0 (only a directory has a parent)",
+        )),
         (Code::DirParent, _) => Some((
             |r, n| r.parent.set(n),
             "parent set to the directory naming it",
@@ -98,6 +102,15 @@ pub(super) fn fix_one<D: BlockDeviceMut>(
                 *patches.block(lba)? = b;
                 fixes.push(fix(
                     "inode's must-be-zero bytes cleared (they carry nothing) and resealed",
+                    true,
+                ));
+            }
+        }
+        (Code::Inode, _) if f.error.kind == ErrorKind::Zero && f.error.what == "inode.nlink" => {
+            if let Some(b) = sound_inode(patches, lba)? {
+                *patches.block(lba)? = b;
+                fixes.push(fix(
+                    "nlink 0 of an inode in use set to 1 (next round counts its names)",
                     true,
                 ));
             }
@@ -173,6 +186,14 @@ fn sound_inode<D: BlockDeviceMut>(
         }
         match tet_core::cetrafs::Inode::parse(&b, lba, ino) {
             Ok(_) => return Ok(Some(b)),
+            // A link count of 0 on an inode the check found in use: 1 for now; the
+            // next round's check counts the entries that name it and sets the count
+            // (or, named by none, reconnects it in /lost+found).
+            Err(e) if e.kind == ErrorKind::Zero && e.what == "inode.nlink" => {
+                if let Some(n) = b.get_mut(28..32) {
+                    n.copy_from_slice(&1u32.to_le_bytes());
+                }
+            }
             Err(e) if matches!(e.kind, ErrorKind::NonZero { .. }) => {
                 let at = usize::try_from(e.offset % tet_core::block::BLOCK_SIZE_U64).unwrap_or(0);
                 match b.get_mut(at) {
