@@ -1,11 +1,12 @@
 //! `tet-host repair` for a cetrafs image.
 
 use std::fs::File;
-use std::io;
+use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use serde_json::json;
+use tet_alloc::cetrafs::repair::{Fix, Mode as RepairMode, RepairOutcome};
 use tet_alloc::tet::writer::Output as _;
 
 use crate::atomic::{check_output, AtomicFile, RealFs};
@@ -107,39 +108,21 @@ pub fn repair(
             return Exit::of(e.category());
         }
     };
-    let verb = if m == Mode::No { "would fix" } else { "fixed" };
     match output {
         Output::Json => {
             println!(
                 "{}",
                 json!({"file": path.display().to_string(), "mode": format!("{m:?}").to_lowercase(),
                        "replayed_journals": out.replay.journals, "rounds": out.rounds,
-                       "fixes": out.fixes.iter().map(|f| json!({"code": f.code.as_str(), "action": f.action, "offset": f.offset, "value": f.value, "lossless": f.lossless})).collect::<Vec<_>>(),
-                       "left": out.left.iter().map(|f| rendered(f).json()).collect::<Vec<_>>()})
+                       "fixes": out.fixes.iter().map(|f| json!({"code": f.code.as_str(), "action": f.action, "offset": f.offset, "value": f.value, "lossless": f.lossless, "paths": out.names.iter().filter(|(at, _)| *at == f.offset).map(|(_, p)| escaped(p)).collect::<Vec<_>>()})).collect::<Vec<_>>(),
+                       "left": out.left.iter().map(|f| rendered(f).json()).collect::<Vec<_>>(),
+                       "needs_yes": withheld(&out).iter().map(|f| json!({"code": f.code.as_str(), "action": f.action, "offset": f.offset, "value": f.value})).collect::<Vec<_>>()})
             );
             crate::report::printed();
         }
         _ => {
-            if out.replay.journals > 0 {
-                println!(
-                    "replayed {} journal(s): {} block(s) written",
-                    out.replay.journals, out.replay.written
-                );
-            }
-            for f in &out.fixes {
-                println!(
-                    "{verb}[{}] {} (byte {:#x}){}",
-                    f.code.as_str(),
-                    f.action,
-                    f.offset,
-                    f.value.map(|v| format!(" = {v}")).unwrap_or_default()
-                );
-            }
-            for f in &out.left {
-                println!("{}", rendered(f).line_as("left"));
-            }
-            if out.replay.journals == 0 && out.fixes.is_empty() && out.left.is_empty() {
-                println!("{}: clean, nothing to repair", path.display());
+            if let Err(e) = render(&mut io::BufWriter::new(io::stdout().lock()), path, m, &out) {
+                return crate::cli::stdout_failed(&e);
             }
         }
     }
@@ -151,6 +134,83 @@ pub fn repair(
     } else {
         Exit::Clean
     }
+}
+
+/// The fixes `-p` (or an answer) held back, each once: what `-y` would do about the
+/// findings left, in its own words (each says what it loses).
+fn withheld(out: &RepairOutcome) -> Vec<Fix> {
+    let mut seen: Vec<Fix> = Vec::new();
+    for f in &out.withheld {
+        if !seen
+            .iter()
+            .any(|s| s.action == f.action && s.offset == f.offset)
+        {
+            seen.push(*f);
+        }
+    }
+    seen
+}
+
+/// The human report: replay, fixes, findings left, and what `-y` would do about them.
+fn render(w: &mut impl Write, path: &Path, m: RepairMode, out: &RepairOutcome) -> io::Result<()> {
+    let verb = if m == RepairMode::No {
+        "would fix"
+    } else {
+        "fixed"
+    };
+    if out.replay.journals > 0 {
+        writeln!(
+            w,
+            "replayed {} journal(s): {} block(s) written",
+            out.replay.journals, out.replay.written
+        )?;
+    }
+    // The paths a lossy fix touches, after it.
+    let named = |f: &Fix| -> String {
+        let paths: Vec<String> = out
+            .names
+            .iter()
+            .filter(|(at, _)| *at == f.offset)
+            .map(|(_, p)| escaped(p))
+            .collect();
+        if paths.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", paths.join(", "))
+        }
+    };
+    for f in &out.fixes {
+        writeln!(
+            w,
+            "{verb}[{}] {} (byte {:#x}){}{}",
+            f.code.as_str(),
+            f.action,
+            f.offset,
+            f.value.map(|v| format!(" = {v}")).unwrap_or_default(),
+            named(f)
+        )?;
+    }
+    for f in &out.left {
+        writeln!(w, "{}", rendered(f).line_as("left"))?;
+    }
+    let held = withheld(out);
+    if m != RepairMode::No && !held.is_empty() {
+        writeln!(w, "repair -y would also (each loses what it says):")?;
+        for f in &held {
+            writeln!(
+                w,
+                "needs -y[{}] {} (byte {:#x}){}",
+                f.code.as_str(),
+                f.action,
+                f.offset,
+                named(f)
+            )?;
+        }
+    }
+    if out.replay.journals == 0 && out.fixes.is_empty() && out.left.is_empty() {
+        writeln!(w, "{}: clean, nothing to repair", path.display())?;
+    }
+    w.flush()
 }
 
 /// Copies the file at `from` to a new file `to`, atomically; all-zero blocks stay holes,

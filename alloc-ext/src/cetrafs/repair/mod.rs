@@ -30,6 +30,7 @@ mod dir_blocks;
 mod entries;
 mod lost_found;
 mod patches;
+mod paths;
 mod plan;
 mod tables;
 mod unreadable;
@@ -103,6 +104,9 @@ pub struct RepairOutcome {
     /// Fixes the last round planned but the mode or the answers did not allow: what
     /// `-y` would do about the findings left (each says what it loses).
     pub withheld: Vec<Fix>,
+    /// What the fixes that lose something (made or withheld) touch, by the fix's
+    /// offset: the path of a file cleared, the name of an entry removed.
+    pub names: Vec<(u64, Vec<u8>)>,
     /// Rounds run.
     pub rounds: u32,
     /// Whether the first check (after replay) found an error or a journal awaiting
@@ -206,6 +210,29 @@ impl core::error::Error for RepairError {}
 /// the mode allows and may refuse it (interactive repair); with [`Mode::No`] nothing is
 /// written and `fixes` lists what one round would do.
 pub fn repair<D: BlockDeviceMut>(
+    dev: D,
+    mode: Mode,
+    opts: &RepairOptions,
+    decide: &mut dyn FnMut(&Fix) -> bool,
+) -> Result<RepairOutcome, RepairError> {
+    let mut out = repair_rounds(&dev, mode, opts, decide)?;
+    // What -n would do, or what -p held back: named as the image reads now.
+    let unmade = if mode == Mode::No {
+        &out.fixes
+    } else {
+        &out.withheld
+    };
+    if !unmade.is_empty() {
+        let mut buf: Block = [0; tet_core::block::BLOCK_SIZE];
+        if let Ok(fs) = Fs::open(&dev, &mut buf) {
+            let named = paths::name_losses(&fs, unmade);
+            out.names.extend(named);
+        }
+    }
+    Ok(out)
+}
+
+fn repair_rounds<D: BlockDeviceMut>(
     dev: D,
     mode: Mode,
     opts: &RepairOptions,
@@ -349,6 +376,7 @@ pub fn repair<D: BlockDeviceMut>(
             return Ok(out);
         }
         out.withheld = withheld;
+        out.names.extend(paths::name_losses(&fs, &made));
         apply(&fs, &blocks, &fresh, opts, &mut txn, &mut bufs)?;
         out.fixes.extend(made);
         out.rounds = out.rounds.saturating_add(1);
