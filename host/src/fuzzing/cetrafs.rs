@@ -291,9 +291,37 @@ pub fn cetrafs_repair(data: &[u8]) {
         force: true,
         memory_limit: 1 << 28,
     };
+    // -p: the block rule holds after it, and every file that read before reads the same.
+    let before = readable_files(&img);
+    let mut preened = img.clone();
+    if repair(
+        MemDeviceMut::new(&mut preened),
+        Mode::Preen,
+        &opts,
+        &mut |_| true,
+    )
+    .is_ok()
+    {
+        if let Some((ino, lba)) = unmarked_mapped_block(&preened) {
+            panic!("after -p, block {lba} of readable inode {ino} is marked free");
+        }
+        let after = readable_files(&preened);
+        for (path, content) in &before {
+            let now = after.iter().find(|(p, _)| p == path).map(|(_, c)| c);
+            assert_eq!(
+                now,
+                Some(content),
+                "after -p, {} no longer reads as before",
+                String::from_utf8_lossy(path)
+            );
+        }
+    }
     let Ok(out) = repair(MemDeviceMut::new(&mut img), Mode::Yes, &opts, &mut |_| true) else {
         return;
     };
+    if let Some((ino, lba)) = unmarked_mapped_block(&img) {
+        panic!("after -y, block {lba} of readable inode {ino} is marked free");
+    }
     if out.left.is_empty() {
         let (found, _) =
             tet_alloc::cetrafs::fsck::findings(MemDevice::new(&img), &Default::default());
@@ -306,4 +334,125 @@ pub fn cetrafs_repair(data: &[u8]) {
             "repair left nothing, yet verify finds {errors:?}"
         );
     }
+}
+
+/// Every regular file and symlink reachable from the root that reads whole, with its
+/// content (paths as the walk finds them; each directory once).
+fn readable_files(img: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut bufs = Buffers::new();
+    let Ok(fs) = Fs::open(MemDevice::new(img), &mut bufs.data) else {
+        return out;
+    };
+    let root = fs.superblock().root_inode();
+    let mut queue: Vec<(u64, Vec<u8>)> = vec![(root, Vec::new())];
+    let mut seen = vec![root];
+    while let Some((dir, path)) = queue.pop() {
+        let Ok(inode) = fs.inode(dir, &mut bufs.data) else {
+            continue;
+        };
+        let mut entries: Vec<(u64, Vec<u8>)> = Vec::new();
+        let _ = fs.read_dir(&inode, &mut bufs, |e| {
+            let mut p = path.clone();
+            p.push(b'/');
+            p.extend_from_slice(e.name());
+            entries.push((e.inode, p));
+            ControlFlow::Continue(())
+        });
+        for (ino, p) in entries {
+            let Ok(i) = fs.inode(ino, &mut bufs.data) else {
+                continue;
+            };
+            if i.is_dir() {
+                if !seen.contains(&ino) {
+                    seen.push(ino);
+                    queue.push((ino, p));
+                }
+                continue;
+            }
+            let Ok(len) = usize::try_from(i.size()) else {
+                continue;
+            };
+            if len > img.len() {
+                continue;
+            }
+            let mut content = vec![0u8; len];
+            if fs.read(&i, 0, &mut content, &mut bufs).is_ok() {
+                out.push((p, content));
+            }
+        }
+    }
+    out
+}
+
+/// The block rule (docs/cetrafs.md section 14): the first block that an inode in use
+/// whose check reports nothing maps (data, tree, xattr) and that its data bitmap marks
+/// free, as `(inode, block)`.
+fn unmarked_mapped_block(img: &[u8]) -> Option<(u64, u64)> {
+    use tet_core::cetrafs::check::{check_inode, InodeVisitor};
+    use tet_core::cetrafs::{bitmap_blocks, DirEntry, Extent, Finding, BITS_PER_BITMAP_BLOCK};
+    #[derive(Default)]
+    struct Blocks(Vec<u64>);
+    impl InodeVisitor for Blocks {
+        fn tree_block(&mut self, _: u64, lba: u64) {
+            self.0.push(lba);
+        }
+        fn extent(&mut self, _: u64, e: &Extent, _: u64, _: usize) {
+            self.0
+                .extend(e.physical..e.physical.saturating_add(u64::from(e.len)));
+        }
+        fn dir_entry(&mut self, _: u64, _: &DirEntry, _: u64, _: usize) {}
+        fn xattr_block(&mut self, _: u64, lba: u64) {
+            self.0.push(lba);
+        }
+    }
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(img), &mut bufs.data).ok()?;
+    let sb = *fs.superblock();
+    let marked = |lba: u64| -> bool {
+        let size = sb.bg_size_blocks();
+        let Some(rel) = lba.checked_sub(sb.bg_regions_start()) else {
+            return true;
+        };
+        let Ok(bg) = u32::try_from(rel / size) else {
+            return true;
+        };
+        let (start, len) = sb.bg_span(bg);
+        let Some(i) = lba.checked_sub(start.saturating_add(1).saturating_add(bitmap_blocks(len)))
+        else {
+            return true;
+        };
+        let at = start
+            .saturating_add(1)
+            .saturating_add(i / BITS_PER_BITMAP_BLOCK);
+        let bit = i % BITS_PER_BITMAP_BLOCK;
+        usize::try_from(at.saturating_mul(4096).saturating_add(bit / 8))
+            .ok()
+            .and_then(|k| img.get(k))
+            .is_none_or(|b| b & (1 << (bit % 8)) != 0)
+    };
+    for ino in 1..sb.inode_count() {
+        let mut found = 0u32;
+        let mut v = Blocks::default();
+        let parsed = check_inode(
+            &fs,
+            ino,
+            &mut bufs,
+            &mut |f: &Finding| {
+                if f.severity() == Severity::Error {
+                    found += 1;
+                }
+            },
+            &mut v,
+        );
+        // Only an inode whose bitmap bit is set or that is valid counts as in use:
+        // check_inode parses any block, and a free all-zero inode does not parse.
+        if parsed.is_none() || found > 0 {
+            continue;
+        }
+        if let Some(lba) = v.0.iter().copied().find(|l| !marked(*l)) {
+            return Some((ino, lba));
+        }
+    }
+    None
 }
