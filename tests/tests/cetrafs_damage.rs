@@ -1164,7 +1164,7 @@ fn repairs_cut_at_every_write_converge() {
     let clean = base();
     let want = repair::files(&clean);
     type Case = (&'static str, fn(&mut Vec<u8>));
-    let cases: [Case; 3] = [
+    let cases: [Case; 9] = [
         ("orphan and a repeated name", |i| {
             let at = Img::dirent(i, DIR, b"b");
             i[at..at + 266].fill(0);
@@ -1183,11 +1183,46 @@ fn repairs_cut_at_every_write_converge() {
             let (at, m) = Img::data_bit(i, lba);
             i[at] |= m;
         }),
+        // The rebuilds of section 14: group tables before the mount, then the journal's
+        // own blocks, then the journaled blocks.
+        ("a block group descriptor zeroed", |i| {
+            let s = Img::sb(i);
+            let at = (s.bg_table_start.get() as usize + 1) * B;
+            i[at..at + B].fill(0);
+        }),
+        ("a zone group descriptor zeroed", |i| {
+            i[2 * B..3 * B].fill(0);
+        }),
+        ("a region header zeroed", |i| {
+            let s = Img::sb(i);
+            let at = (s.bg_regions_start.get() + s.bg_size_blocks.get()) as usize * B;
+            i[at..at + B].fill(0);
+        }),
+        ("a journal flag block zeroed", |i| {
+            let s = Img::sb(i);
+            let at = (s.node_journal_start.get() + s.node_journal_blocks.get()) as usize * B;
+            i[at..at + B].fill(0);
+        }),
+        ("a free registry row with a stray byte", |i| {
+            let s = Img::sb(i);
+            let at = s.registry_start.get() as usize * B + 3 * 128 + 17;
+            i[at] = 0x5a;
+        }),
+        ("an inode in use zeroed (the file is cleared)", |i| {
+            let at = Img::inode_at(i, C);
+            i[at..at + B].fill(0);
+        }),
     ];
     for (name, damage) in cases {
         let mut img0 = clean.clone();
         damage(&mut img0);
         reseal(&mut img0);
+        assert!(
+            verify(&img0)
+                .iter()
+                .any(|f| f.severity() == tet_core::cetrafs::check::Severity::Error),
+            "{name}: the damage is detected"
+        );
         let mut probe = img0.clone();
         let dev = PowerCut::new(&mut probe, u64::MAX, 0);
         let out = repair(&dev, Mode::Yes, &repair::opts(), &mut |_| true).unwrap();
