@@ -1296,11 +1296,12 @@ fn an_inode_with_only_a_bad_checksum_is_resealed_by_preen() {
         img[at..at + B] == base()[at..at + B],
         "the flipped flag byte cleared, nothing else of the inode changed"
     );
-    // A field that means something changed (nlink 0): the inode is not sound, so -p
-    // reseals nothing and leaves it, and says what -y would do (clear it).
+    // A field that means something changed (the file type, to one cetrafs has not):
+    // the inode is not sound, so -p reseals nothing and leaves it, and says what -y would
+    // do (clear it).
     let mut img = base();
     let at = Img::inode_at(&img, C);
-    img[at + 28..at + 32].fill(0); // nlink
+    img[at + 17] = 0x60; // mode 0o060000, a block device
     let before = img.clone();
     let out = repair(
         MemDeviceMut::new(&mut img),
@@ -1402,4 +1403,50 @@ fn with_no_free_space_the_later_owners_extent_is_cleared() {
     let i = fs.resolve(b"/a", &mut bufs).unwrap();
     fs.read(&i, 0, &mut got, &mut bufs).unwrap();
     assert_eq!(got, vec![1u8; B], "a keeps its block");
+}
+
+/// A repair cut after it marked its journal DIRTY leaves warnings only, which name the
+/// remedy (docs/cetrafs.md section 13); repair again converges.
+#[test]
+fn an_interrupted_repair_leaves_warnings_that_name_the_remedy() {
+    use tet_alloc::cetrafs::repair::{repair, Mode};
+    use tet_core::block::MemDeviceMut;
+    use tet_core::cetrafs::check::Severity;
+    let mut img0 = base();
+    Img::inode(&mut img0, A, |n| n.nlink.set(3));
+    reseal(&mut img0);
+    let mut probe = img0.clone();
+    let dev = PowerCut::new(&mut probe, u64::MAX, 0);
+    repair(&dev, Mode::Yes, &repair::opts(), &mut |_| true).unwrap();
+    let total = dev.writes.get();
+    let mut dirty_cuts = 0;
+    for cut in 0..total {
+        let mut img = img0.clone();
+        let dev = PowerCut::new(&mut img, cut, 0);
+        assert!(repair(&dev, Mode::Yes, &repair::opts(), &mut |_| true).is_err());
+        let found = verify(&img);
+        if found.iter().any(|f| f.code == Code::JournalReplay) {
+            dirty_cuts += 1;
+            assert!(
+                found.iter().all(|f| f.severity() == Severity::Warning),
+                "cut {cut}: {found:?}"
+            );
+            let remedy = found
+                .iter()
+                .any(|f| f.code.description().contains("tet-host replay"));
+            assert!(remedy, "cut {cut}: {found:?}");
+        }
+        let out = repair(
+            MemDeviceMut::new(&mut img),
+            Mode::Yes,
+            &repair::opts(),
+            &mut |_| true,
+        )
+        .unwrap();
+        assert!(out.left.is_empty(), "cut {cut}: {:?}", out.left);
+    }
+    assert!(
+        dirty_cuts >= 1,
+        "some cut falls after the journal went DIRTY"
+    );
 }

@@ -42,9 +42,9 @@ codes! {
     BitmapPadding = "bitmap-padding", Error, "A bitmap padding bit, or the inode bitmap's bit 0, is clear.";
     JournalTxn = "journal-txn", Error, "Slots of one transaction disagree (txn_slots, txn_index order, F_COMMIT before the last slot) or a txn_id is used twice.";
     JournalPayload = "journal-payload", Error, "A slot of a transaction whose last slot carries F_COMMIT has a payload that fails payload_checksum.";
-    JournalReplay = "journal-replay", Warning, "A committed transaction in a dirty journal is not applied yet: the image needs journal replay.";
+    JournalReplay = "journal-replay", Warning, "A committed transaction in a dirty journal is not applied yet: the image needs journal replay (`tet-host replay IMAGE`, or repair).";
     JournalConflict = "journal-conflict", Error, "A committed slot's target matches neither its pre-change nor its post-change checksum, even after the transactions before it.";
-    CleanWithReplay = "clean-with-replay", Error, "The superblock says SB_CLEAN but a journal holds transactions that need replay.";
+    CleanWithReplay = "clean-with-replay", Warning, "The superblock says SB_CLEAN but a journal holds transactions that need replay: an offline repair or replay was cut short (a mounted node clears SB_CLEAN first). `tet-host replay IMAGE`, or repair again, finishes it.";
     NodeDuplicate = "node-duplicate", Error, "Two registry rows carry the same node_id.";
     ZoneOwner = "zone-owner", Error, "A zone group is owned by a free registry row or by a node that has LEFT.";
     ZoneOwnerFenced = "zone-owner-fenced", Warning, "A zone group is owned by a FENCED node: its ownership awaits recovery.";
@@ -907,7 +907,12 @@ pub fn verify<D: BlockDevice>(
     if replay_needed && sb.raw().sb_flags.get() & SB_CLEAN != 0 {
         sink.report(&Finding::new(
             Code::CleanWithReplay,
-            err(ErrorKind::Invalid, "superblock.sb_flags (SB_CLEAN)", 0, 12),
+            err(
+                ErrorKind::Invalid,
+                "superblock.sb_flags (SB_CLEAN, yet a journal needs replay: run tet-host replay)",
+                0,
+                12,
+            ),
         ));
     }
     check_registry(fs, &mut bufs.data, &mut sink, &mut |_, _| {});

@@ -35,7 +35,12 @@ pub(super) fn journals<D: BlockDevice>(
     if !replay_rows.is_empty() && fs.superblock().raw().sb_flags.get() & SB_CLEAN != 0 {
         sink.report(&Finding::new(
             Code::CleanWithReplay,
-            err(ErrorKind::Invalid, "superblock.sb_flags (SB_CLEAN)", 0, 12),
+            err(
+                ErrorKind::Invalid,
+                "superblock.sb_flags (SB_CLEAN, yet a journal needs replay: run tet-host replay)",
+                0,
+                12,
+            ),
         ));
     }
     Journals {
