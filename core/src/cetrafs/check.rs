@@ -201,6 +201,20 @@ pub fn check_inode<D: BlockDevice>(
             return None;
         }
     };
+    check_parsed_inode(fs, inode, bufs, sink, v);
+    Some(inode)
+}
+
+/// [`check_inode`] of an inode already read and parsed (a caller that had to read it
+/// anyway, to learn whether it is valid, does not read it twice).
+pub fn check_parsed_inode<D: BlockDevice>(
+    fs: &Fs<D>,
+    inode: Inode,
+    bufs: &mut Buffers,
+    sink: &mut dyn Sink<Finding>,
+    v: &mut dyn InodeVisitor,
+) {
+    let ino = inode.ino();
     let is_dir = inode.is_dir();
     let dir_blocks = inode.size().div_ceil(BLOCK_SIZE_U64);
     let budget = fs.superblock().total_blocks();
@@ -365,7 +379,6 @@ pub fn check_inode<D: BlockDevice>(
         }
     }
     check_xattrs(fs, &inode, bufs, sink, v);
-    Some(inode)
 }
 
 fn check_xattrs<D: BlockDevice>(

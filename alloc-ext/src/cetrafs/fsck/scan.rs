@@ -6,7 +6,9 @@ use alloc::vec::Vec;
 
 use tet_core::arith::u64_of;
 use tet_core::block::{Block, BlockDevice};
-use tet_core::cetrafs::check::{check_inode, check_inode_bitmap, InodeVisitor, Sink};
+use tet_core::cetrafs::check::{
+    check_inode, check_inode_bitmap, check_parsed_inode, InodeVisitor, Sink,
+};
 use tet_core::cetrafs::{
     Buffers, Code, DirEntry, Extent, FileType, Finding, Fs, BITS_PER_BITMAP_BLOCK,
 };
@@ -198,40 +200,25 @@ fn kind_of(inode: &tet_core::cetrafs::Inode) -> FileType {
     }
 }
 
-/// Every inode whose bit is clear but whose block is a valid inode is in use
-/// (docs/cetrafs.md section 8): reported `inode-unmarked` and marked in `in_use`, so its
-/// blocks are claimed like any file's.
-fn mark_valid_inodes<D: BlockDevice>(
-    fs: &Fs<D>,
-    bufs: &mut Buffers,
-    in_use: &mut Bits,
-    sink: &mut dyn Sink<Finding>,
-) {
-    let sb = fs.superblock();
-    let bitmap = sb.raw().inode_bitmap_start.get();
-    for ino in 1..sb.inode_count() {
-        if in_use.get(ino) || fs.inode(ino, &mut bufs.data).is_err() {
-            continue;
-        }
-        in_use.set(ino);
-        let at = bitmap.saturating_add(ino / BITS_PER_BITMAP_BLOCK);
-        let byte = usize::try_from((ino % BITS_PER_BITMAP_BLOCK) / 8).unwrap_or(0);
-        sink.report(
-            &Finding::new(
-                Code::InodeUnmarked,
-                err(
-                    ErrorKind::Mismatch {
-                        expected: 1,
-                        found: 0,
-                    },
-                    "inode bitmap bit (clear for a valid inode)",
-                    at,
-                    byte,
-                ),
-            )
-            .of_inode(ino),
-        );
-    }
+/// Reports inode `ino`, valid but clear in the inode bitmap (`inode-unmarked`).
+fn report_unmarked(ino: u64, bitmap: u64, sink: &mut dyn Sink<Finding>) {
+    let at = bitmap.saturating_add(ino / BITS_PER_BITMAP_BLOCK);
+    let byte = usize::try_from((ino % BITS_PER_BITMAP_BLOCK) / 8).unwrap_or(0);
+    sink.report(
+        &Finding::new(
+            Code::InodeUnmarked,
+            err(
+                ErrorKind::Mismatch {
+                    expected: 1,
+                    found: 0,
+                },
+                "inode bitmap bit (clear for a valid inode)",
+                at,
+                byte,
+            ),
+        )
+        .of_inode(ino),
+    );
 }
 
 /// What the inode walk found.
@@ -275,7 +262,6 @@ pub(super) fn inodes<D: BlockDevice>(
     if let Some(w) = in_use.0.first_mut() {
         *w &= !1;
     }
-    mark_valid_inodes(fs, bufs, in_use, sink);
     let mut infos: Vec<Info> = Vec::new();
     let mut entries: Vec<Entry> = Vec::new();
     let mut inodes: u64 = 0;
@@ -290,33 +276,39 @@ pub(super) fn inodes<D: BlockDevice>(
         name_at: Vec::new(),
         oom: false,
     };
-    for (w, word) in in_use.0.iter().enumerate() {
-        if *word == 0 {
-            continue;
-        }
-        for b in 0..64u64 {
-            if word & (1u64 << b) == 0 {
+    // One pass in inode order: an inode whose bit is set is checked; one whose bit is
+    // clear is read once, and when it is valid (section 8: the inodes decide) it is
+    // reported, marked and checked from what was read.
+    let bitmap_start = fs.superblock().raw().inode_bitmap_start.get();
+    for ino in 1..inode_count {
+        let inode = if in_use.get(ino) {
+            inodes = inodes.saturating_add(1);
+            check_inode(fs, ino, bufs, sink, &mut scan)
+        } else {
+            let Ok(inode) = fs.inode(ino, &mut bufs.data) else {
+                continue;
+            };
+            in_use.set(ino);
+            report_unmarked(ino, bitmap_start, sink);
+            inodes = inodes.saturating_add(1);
+            check_parsed_inode(fs, inode, bufs, sink, &mut scan);
+            Some(inode)
+        };
+        scan.finish_inode(ino, sink);
+        if let Some(i) = inode {
+            if infos.try_reserve(1).is_err() {
+                scan.oom = true;
                 continue;
             }
-            let ino = u64_of(w).saturating_mul(64).saturating_add(b);
-            inodes = inodes.saturating_add(1);
-            let inode = check_inode(fs, ino, bufs, sink, &mut scan);
-            scan.finish_inode(ino, sink);
-            if let Some(i) = inode {
-                if infos.try_reserve(1).is_err() {
-                    scan.oom = true;
-                    continue;
-                }
-                infos.push(Info {
-                    ino,
-                    parent: i.raw().parent.get(),
-                    nlink: i.raw().nlink.get(),
-                    refs: 0,
-                    subdirs: 0,
-                    kind: Some(kind_of(&i)),
-                    reached: false,
-                });
-            }
+            infos.push(Info {
+                ino,
+                parent: i.raw().parent.get(),
+                nlink: i.raw().nlink.get(),
+                refs: 0,
+                subdirs: 0,
+                kind: Some(kind_of(&i)),
+                reached: false,
+            });
         }
     }
     let complete = !scan.oom;

@@ -40,7 +40,7 @@ pub(super) fn apply<D: BlockDeviceMut>(
     let in_journals = |l: u64| l >= journals && l < journals_end;
     let per_journal = sb.raw().node_journal_blocks.get().max(1);
     for (lba, new) in blocks.iter().filter(|(l, _)| in_journals(**l)) {
-        if lba.saturating_sub(journals) % per_journal == 0 {
+        if lba.saturating_sub(journals).checked_rem(per_journal) == Some(0) {
             let old = read_sector(fs, *lba, &mut bufs.data)?;
             let sector = first_sector(new);
             if old != sector && !fs.device().compare_and_write(*lba, &old, &sector)? {

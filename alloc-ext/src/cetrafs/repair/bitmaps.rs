@@ -152,7 +152,9 @@ pub(super) fn rebuild_bitmaps<D: BlockDeviceMut>(
 
 /// The inode bitmap bit of every valid inode whose bit is clear (`inode-unmarked`), set:
 /// the inodes decide which are in use (docs/cetrafs.md section 8). Planned before the
-/// data bitmap rebuild, whose ownership map already counts these inodes' blocks.
+/// data bitmap rebuild, whose ownership map already counts these inodes' blocks. One fix
+/// per bitmap block, whose value is the number of bits it sets (a zeroed bitmap of
+/// 200,000 files is a few fixes, not 200,000).
 pub(super) fn mark_inodes<D: BlockDeviceMut>(
     fs: &Fs<D>,
     found: &[Finding],
@@ -160,20 +162,34 @@ pub(super) fn mark_inodes<D: BlockDeviceMut>(
     fixes: &mut Vec<Fix>,
 ) -> Result<(), Error> {
     let start = fs.superblock().raw().inode_bitmap_start.get();
+    // (bitmap block, bits it sets), in the order found (inode order).
+    let mut per_block: Vec<(u64, u64)> = Vec::new();
     for f in found.iter().filter(|f| f.code == Code::InodeUnmarked) {
         let Some(ino) = f.ino else { continue };
         let lba = start.saturating_add(ino / BITS_PER_BITMAP_BLOCK);
+        match per_block.last_mut() {
+            Some((l, n)) if *l == lba => *n = n.saturating_add(1),
+            _ => per_block.push((lba, 1)),
+        }
+    }
+    for (lba, n) in per_block {
         let fix = Fix {
             code: Code::InodeUnmarked,
-            action: "inode bitmap bit set for a valid inode (the inodes decide which are in use)",
-            offset: f.error.offset,
-            value: Some(ino),
+            action: "inode bitmap bits set for valid inodes (the inodes decide which are in use)",
+            offset: lba.saturating_mul(BLOCK_SIZE_U64),
+            value: Some(n),
             lossless: true,
         };
-        if patches.allows(&fix) {
-            set_bit(patches.block(lba)?, ino % BITS_PER_BITMAP_BLOCK, true);
-            fixes.push(fix);
+        if !patches.allows(&fix) {
+            continue;
         }
+        for f in found.iter().filter(|f| f.code == Code::InodeUnmarked) {
+            let Some(ino) = f.ino else { continue };
+            if start.saturating_add(ino / BITS_PER_BITMAP_BLOCK) == lba {
+                set_bit(patches.block(lba)?, ino % BITS_PER_BITMAP_BLOCK, true);
+            }
+        }
+        fixes.push(fix);
     }
     Ok(())
 }

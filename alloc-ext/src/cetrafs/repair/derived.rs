@@ -71,7 +71,7 @@ pub(super) fn fix_derived<D: BlockDeviceMut>(
         }
         Code::RegistryRow => {
             let reg = raw.registry_start.get();
-            let row_off = off / 128 * 128;
+            let row_off = off.saturating_sub(off.checked_rem(128).unwrap_or(0));
             let row = lba
                 .saturating_sub(reg)
                 .saturating_mul(32)
@@ -163,7 +163,7 @@ pub(super) fn fix_derived<D: BlockDeviceMut>(
             if lba < first || lba >= first.saturating_add(raw.pending_blocks.get()) {
                 return Ok(());
             }
-            let e = off / 16 * 16;
+            let e = off.saturating_sub(off.checked_rem(16).unwrap_or(0));
             if let Some(r) = patches.block(lba)?.get_mut(e..e.saturating_add(16)) {
                 r.fill(0);
             }
@@ -177,10 +177,11 @@ pub(super) fn fix_derived<D: BlockDeviceMut>(
         Code::JournalFlag => {
             let per = raw.node_journal_blocks.get().max(1);
             let first = raw.node_journal_start.get();
-            if lba < first || lba.saturating_sub(first) % per != 0 {
+            if lba < first || lba.saturating_sub(first).checked_rem(per) != Some(0) {
                 return Ok(());
             }
-            let row = u32::try_from(lba.saturating_sub(first) / per).unwrap_or(u32::MAX);
+            let row = u32::try_from(lba.saturating_sub(first).checked_div(per).unwrap_or(0))
+                .unwrap_or(u32::MAX);
             // Every slot header empty: the journal holds nothing, and a clean flag is
             // all it can have said.
             let mut empty = true;
@@ -227,14 +228,15 @@ pub(super) fn fix_derived<D: BlockDeviceMut>(
             if lba < first {
                 return Ok(());
             }
-            let rel = lba.saturating_sub(first) % per;
-            let row = u32::try_from(lba.saturating_sub(first) / per).unwrap_or(u32::MAX);
+            let rel = lba.saturating_sub(first).checked_rem(per).unwrap_or(0);
+            let row = u32::try_from(lba.saturating_sub(first).checked_div(per).unwrap_or(0))
+                .unwrap_or(u32::MAX);
             // Only a header (odd block of the slice) of a journal whose flag says CLEAN:
             // nothing in it will be replayed.
             let clean = fs
                 .journal_flag(row, &mut [0u8; 4096])
                 .is_ok_and(|j| j.raw().state.get() == JOURNAL_CLEAN);
-            if rel == 0 || rel % 2 == 0 || !clean {
+            if rel == 0 || rel.checked_rem(2) == Some(0) || !clean {
                 return Ok(());
             }
             if let Some(h) = patches.block(lba)?.get_mut(..64) {

@@ -46,6 +46,10 @@ fn xattr_unreadable(f: &Finding) -> bool {
     ) && (w.starts_with("xattr") || w == "inode.xattr_block")
 }
 
+/// Whether a finding is about a block's tail, the tail magic it must carry, and whether
+/// the block's content is worth resealing (a tree block's header magic; any xattr).
+type TailRule = (bool, [u8; 4], fn(&[u8]) -> bool);
+
 /// Plans this family's fixes for the round. `done` lists the inode blocks another fix
 /// of the round already repairs (a magic restored, a checksum resealed).
 pub(super) fn fix_unreadable<D: BlockDeviceMut>(
@@ -60,7 +64,7 @@ pub(super) fn fix_unreadable<D: BlockDeviceMut>(
     // Tails first: a resealed tree or xattr block is checked whole next round.
     for f in found {
         let (lba, _) = split(f.error.offset);
-        let (tail, magic, header_ok): (bool, [u8; 4], fn(&[u8]) -> bool) = match f.error.what {
+        let (tail, magic, header_ok): TailRule = match f.error.what {
             "extent_block.tail.crc" | "extent_block.tail.magic" => (true, TAIL_EXTENT, |b| {
                 b.get(..2) == Some(&EXTENT_MAGIC.to_le_bytes()[..])
             }),
