@@ -36,14 +36,14 @@ impl Rng {
     }
 }
 
-/// The populated image: 320 regular files in nested directories (one directory of 70
+/// The populated image: 520 regular files in nested directories (one directory of 70
 /// entries, five blocks), hard links, symlinks, xattrs, an empty file, a sparse file,
 /// fragmented files with depth-1 and depth-2 trees, owners and times set.
 fn populated() -> Vec<u8> {
     let p = Params {
         size_bytes: 32 << 20,
         bg_size_blocks: 2048,
-        inodes: 512,
+        inodes: 768,
         nodes: 2,
         journal_blocks: 33,
         pending_slots: 16,
@@ -70,7 +70,7 @@ fn populated() -> Vec<u8> {
     for d in 0..10u32 {
         let dir = b.mkdir(ROOT, format!("d{d}").as_bytes(), 0o750).unwrap();
         let sub = b.mkdir(dir, b"sub", 0o700).unwrap();
-        for k in 0..25u32 {
+        for k in 0..46u32 {
             let at = if k % 3 == 0 { sub } else { dir };
             let len = rng.below(2 * B as u64) as usize;
             let data: Vec<u8> = (0..len).map(|i| (i as u32 * 7 + d + k) as u8).collect();
@@ -595,7 +595,9 @@ fn populated_image_is_clean() {
     let img = populated();
     assert_eq!(errors(&img), vec![]);
     let k = known(&img);
-    assert!(k.len() >= 340, "{} names", k.len());
+    assert!(k.len() >= 540, "{} names", k.len());
+    let files = k.iter().filter(|n| n.seen.mode & 0o170000 == 0o100000).count();
+    assert!(files >= 500, "{files} regular files");
     let fs = open(&img).unwrap();
     let big = fs.resolve(b"/big", &mut Buffers::new()).unwrap();
     assert!(big.size() >= 4 * B as u64, "a multi-block directory");
