@@ -47,6 +47,105 @@ fn free_slot<D: BlockDeviceMut>(
     Ok(None)
 }
 
+/// A data block free in the bitmap (as this round's patches leave it) and owned by
+/// nothing: its block group, its index there, and its block number.
+fn free_data_block<D: BlockDeviceMut>(
+    fs: &Fs<D>,
+    own: &OwnershipMap,
+    patches: &mut Patches<'_, D>,
+) -> Result<Option<(u32, u64, u64)>, Error> {
+    let mut buf = [0u8; BLOCK_SIZE];
+    for bi in 0..fs.superblock().block_group_count() {
+        let bg = fs.block_group(bi, &mut buf)?;
+        let raw = *bg.raw();
+        let start = raw.start_block.get().saturating_add(1);
+        let dbm = bitmap_blocks(raw.length_blocks.get());
+        if let Some(i) = free_bit(patches, start, dbm, raw.data_block_count.get(), |i| {
+            own.owned(bi, i)
+        })? {
+            return Ok(Some((bi, i, bg.data_start().saturating_add(i))));
+        }
+    }
+    Ok(None)
+}
+
+/// Adds one empty block to directory `lf` (its inline extents: the last one lengthened
+/// when the block follows it, else a new extent); returns whether it could.
+fn grow<D: BlockDeviceMut>(
+    fs: &Fs<D>,
+    own: &OwnershipMap,
+    patches: &mut Patches<'_, D>,
+    lf: &tet_core::cetrafs::Inode,
+    fixes: &mut Vec<Fix>,
+) -> Result<bool, Error> {
+    let raw = *lf.raw();
+    let entries = usize::from(raw.extent_header.entries.get());
+    if raw.extent_header.depth.get() != 0 || entries == 0 || entries > 4 {
+        return Ok(false);
+    }
+    let Ok(logical) = u32::try_from(lf.size() / BLOCK_SIZE_U64) else {
+        return Ok(false);
+    };
+    let Some((bi, bit, lba)) = free_data_block(fs, own, patches)? else {
+        return Ok(false);
+    };
+    // The last inline extent: (logical, len, physical).
+    let k = entries.saturating_sub(1).saturating_mul(16);
+    let last = raw.slots.get(k..k.saturating_add(16)).and_then(|e| {
+        Some((
+            u32::from_le_bytes(e.get(0..4)?.try_into().ok()?),
+            u32::from_le_bytes(e.get(4..8)?.try_into().ok()?),
+            u64::from_le_bytes(e.get(8..16)?.try_into().ok()?),
+        ))
+    });
+    let Some((l0, n0, p0)) = last else {
+        return Ok(false);
+    };
+    let follows = l0.saturating_add(n0) == logical
+        && p0.saturating_add(u64::from(n0)) == lba
+        && n0 < 0x7FFF;
+    if !follows && entries == 4 {
+        return Ok(false);
+    }
+    patches.fresh.push(lba);
+    let b = patches.block(lba)?;
+    *b = [0; BLOCK_SIZE];
+    if let Some(dst) = b.get_mut(TAIL_AT..TAIL_AT.saturating_add(4)) {
+        dst.copy_from_slice(&tet_core::cetrafs::TAIL_DIR);
+    }
+    reseal_tail(b);
+    patches.inode(lf.lba(), |r| {
+        if follows {
+            if let Some(dst) = r.slots.get_mut(k.saturating_add(4)..k.saturating_add(8)) {
+                dst.copy_from_slice(&n0.saturating_add(1).to_le_bytes());
+            }
+        } else {
+            let at = entries.saturating_mul(16);
+            let mut e = [0u8; 16];
+            e[..4].copy_from_slice(&logical.to_le_bytes());
+            e[4..8].copy_from_slice(&1u32.to_le_bytes());
+            e[8..16].copy_from_slice(&lba.to_le_bytes());
+            if let Some(dst) = r.slots.get_mut(at..at.saturating_add(16)) {
+                dst.copy_from_slice(&e);
+            }
+            r.extent_header
+                .entries
+                .set(u16::try_from(entries.saturating_add(1)).unwrap_or(4));
+        }
+        r.size.set(r.size.get().saturating_add(BLOCK_SIZE_U64));
+        r.blocks.set(r.blocks.get().saturating_add(1));
+    })?;
+    patches.take_blocks(bi, bit, 1)?;
+    fixes.push(Fix {
+        code: Code::Orphan,
+        action: "/lost+found grown by one block for more orphans",
+        offset: lf.lba().saturating_mul(BLOCK_SIZE_U64),
+        value: Some(lba),
+        lossless: true,
+    });
+    Ok(true)
+}
+
 /// Names every orphan in `/lost+found` (made if absent) by its inode number, as
 /// e2fsck does. A directory moved there gets `/lost+found` as its parent; link counts
 /// follow in the next round. Orphans beyond the free entry slots wait for later rounds.
@@ -89,21 +188,7 @@ pub(super) fn reconnect_orphans<D: BlockDeviceMut>(
             else {
                 return Ok(());
             };
-            // A data block free in the bitmap and owned by nothing.
-            let mut block = None;
-            for bi in 0..sb.block_group_count() {
-                let bg = fs.block_group(bi, &mut bufs.data)?;
-                let raw = *bg.raw();
-                let start = raw.start_block.get().saturating_add(1);
-                let dbm = bitmap_blocks(raw.length_blocks.get());
-                if let Some(i) = free_bit(patches, start, dbm, raw.data_block_count.get(), |i| {
-                    own.owned(bi, i)
-                })? {
-                    block = Some((bi, i, bg.data_start().saturating_add(i)));
-                    break;
-                }
-            }
-            let Some((bi, bit, lba)) = block else {
+            let Some((bi, bit, lba)) = free_data_block(fs, own, patches)? else {
                 return Ok(());
             };
             // The directory block, empty.
@@ -160,11 +245,9 @@ pub(super) fn reconnect_orphans<D: BlockDeviceMut>(
             ino
         }
     };
-    let lf = if found_dir.is_some() {
-        fs.inode(lf_ino, &mut bufs.data)?
-    } else {
-        // Not on the device yet: parse it from the patch.
-        let ilba = itable.saturating_add(lf_ino);
+    // The directory as this round leaves it (new, or grown below): read from the patch.
+    let ilba = itable.saturating_add(lf_ino);
+    let mut lf = {
         let b = *patches.block(ilba)?;
         tet_core::cetrafs::Inode::parse(&b, ilba, lf_ino)?
     };
@@ -174,7 +257,19 @@ pub(super) fn reconnect_orphans<D: BlockDeviceMut>(
         let Ok(inode) = fs.inode(o, &mut bufs.data) else {
             continue;
         };
-        let Some((blk, off)) = free_slot(fs, &lf, patches, &taken)? else {
+        let slot = match free_slot(fs, &lf, patches, &taken)? {
+            Some(s) => Some(s),
+            None => {
+                // Full: one more block, as e2fsck grows lost+found.
+                if !grow(fs, own, patches, &lf, fixes)? {
+                    break;
+                }
+                let b = *patches.block(ilba)?;
+                lf = tet_core::cetrafs::Inode::parse(&b, ilba, lf_ino)?;
+                free_slot(fs, &lf, patches, &taken)?
+            }
+        };
+        let Some((blk, off)) = slot else {
             break;
         };
         taken.push((blk, off));
