@@ -596,7 +596,10 @@ fn populated_image_is_clean() {
     assert_eq!(errors(&img), vec![]);
     let k = known(&img);
     assert!(k.len() >= 540, "{} names", k.len());
-    let files = k.iter().filter(|n| n.seen.mode & 0o170000 == 0o100000).count();
+    let files = k
+        .iter()
+        .filter(|n| n.seen.mode & 0o170000 == 0o100000)
+        .count();
     assert!(files >= 500, "{files} regular files");
     let fs = open(&img).unwrap();
     let big = fs.resolve(b"/big", &mut Buffers::new()).unwrap();
@@ -1049,4 +1052,103 @@ fn full_metadata_sweep() {
         u64::from(all.clean_after_y) * 100 >= u64::from(detected) * 95,
         "{all:?}"
     );
+}
+
+/// The blocks of `path` in the clean image (data, tree, xattr).
+fn blocks_of(clean: &[u8], path: &[u8]) -> Vec<u64> {
+    let fs = open(clean).unwrap();
+    mapped(&fs, ino_of(clean, path)).unwrap().blocks
+}
+
+/// One flipped bit in a field of an inode that means something (its extent count, an
+/// extent's block, its size), checksum not fixed: `-p` cannot tell the change from the
+/// truth, so it neither reseals nor clears; the inode stays as damaged, every block the
+/// file had stays marked, and the report says what `-y` would do.
+#[test]
+fn preen_never_blesses_a_changed_inode_field() {
+    let clean = populated();
+    for (path, byte, bit) in [
+        (&b"/d2/g4"[..], 106usize, 0u8), // extent_header.entries 1 -> 0
+        (b"/d2/g5", 125, 3),             // an extent's physical block
+        (b"/d2/g7", 34, 1),              // size
+    ] {
+        let ino = ino_of(&clean, path);
+        let blocks = blocks_of(&clean, path);
+        let mut img = clean.clone();
+        let at = inode_at(&img, ino);
+        img[at + byte] ^= 1 << bit;
+        let damaged = img[at..at + B].to_vec();
+        let out = run_repair(&mut img, Mode::Preen);
+        let p = String::from_utf8_lossy(path);
+        assert_eq!(
+            img[at..at + B],
+            damaged[..],
+            "{p}: the inode is left as damaged"
+        );
+        assert!(!out.left.is_empty(), "{p}");
+        for b in &blocks {
+            assert!(marked(&img, *b), "{p}: block {b} freed by -p");
+        }
+        assert!(
+            out.withheld.iter().any(|f| !f.lossless),
+            "{p}: -p says what -y would do: {:?}",
+            out.withheld
+        );
+        assert_eq!(unmarked_block(&img), None, "{p}");
+    }
+}
+
+/// An xattr block that no longer reads (a value length past 256, resealed) is kept
+/// marked by `-p`: its owner is readable and in use, and `-p` does not drop xattrs.
+#[test]
+fn preen_keeps_an_unreadable_xattr_block_marked() {
+    let clean = populated();
+    let fs = open(&clean).unwrap();
+    let ino = ino_of(&clean, b"/big/f017");
+    let x = fs
+        .inode(ino, &mut [0u8; B])
+        .unwrap()
+        .raw()
+        .xattr_block
+        .get();
+    assert_ne!(x, 0);
+    let mut img = clean.clone();
+    img[x as usize * B + 65] = 0x01; // value_len of the first attribute: 256 + 4
+    reseal(&mut img);
+    let out = run_repair(&mut img, Mode::Preen);
+    assert!(
+        marked(&img, x),
+        "the xattr block freed by -p: {:?}",
+        out.fixes
+    );
+    assert!(out.withheld.iter().any(|f| f
+        .action
+        .starts_with("xattr block that does not read dropped")));
+}
+
+/// A zeroed inode bitmap and one flipped byte in a file's inode: the inode is found in
+/// use although it does not read (its magic and number say it is that inode), so `-p`
+/// keeps every block it had marked and leaves its name.
+#[test]
+fn a_damaged_inode_under_a_zeroed_bitmap_keeps_its_blocks() {
+    let clean = populated();
+    let path = b"/d1/g8";
+    let ino = ino_of(&clean, path);
+    let blocks = blocks_of(&clean, path);
+    let mut img = clean.clone();
+    let s = sb(&img);
+    let ib = s.inode_bitmap_start.get() as usize * B;
+    img[ib..ib + B].fill(0);
+    let at = inode_at(&img, ino);
+    img[at + 60] ^= 0x04; // mtime, checksum not fixed
+    let out = run_repair(&mut img, Mode::Preen);
+    for b in &blocks {
+        assert!(marked(&img, *b), "block {b} freed by -p: {:?}", out.fixes);
+    }
+    assert_eq!(unmarked_block(&img), None);
+    let fs = open(&img).unwrap();
+    let names = known(&clean);
+    for k in names.iter().filter(|k| k.path != path) {
+        assert_eq!(seen(&fs, &k.path).as_ref(), Some(&k.seen), "{:?}", k.path);
+    }
 }

@@ -52,10 +52,11 @@ pub fn repair(
             return Exit::of(e.kind.category());
         }
     }
-    // An image that does not mount is never written (docs/cetrafs.md section 14), so
-    // neither is a copy of it: it is reported as it is.
+    // An image whose superblock or map fails is never written (docs/cetrafs.md section
+    // 14), so neither is a copy of it: it is reported as it is. (One whose group tables
+    // fail is repaired: they are rebuilt from the geometry.)
     let mounts = crate::cetrafs::device::FileDevice::open(path)
-        .is_ok_and(|d| tet_core::cetrafs::Fs::open(&d, &mut Buffers::new().data).is_ok());
+        .is_ok_and(|d| tet_core::cetrafs::Fs::open_for_read(&d, &mut Buffers::new().data).is_ok());
     let m = if copy_to.is_some() && !mounts {
         Mode::No
     } else {

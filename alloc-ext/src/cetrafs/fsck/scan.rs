@@ -10,7 +10,7 @@ use tet_core::cetrafs::check::{
     check_inode, check_inode_bitmap, check_parsed_inode, InodeVisitor, Sink,
 };
 use tet_core::cetrafs::{
-    Buffers, Code, DirEntry, Extent, FileType, Finding, Fs, BITS_PER_BITMAP_BLOCK,
+    Buffers, Code, DirEntry, Extent, FileType, Finding, Fs, BITS_PER_BITMAP_BLOCK, INODE_MAGIC,
 };
 use tet_core::ErrorKind;
 
@@ -280,13 +280,32 @@ pub(super) fn inodes<D: BlockDevice>(
     // clear is read once, and when it is valid (section 8: the inodes decide) it is
     // reported, marked and checked from what was read.
     let bitmap_start = fs.superblock().raw().inode_bitmap_start.get();
+    let itable = fs.superblock().raw().inode_table_start.get();
     for ino in 1..inode_count {
         let inode = if in_use.get(ino) {
             inodes = inodes.saturating_add(1);
             check_inode(fs, ino, bufs, sink, &mut scan)
         } else {
-            let Ok(inode) = fs.inode(ino, &mut bufs.data) else {
-                continue;
+            let inode = match fs.inode(ino, &mut bufs.data) {
+                Ok(inode) => inode,
+                Err(e) => {
+                    // A clear bit over a block that is not free (section 8: a free
+                    // inode's block is all zero) yet says it is this inode: an inode in
+                    // use that does not read. Reported, so no rebuild takes its blocks
+                    // for free space and repair can reseal (or, -y, clear) it.
+                    let mut blk: Block = [0; tet_core::block::BLOCK_SIZE];
+                    let read = fs.device().read_block(itable.saturating_add(ino), &mut blk);
+                    let says_so = read.is_ok()
+                        && (blk.get(..4) == Some(&INODE_MAGIC[..])
+                            || blk.get(8..16) == Some(&ino.to_le_bytes()[..]));
+                    if says_so {
+                        in_use.set(ino);
+                        report_unmarked(ino, bitmap_start, sink);
+                        sink.report(&Finding::structural(Code::Inode, e).of_inode(ino));
+                        inodes = inodes.saturating_add(1);
+                    }
+                    continue;
+                }
             };
             in_use.set(ino);
             report_unmarked(ino, bitmap_start, sink);

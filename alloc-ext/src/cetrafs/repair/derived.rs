@@ -6,9 +6,10 @@
 use alloc::vec::Vec;
 
 use tet_core::block::{Block, BlockDeviceMut, BLOCK_SIZE, BLOCK_SIZE_U64};
-use tet_core::cetrafs::{Code, Finding, Fs, JOURNAL_CLEAN, NODE_MAGIC};
+use tet_core::cetrafs::raw::RawSlotHeader;
+use tet_core::cetrafs::{Code, Finding, Fs, JOURNAL_CLEAN, JS_MAGIC, NODE_MAGIC};
 use tet_core::Error;
-use zerocopy::IntoBytes;
+use zerocopy::{FromBytes, IntoBytes};
 
 use super::patches::{split, Patches};
 use super::Fix;
@@ -71,6 +72,9 @@ pub(super) fn fix_derived<D: BlockDeviceMut>(
         }
         Code::RegistryRow => {
             let reg = raw.registry_start.get();
+            if lba < reg || lba >= reg.saturating_add(raw.registry_blocks.get()) {
+                return Ok(());
+            }
             let row_off = off.saturating_sub(off.checked_rem(128).unwrap_or(0));
             let row = lba
                 .saturating_sub(reg)
@@ -119,9 +123,35 @@ pub(super) fn fix_derived<D: BlockDeviceMut>(
             }
             let mut now: Block = [0; BLOCK_SIZE];
             fs.device().read_block(lba, &mut now)?;
-            let in_use = now
-                .get(row_off..row_off.saturating_add(4))
-                .is_some_and(|m| m == NODE_MAGIC);
+            let row_bytes = now.get(row_off..row_off.saturating_add(128)).unwrap_or(&[]);
+            // A row in use whose magic alone was hit: restored when the checksum then
+            // matches.
+            let mut fixed = [0u8; 128];
+            if let (Some(dst), true) = (fixed.get_mut(..), row_bytes.len() == 128) {
+                dst.copy_from_slice(row_bytes);
+            }
+            if let Some(m) = fixed.get_mut(..4) {
+                m.copy_from_slice(&NODE_MAGIC);
+            }
+            let stored = fixed
+                .get(120..128)
+                .and_then(|x| <[u8; 8]>::try_from(x).ok())
+                .map(u64::from_le_bytes);
+            if stored == Some(tet_core::checksum::crc32c_skipping(&fixed, 120))
+                && row_bytes.get(..4) != Some(&NODE_MAGIC[..])
+            {
+                put(patches.block(lba)?, row_off, &NODE_MAGIC);
+                fixes.push(fix(
+                    "registry row magic restored (its checksum matches with it)",
+                    at(lba, row_off),
+                    true,
+                ));
+                return Ok(());
+            }
+            // A free row is all zero: a few stray bytes in one are zeroed; a row with
+            // more is (or was) a node's, and clearing it loses what it held.
+            let stray = row_bytes.iter().filter(|b| **b != 0).count() <= 8;
+            let in_use = !stray || row_bytes.get(..4).is_some_and(|m| m == NODE_MAGIC);
             // A row in use is cleared only while its journal is clean: nothing of the
             // node is left to replay, only its registration is lost.
             let clean = u32::try_from(row).ok().is_some_and(|r| {
@@ -133,8 +163,8 @@ pub(super) fn fix_derived<D: BlockDeviceMut>(
             }
             let cleared = if in_use {
                 fix(
-                    "registry row cleared: the node's registration (node id, state, \
-                     hostname) is lost; its journal is clean",
+                    "registry row that does not validate cleared: the node's registration \
+                     (node id, state, hostname) is lost; its journal is clean",
                     at(lba, row_off),
                     false,
                 )
@@ -177,19 +207,37 @@ pub(super) fn fix_derived<D: BlockDeviceMut>(
         Code::JournalFlag => {
             let per = raw.node_journal_blocks.get().max(1);
             let first = raw.node_journal_start.get();
-            if lba < first || lba.saturating_sub(first).checked_rem(per) != Some(0) {
+            let end = first.saturating_add(per.saturating_mul(u64::from(sb.node_capacity())));
+            if lba < first || lba >= end || lba.saturating_sub(first).checked_rem(per) != Some(0) {
                 return Ok(());
             }
             let row = u32::try_from(lba.saturating_sub(first).checked_div(per).unwrap_or(0))
                 .unwrap_or(u32::MAX);
             // Every slot header empty: the journal holds nothing, and a clean flag is
             // all it can have said.
+            // Nothing to replay: every slot header empty, not a valid header, or one whose
+            // target already holds its payload (a transaction already applied).
             let mut empty = true;
             let mut hb: Block = [0; BLOCK_SIZE];
+            let mut tb: Block = [0; BLOCK_SIZE];
             for s in 0..fs.journal_slots() {
                 let h = lba.saturating_add(1).saturating_add(s.saturating_mul(2));
                 fs.device().read_block(h, &mut hb)?;
-                if hb.get(..64).is_some_and(|x| x.iter().any(|v| *v != 0)) {
+                let Ok(hdr) = RawSlotHeader::read_from_bytes(hb.get(..64).unwrap_or(&[])) else {
+                    continue;
+                };
+                let valid = hdr.magic == JS_MAGIC
+                    && hdr.header_checksum.get()
+                        == tet_core::checksum::crc32c_skipping(hb.get(..64).unwrap_or(&[]), 56);
+                if !valid {
+                    continue;
+                }
+                let applied = fs
+                    .device()
+                    .read_block(hdr.target_lba.get(), &mut tb)
+                    .is_ok()
+                    && u64::from(tet_core::checksum::crc32c(&tb[..])) == hdr.payload_checksum.get();
+                if !applied {
                     empty = false;
                     break;
                 }
@@ -205,7 +253,7 @@ pub(super) fn fix_derived<D: BlockDeviceMut>(
             let flag = records::clean_journal_flag(row, seq.wrapping_add(1));
             let rebuilt = if empty {
                 fix(
-                    "journal flag block rebuilt CLEAN (its slots are empty)",
+                    "journal flag block rebuilt CLEAN (its slots hold nothing to replay)",
                     at(lba, 0),
                     true,
                 )
@@ -225,7 +273,8 @@ pub(super) fn fix_derived<D: BlockDeviceMut>(
         Code::JournalSlot => {
             let per = raw.node_journal_blocks.get().max(1);
             let first = raw.node_journal_start.get();
-            if lba < first {
+            let end = first.saturating_add(per.saturating_mul(u64::from(sb.node_capacity())));
+            if lba < first || lba >= end {
                 return Ok(());
             }
             let rel = lba.saturating_sub(first).checked_rem(per).unwrap_or(0);

@@ -89,30 +89,44 @@ pub(super) fn fix_one<D: BlockDeviceMut>(
         // inode rule (its tree and data are checked again next round). A valid checksum
         // over a must-be-zero byte: the byte cleared, resealed.
         (Code::Checksum, _) if f.error.what == "inode.checksum" => {
-            if let Some(b) = sound_inode(patches, lba)? {
-                *patches.block(lba)? = b;
-                fixes.push(fix(
-                    "inode checksum recomputed: accepts the inode as it reads now",
-                    true,
-                ));
+            if let Some((b, lossless)) = sound_inode(patches, lba)? {
+                let made = fix(
+                    if lossless {
+                        "inode checksum recomputed (the inode reads as it was sealed)"
+                    } else {
+                        "inode checksum recomputed: accepts the inode as it reads now (a \
+                         changed field is kept as it reads)"
+                    },
+                    lossless,
+                );
+                if patches.allows(&made) {
+                    *patches.block(lba)? = b;
+                    fixes.push(made);
+                }
             }
         }
         (Code::Inode, _) if matches!(f.error.kind, ErrorKind::NonZero { .. }) => {
-            if let Some(b) = sound_inode(patches, lba)? {
-                *patches.block(lba)? = b;
-                fixes.push(fix(
-                    "inode's must-be-zero bytes cleared (they carry nothing) and resealed",
-                    true,
-                ));
+            if let Some((b, lossless)) = sound_inode(patches, lba)? {
+                let made = fix(
+                    "inode's must-be-zero fields cleared (they carry nothing) and resealed",
+                    lossless,
+                );
+                if patches.allows(&made) {
+                    *patches.block(lba)? = b;
+                    fixes.push(made);
+                }
             }
         }
         (Code::Inode, _) if f.error.kind == ErrorKind::Zero && f.error.what == "inode.nlink" => {
-            if let Some(b) = sound_inode(patches, lba)? {
-                *patches.block(lba)? = b;
-                fixes.push(fix(
+            if let Some((b, lossless)) = sound_inode(patches, lba)? {
+                let made = fix(
                     "nlink 0 of an inode in use set to 1 (next round counts its names)",
-                    true,
-                ));
+                    lossless,
+                );
+                if patches.allows(&made) {
+                    *patches.block(lba)? = b;
+                    fixes.push(made);
+                }
             }
         }
         // An inode whose magic alone is wrong: restored when the stored checksum then
@@ -167,37 +181,80 @@ pub(super) fn fix_one<D: BlockDeviceMut>(
     Ok(())
 }
 
-/// The inode in block `lba` made sound, if it can be without changing a field that
-/// means something: resealed, and each byte a must-be-zero field holds (reserved bytes,
-/// unused extent slots, the header's generation) cleared, until it parses. `None` when
-/// another rule still fails.
+/// The must-be-zero fields of an inode a repair may clear: `flags`, the extent header's
+/// `generation`, each inline slot past `entries`, the reserved bytes. Clearing a slot
+/// loses nothing only when the inode was sealed so (a changed `entries` makes a real
+/// extent look unused, and the checksum then says so: see [`sound_inode`]).
+const ZERO_FIELDS: [(usize, usize); 7] = [
+    (4, 8),
+    (112, 116),
+    (116, 132),
+    (132, 148),
+    (148, 164),
+    (164, 180),
+    (180, 248),
+];
+
+/// Whether two checksums differ in one byte only: the stored checksum itself was hit,
+/// and what it covers is what was sealed.
+pub(super) fn one_byte_apart(a: u64, b: u64) -> bool {
+    let d = (a ^ b).to_le_bytes();
+    d.iter().filter(|x| **x != 0).count() == 1
+}
+
+/// The inode in block `lba` made sound, if it can be without guessing a field that
+/// means something: each must-be-zero field that holds a byte cleared ([`ZERO_FIELDS`]),
+/// an `nlink` of 0 set to 1 (the next round counts its names), and the checksum
+/// recomputed, until it parses. `None` when another rule still fails. With it, whether
+/// it loses nothing: the inode was sealed as it reads (the stored checksum matches it,
+/// or differs in one byte, the checksum itself hit) or is again once the cleared bytes
+/// are zero; otherwise resealing blesses a changed field (`-y` only).
 fn sound_inode<D: BlockDeviceMut>(
     patches: &mut Patches<'_, D>,
     lba: u64,
-) -> Result<Option<tet_core::block::Block>, Error> {
+) -> Result<Option<(tet_core::block::Block, bool)>, Error> {
     let itable = patches.fs.superblock().raw().inode_table_start.get();
     let ino = lba.saturating_sub(itable);
     let mut b = *patches.block(lba)?;
-    // Each round clears one byte; an inode has 256.
+    let crc = |b: &tet_core::block::Block| crc32c_skipping(b.get(..256).unwrap_or(&[]), 248);
+    let stored = b
+        .get(248..256)
+        .and_then(|s| <[u8; 8]>::try_from(s).ok())
+        .map(u64::from_le_bytes)
+        .unwrap_or(0);
+    let first = crc(&b);
+    let sealed_as_read = first == stored || one_byte_apart(first, stored);
+    let mut nlink_set = false;
+    // Each round clears one field; an inode has 256 bytes.
     for _ in 0..256 {
-        let c = crc32c_skipping(b.get(..256).unwrap_or(&[]), 248);
+        // The checksum of what the inode now holds, nlink as it was read.
+        let mut as_sealed = b;
+        if nlink_set {
+            if let Some(n) = as_sealed.get_mut(28..32) {
+                n.fill(0);
+            }
+        }
+        let restored = crc(&as_sealed) == stored;
+        let c = crc(&b);
         if let Some(dst) = b.get_mut(248..256) {
             dst.copy_from_slice(&c.to_le_bytes());
         }
         match tet_core::cetrafs::Inode::parse(&b, lba, ino) {
-            Ok(_) => return Ok(Some(b)),
-            // A link count of 0 on an inode the check found in use: 1 for now; the
-            // next round's check counts the entries that name it and sets the count
-            // (or, named by none, reconnects it in /lost+found).
-            Err(e) if e.kind == ErrorKind::Zero && e.what == "inode.nlink" => {
+            Ok(_) => return Ok(Some((b, sealed_as_read || restored))),
+            Err(e) if e.kind == ErrorKind::Zero && e.what == "inode.nlink" && !nlink_set => {
+                nlink_set = true;
                 if let Some(n) = b.get_mut(28..32) {
                     n.copy_from_slice(&1u32.to_le_bytes());
                 }
             }
             Err(e) if matches!(e.kind, ErrorKind::NonZero { .. }) => {
                 let at = usize::try_from(e.offset % tet_core::block::BLOCK_SIZE_U64).unwrap_or(0);
-                match b.get_mut(at) {
-                    Some(x) if at < 248 && *x != 0 => *x = 0,
+                let Some(&(lo, hi)) = ZERO_FIELDS.iter().find(|(lo, hi)| at >= *lo && at < *hi)
+                else {
+                    return Ok(None);
+                };
+                match b.get_mut(lo..hi) {
+                    Some(f) if f.iter().any(|x| *x != 0) => f.fill(0),
                     _ => return Ok(None),
                 }
             }

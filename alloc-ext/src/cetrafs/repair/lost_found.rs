@@ -101,9 +101,8 @@ fn grow<D: BlockDeviceMut>(
     let Some((l0, n0, p0)) = last else {
         return Ok(false);
     };
-    let follows = l0.saturating_add(n0) == logical
-        && p0.saturating_add(u64::from(n0)) == lba
-        && n0 < 0x7FFF;
+    let follows =
+        l0.saturating_add(n0) == logical && p0.saturating_add(u64::from(n0)) == lba && n0 < 0x7FFF;
     if !follows && entries == 4 {
         return Ok(false);
     }

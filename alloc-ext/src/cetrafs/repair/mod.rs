@@ -250,6 +250,37 @@ fn repair_rounds<D: BlockDeviceMut>(
             .copied()
             .collect()
     };
+    // Before anything is written (the group tables included): a node that may have the
+    // filesystem mounted. A row that does not validate but whose state reads ACTIVE
+    // counts too: repair cannot tell it is not a live node's.
+    if !opts.force {
+        if let Ok(rfs) = Fs::open_for_read(&dev, &mut bufs.data) {
+            let reg = rfs.superblock().raw().registry_start.get();
+            for row in 0..rfs.superblock().node_capacity() {
+                let active = match rfs.node_row(row, &mut bufs.data) {
+                    Ok(Some(n)) => (n.raw().state.get() == 1).then(|| n.raw().node_id.get()),
+                    Ok(None) => None,
+                    Err(_) => {
+                        let at = usize::try_from(u64::from(row) % 32)
+                            .unwrap_or(0)
+                            .saturating_mul(128);
+                        let lba = reg.saturating_add(u64::from(row) / 32);
+                        let mut b: Block = [0; tet_core::block::BLOCK_SIZE];
+                        rfs.device().read_block(lba, &mut b)?;
+                        let word = |o: usize, n: usize| {
+                            b.get(at.saturating_add(o)..at.saturating_add(o).saturating_add(n))
+                                .map(|x| x.iter().rev().fold(0u64, |v, y| (v << 8) | u64::from(*y)))
+                                .unwrap_or(0)
+                        };
+                        (word(16, 4) == 1).then(|| word(8, 8))
+                    }
+                };
+                if let Some(node_id) = active {
+                    return Err(RepairError::Mounted { row, node_id });
+                }
+            }
+        }
+    }
     if Fs::open(&dev, &mut bufs.data).is_err() {
         // The group tables are rebuilt from the geometry when the superblock and map
         // validate; any other mount failure is reported, and nothing is written.
@@ -280,18 +311,6 @@ fn repair_rounds<D: BlockDeviceMut>(
         }
     }
     let fs = Fs::open(&dev, &mut bufs.data)?;
-    if !opts.force {
-        for row in 0..fs.superblock().node_capacity() {
-            if let Ok(Some(n)) = fs.node_row(row, &mut bufs.data) {
-                if n.raw().state.get() == 1 {
-                    return Err(RepairError::Mounted {
-                        row,
-                        node_id: n.raw().node_id.get(),
-                    });
-                }
-            }
-        }
-    }
     if mode != Mode::No {
         out.replay = replay_all(&fs, opts, &mut bufs)?;
     }

@@ -12,9 +12,11 @@ use tet_core::cetrafs::{Buffers, FileType, Fs};
 use super::unreadable::{CLEARED, XATTRS_DROPPED};
 use super::Fix;
 
-/// At most this many directories are walked to name inodes (a walk of a huge tree for a
-/// report is cut short; what it did not reach is named by its inode number alone).
+/// At most this many directories are walked to name inodes, and at most this many bytes
+/// of paths kept (a walk of a huge or deep tree for a report is cut short; what it did
+/// not reach is named by its inode number alone).
 const WALK_LIMIT: usize = 1 << 20;
+const PATH_BYTES: usize = 64 << 20;
 
 /// The paths of `fixes` that lose something, as `(fix offset, path)`: for an inode
 /// cleared or stripped of its xattrs, every path naming it (walked from the root); for an
@@ -67,6 +69,7 @@ fn walk<D: BlockDevice>(fs: &Fs<D>, wanted: &[(u64, u64)], out: &mut Vec<(u64, V
     queue.push((root, Vec::new()));
     seen.insert(root);
     let mut head = 0usize;
+    let mut kept = 0usize;
     while let Some((dir, path)) = queue.get(head).cloned() {
         head = head.saturating_add(1);
         if head > WALK_LIMIT {
@@ -91,7 +94,11 @@ fn walk<D: BlockDevice>(fs: &Fs<D>, wanted: &[(u64, u64)], out: &mut Vec<(u64, V
             ControlFlow::Continue(())
         });
         for (ino, p) in below {
+            if kept.saturating_add(p.len()) > PATH_BYTES || queue.try_reserve(1).is_err() {
+                return;
+            }
             if seen.insert(ino) {
+                kept = kept.saturating_add(p.len());
                 queue.push((ino, p));
             }
         }

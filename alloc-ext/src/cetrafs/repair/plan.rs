@@ -51,6 +51,8 @@ pub(super) fn plan<D: BlockDeviceMut>(
                             | Code::ExtentOverlap
                             | Code::IndexLogical
                             | Code::IndexRange
+                            | Code::XattrBlock
+                            | Code::XattrDuplicate
                             | Code::ReadFailed
                     )
             });

@@ -83,32 +83,48 @@ pub(super) fn fix_unreadable<D: BlockDeviceMut>(
         }
         handled.push(lba);
         handled.push(itable.saturating_add(ino));
-        let b = patches.block(lba)?;
+        let mut b = now;
         if let Some(m) = b.get_mut(TAIL_AT..TAIL_AT.saturating_add(4)) {
             m.copy_from_slice(&magic);
         }
         if let Some(r) = b.get_mut(TAIL_AT.saturating_add(4)..TAIL_AT.saturating_add(8)) {
             r.fill(0);
         }
-        reseal_tail(b);
-        fixes.push(Fix {
+        // Sealed as it reads (the magic, or one byte of the stored checksum, was hit):
+        // nothing is lost. Otherwise what the block holds changed, and resealing keeps
+        // the change (`-y`).
+        let stored = b
+            .get(TAIL_AT.saturating_add(8)..TAIL_AT.saturating_add(16))
+            .and_then(|x| <[u8; 8]>::try_from(x).ok())
+            .map(u64::from_le_bytes)
+            .unwrap_or(0);
+        let c = tet_core::checksum::crc32c_skipping(&b[..], TAIL_AT.saturating_add(8));
+        let lossless = c == stored || super::entries::one_byte_apart(c, stored);
+        let tree = magic == TAIL_EXTENT;
+        let fix = Fix {
             code: f.code,
-            action: if magic == TAIL_EXTENT {
-                "extent tree block resealed: accepts its extents as they read now"
-            } else {
-                "xattr block resealed: accepts the attributes as they read now"
+            action: match (tree, lossless) {
+                (true, true) => "extent tree block resealed (it reads as it was sealed)",
+                (true, false) => {
+                    "extent tree block resealed: accepts its extents as they read now (a \
+                     changed extent is kept as it reads)"
+                }
+                (false, true) => "xattr block resealed (it reads as it was sealed)",
+                (false, false) => "xattr block resealed: accepts the attributes as they read now",
             },
             offset: f.error.offset,
             value: Some(ino),
-            lossless: true,
-        });
+            lossless,
+        };
+        if !patches.allows(&fix) {
+            continue;
+        }
+        reseal_tail(&mut b);
+        *patches.block(lba)? = b;
+        fixes.push(fix);
     }
     // Inodes another fix of this round repairs are not cleared.
-    let repaired: Vec<u64> = fixes
-        .iter()
-        .filter(|x| x.lossless)
-        .map(|x| split(x.offset).0)
-        .collect();
+    let repaired: Vec<u64> = fixes.iter().map(|x| split(x.offset).0).collect();
     for f in found {
         let Some(ino) = f.ino else { continue };
         let lba = itable.saturating_add(ino);
