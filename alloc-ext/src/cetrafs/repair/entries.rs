@@ -84,13 +84,12 @@ pub(super) fn fix_one<D: BlockDeviceMut>(
             patches.dirent(lba, off.saturating_sub(10), |d| d.file_type = t8)?;
             fixes.push(fix("file_type set to the inode's", true));
         }
-        // An inode whose checksum is wrong: resealed when, with the checksum recomputed
-        // (and a stray byte in a must-be-zero field cleared), it passes every other
-        // inode rule (its tree and data are checked again next round). A valid checksum
-        // over a must-be-zero byte: the byte cleared, resealed.
+        // An inode that does not validate but can be made sound without guessing a
+        // field that means something (`sound_inode`): a wrong checksum, a must-be-zero
+        // field holding a byte, an nlink of 0. Its tree and data are checked next round.
         (Code::Checksum, _) if f.error.what == "inode.checksum" => {
-            if let Some((b, lossless)) = sound_inode(patches, lba)? {
-                let made = fix(
+            reseal_inode(patches, lba, fixes, |lossless| {
+                fix(
                     if lossless {
                         "inode checksum recomputed (the inode reads as it was sealed)"
                     } else {
@@ -98,36 +97,24 @@ pub(super) fn fix_one<D: BlockDeviceMut>(
                          changed field is kept as it reads)"
                     },
                     lossless,
-                );
-                if patches.allows(&made) {
-                    *patches.block(lba)? = b;
-                    fixes.push(made);
-                }
-            }
+                )
+            })?;
         }
         (Code::Inode, _) if matches!(f.error.kind, ErrorKind::NonZero { .. }) => {
-            if let Some((b, lossless)) = sound_inode(patches, lba)? {
-                let made = fix(
+            reseal_inode(patches, lba, fixes, |lossless| {
+                fix(
                     "inode's must-be-zero fields cleared (they carry nothing) and resealed",
                     lossless,
-                );
-                if patches.allows(&made) {
-                    *patches.block(lba)? = b;
-                    fixes.push(made);
-                }
-            }
+                )
+            })?;
         }
         (Code::Inode, _) if f.error.kind == ErrorKind::Zero && f.error.what == "inode.nlink" => {
-            if let Some((b, lossless)) = sound_inode(patches, lba)? {
-                let made = fix(
+            reseal_inode(patches, lba, fixes, |lossless| {
+                fix(
                     "nlink 0 of an inode in use set to 1 (next round counts its names)",
                     lossless,
-                );
-                if patches.allows(&made) {
-                    *patches.block(lba)? = b;
-                    fixes.push(made);
-                }
-            }
+                )
+            })?;
         }
         // An inode whose magic alone is wrong: restored when the stored checksum then
         // matches (every other byte is as it was sealed) and the inode parses.
@@ -177,6 +164,24 @@ pub(super) fn fix_one<D: BlockDeviceMut>(
             }
         }
         _ => {}
+    }
+    Ok(())
+}
+
+/// The inode in block `lba` made sound ([`sound_inode`]) and written, when the fix `make`
+/// builds (told whether it loses nothing) is allowed.
+fn reseal_inode<D: BlockDeviceMut>(
+    patches: &mut Patches<'_, D>,
+    lba: u64,
+    fixes: &mut Vec<Fix>,
+    make: impl FnOnce(bool) -> Fix,
+) -> Result<(), Error> {
+    if let Some((b, lossless)) = sound_inode(patches, lba)? {
+        let made = make(lossless);
+        if patches.allows(&made) {
+            *patches.block(lba)? = b;
+            fixes.push(made);
+        }
     }
     Ok(())
 }
