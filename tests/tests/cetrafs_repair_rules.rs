@@ -1152,3 +1152,34 @@ fn a_damaged_inode_under_a_zeroed_bitmap_keeps_its_blocks() {
         assert_eq!(seen(&fs, &k.path).as_ref(), Some(&k.seen), "{:?}", k.path);
     }
 }
+
+/// Interactive repair answered no to the data bitmap rebuild and yes to the rest: the
+/// free counts are set from the bitmap as it stays, not from the rebuild that was not
+/// written, so only the leaked block is left.
+#[test]
+fn a_refused_bitmap_rebuild_leaves_counts_that_match_the_bitmap() {
+    let clean = populated();
+    let mut img = clean.clone();
+    // Mark one free data block used (a leaked bit); the counts are left as they were.
+    let s = sb(&img);
+    let start = s.bg_regions_start.get();
+    let len = s.bg_size_blocks.get().min(s.total_blocks.get() - start);
+    let data = start + 1 + bitmap_blocks(len);
+    let free = (data..start + len).find(|b| !marked(&img, *b)).unwrap();
+    let i = free - data;
+    img[(start + 1) as usize * B + (i / 8) as usize] |= 1 << (i % 8);
+    let out = repair(MemDeviceMut::new(&mut img), Mode::Yes, &opts(), &mut |f| {
+        !f.action.starts_with("data bitmap rebuilt")
+    })
+    .unwrap();
+    let left: Vec<Code> = errors(&img).iter().map(|f| f.code).collect();
+    assert!(left.contains(&Code::BlockLeaked), "{left:?}");
+    assert!(
+        !left.contains(&Code::GroupFreeCount) && !left.contains(&Code::ZoneFreeCount),
+        "{left:?} after {:?}, withheld {:?}, rounds {}",
+        out.fixes,
+        out.withheld,
+        out.rounds
+    );
+    assert!(marked(&img, free), "the refused rebuild wrote nothing");
+}

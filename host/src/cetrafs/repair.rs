@@ -181,9 +181,15 @@ fn render(w: &mut impl Write, path: &Path, m: RepairMode, out: &RepairOutcome) -
         }
     };
     for f in &out.fixes {
+        // What -n lists that -p would not do: marked, with what it loses in its words.
+        let needs = if m == RepairMode::No && !f.lossless {
+            " (needs -y)"
+        } else {
+            ""
+        };
         writeln!(
             w,
-            "{verb}[{}] {} (byte {:#x}){}{}",
+            "{verb}[{}]{needs} {} (byte {:#x}){}{}",
             f.code.as_str(),
             f.action,
             f.offset,

@@ -116,6 +116,7 @@ pub(super) fn rebuild_bitmaps<D: BlockDeviceMut>(
                 let base = k.saturating_mul(BITS_PER_BITMAP_BLOCK);
                 let disk = *patches.block(lba)?;
                 let mut want: Block = [0; BLOCK_SIZE];
+                let (mut used_want, mut used_disk) = (0u64, 0u64);
                 for i in 0..BITS_PER_BITMAP_BLOCK {
                     let abs = base.saturating_add(i);
                     let was = usize::try_from(i / 8)
@@ -123,21 +124,26 @@ pub(super) fn rebuild_bitmaps<D: BlockDeviceMut>(
                         .and_then(|x| disk.get(x))
                         .is_some_and(|x| x & (1u8 << (i % 8)) != 0);
                     let on = abs >= data || own.owned(bi, abs) || (keep_set && was);
-                    if on && abs < data {
-                        used = used.saturating_add(1);
+                    if abs < data {
+                        used_want = used_want.saturating_add(u64::from(on));
+                        used_disk = used_disk.saturating_add(u64::from(was));
                     }
                     set_bit(&mut want, i, on);
                 }
-                let b = patches.block(lba)?;
-                if *b != want {
-                    *b = want;
-                    fixes.push(Fix {
-                        code: Code::BlockLeaked,
-                        action: "data bitmap rebuilt from the blocks files, trees and queues own",
-                        offset: lba.saturating_mul(BLOCK_SIZE_U64),
-                        value: None,
-                        lossless: true,
-                    });
+                let fix = Fix {
+                    code: Code::BlockLeaked,
+                    action: "data bitmap rebuilt from the blocks files, trees and queues own",
+                    offset: lba.saturating_mul(BLOCK_SIZE_U64),
+                    value: None,
+                    lossless: true,
+                };
+                // A rebuild answered no: the free counts follow the bitmap as it stays.
+                if disk != want && patches.allows(&fix) {
+                    *patches.block(lba)? = want;
+                    fixes.push(fix);
+                    used = used.saturating_add(used_want);
+                } else {
+                    used = used.saturating_add(used_disk);
                 }
             }
             let free = data.saturating_sub(used);

@@ -354,38 +354,50 @@ fn repair_rounds<D: BlockDeviceMut>(
                 withheld.push(*f);
             }
         }
-        if accepted.is_empty() {
-            out.withheld = withheld;
-            out.left = errors_of(&found);
-            return Ok(out);
-        }
-        // Some answered no: the round is planned again with only the fixes answered yes,
-        // so a refused one changes nothing. A fix whose family plans without asking (the
-        // bitmap rebuild, counts) and that was refused leaves its blocks unwritten, also
-        // when an accepted fix shares them (refusing wins).
+        // Some answered no: the round is planned again without them, so a refused fix
+        // changes nothing and what follows from the refusal (a free count set from the
+        // bitmap as it stays) is planned too; a fix that plan did not offer before is
+        // asked now. A fix whose family plans without asking and that was refused
+        // leaves its blocks unwritten, also when an accepted fix shares them (refusing
+        // wins).
         let same = |a: &Fix, b: &Fix| a.action == b.action && a.offset == b.offset;
-        let answered =
-            |f: &Fix| (mode != Mode::Preen || f.lossless) && accepted.iter().any(|a| same(a, f));
+        let refused: Vec<Fix> = planned
+            .iter()
+            .filter(|p| !accepted.iter().any(|a| same(a, p)))
+            .copied()
+            .collect();
+        let not_refused =
+            |f: &Fix| (mode != Mode::Preen || f.lossless) && !refused.iter().any(|r| same(r, f));
         let mut again;
-        let (blocks, fresh, made) = if accepted.len() == planned.len() {
+        let (blocks, fresh, made) = if refused.is_empty() {
             (patches.blocks, patches.fresh, accepted)
         } else {
-            again = Patches::new(&fs, Some(&answered));
+            again = Patches::new(&fs, Some(&not_refused));
             let mut replanned = Vec::new();
             plan(&fs, &found, own.as_ref(), &mut again, &mut replanned)?;
-            let refused: Vec<u64> = replanned
-                .iter()
-                .filter(|p| !accepted.iter().any(|a| same(a, p)))
-                .map(|p| p.offset / BLOCK_SIZE_U64)
-                .collect();
-            let made: Vec<Fix> = replanned
-                .iter()
-                .filter(|p| accepted.iter().any(|a| same(a, p)))
-                .copied()
-                .collect();
+            let mut dropped: Vec<u64> = Vec::new();
+            let mut made: Vec<Fix> = Vec::new();
+            for p in &replanned {
+                let yes = if accepted.iter().any(|a| same(a, p)) {
+                    true
+                } else if refused.iter().any(|r| same(r, p)) {
+                    false
+                } else {
+                    (mode != Mode::Preen || p.lossless) && decide(p)
+                };
+                if yes {
+                    made.push(*p);
+                } else {
+                    dropped.push(p.offset / BLOCK_SIZE_U64);
+                    if !withheld.iter().any(|w| same(w, p)) {
+                        withheld.push(*p);
+                    }
+                }
+            }
+            withheld.append(&mut again.withheld);
             let blocks: BTreeMap<u64, Block> = core::mem::take(&mut again.blocks)
                 .into_iter()
-                .filter(|(lba, _)| !refused.contains(lba))
+                .filter(|(lba, _)| !dropped.contains(lba))
                 .collect();
             (blocks, core::mem::take(&mut again.fresh), made)
         };
