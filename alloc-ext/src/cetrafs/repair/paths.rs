@@ -28,14 +28,16 @@ pub(super) fn name_losses<D: BlockDevice>(fs: &Fs<D>, fixes: &[Fix]) -> Vec<(u64
         .filter(|f| f.action == CLEARED || f.action == XATTRS_DROPPED)
         .filter_map(|f| f.value.map(|ino| (ino, f.offset)))
         .collect();
-    if !wanted.is_empty() {
-        walk(fs, &wanted, &mut out);
-    }
-    let mut blk: Block = [0; BLOCK_SIZE];
-    for f in fixes
+    let removals: Vec<&Fix> = fixes
         .iter()
         .filter(|f| f.action.contains("entry") && f.action.contains("removed"))
-    {
+        .collect();
+    let mut dirs: Vec<(u64, Vec<u8>)> = Vec::new();
+    if !wanted.is_empty() || !removals.is_empty() {
+        walk(fs, &wanted, &mut out, &mut dirs);
+    }
+    let mut blk: Block = [0; BLOCK_SIZE];
+    for f in removals {
         let lba = f.offset / BLOCK_SIZE_U64;
         let at = usize::try_from(f.offset % BLOCK_SIZE_U64).unwrap_or(0);
         if fs.device().read_block(lba, &mut blk).is_err() {
@@ -52,7 +54,11 @@ pub(super) fn name_losses<D: BlockDevice>(fs: &Fs<D>, fixes: &[Fix]) -> Vec<(u64
             blk.get(at.saturating_add(11)..at.saturating_add(11).saturating_add(len))
         {
             if !name.is_empty() {
-                out.push((f.offset, name.to_vec()));
+                // The directory holding the block, when the walk reached it.
+                let mut path = dir_of(fs, &dirs, lba).unwrap_or_default();
+                path.push(b'/');
+                path.extend_from_slice(name);
+                out.push((f.offset, path));
             }
         }
     }
@@ -61,7 +67,12 @@ pub(super) fn name_losses<D: BlockDevice>(fs: &Fs<D>, fixes: &[Fix]) -> Vec<(u64
 
 /// Walks the tree from the root, breadth first, each directory once, recording every
 /// path that names an inode of `wanted` (`(ino, fix offset)`).
-fn walk<D: BlockDevice>(fs: &Fs<D>, wanted: &[(u64, u64)], out: &mut Vec<(u64, Vec<u8>)>) {
+fn walk<D: BlockDevice>(
+    fs: &Fs<D>,
+    wanted: &[(u64, u64)],
+    out: &mut Vec<(u64, Vec<u8>)>,
+    dirs: &mut Vec<(u64, Vec<u8>)>,
+) {
     let mut bufs = Buffers::new();
     let root = fs.superblock().root_inode();
     let mut seen: BTreeSet<u64> = BTreeSet::new();
@@ -78,6 +89,9 @@ fn walk<D: BlockDevice>(fs: &Fs<D>, wanted: &[(u64, u64)], out: &mut Vec<(u64, V
         let Ok(inode) = fs.inode(dir, &mut bufs.data) else {
             continue;
         };
+        if dirs.try_reserve(1).is_ok() {
+            dirs.push((dir, path.clone()));
+        }
         let mut below: Vec<(u64, Vec<u8>)> = Vec::new();
         let _ = fs.read_dir(&inode, &mut bufs, |e| {
             let mut p = path.clone();
@@ -103,4 +117,28 @@ fn walk<D: BlockDevice>(fs: &Fs<D>, wanted: &[(u64, u64)], out: &mut Vec<(u64, V
             }
         }
     }
+}
+
+/// The path of the directory among `dirs` whose data holds block `lba` (empty for the
+/// root).
+fn dir_of<D: BlockDevice>(fs: &Fs<D>, dirs: &[(u64, Vec<u8>)], lba: u64) -> Option<Vec<u8>> {
+    let mut bufs = Buffers::new();
+    for (ino, path) in dirs {
+        let Ok(inode) = fs.inode(*ino, &mut bufs.data) else {
+            continue;
+        };
+        let mut holds = false;
+        let _ = fs.for_each_extent(&inode, &mut bufs.tree, |e| {
+            holds = lba >= e.physical && lba < e.physical.saturating_add(u64::from(e.len));
+            Ok(if holds {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        });
+        if holds {
+            return Some(path.clone());
+        }
+    }
+    None
 }
