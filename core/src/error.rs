@@ -128,6 +128,12 @@ pub enum ErrorKind {
         /// How many bytes.
         len: u64,
     },
+    /// `count` blocks the field is wrong about, the first at the error's offset (a
+    /// bitmap's bits set for blocks nothing owns, or clear for owned ones).
+    Blocks {
+        /// How many blocks.
+        count: u64,
+    },
     /// The device is shorter than the filesystem on it: `device_blocks` blocks hold a
     /// filesystem of `total_blocks` (an image file cut short). A mount refuses it
     /// (`docs/cetrafs.md` section 2, check 3); read-only tools may open it anyway and
@@ -335,6 +341,11 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Unreferenced { len } => {
                 write!(f, "starts {len} bytes that no structure references")
             }
+            ErrorKind::Blocks { count } => write!(
+                f,
+                "{count} block{} of this group, the first one's bit here",
+                if count == 1 { "" } else { "s" }
+            ),
             ErrorKind::ShortDevice {
                 device_blocks,
                 total_blocks,

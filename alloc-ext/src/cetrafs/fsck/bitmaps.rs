@@ -70,7 +70,7 @@ pub(super) fn bitmaps<D: BlockDevice>(
         for (first, count) in map.values() {
             sink.report(&Finding::new(
                 code,
-                Error::new(ErrorKind::Unreferenced { len: *count }, what, *first),
+                Error::new(ErrorKind::Blocks { count: *count }, what, *first),
             ));
         }
     }
