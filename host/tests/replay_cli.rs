@@ -130,10 +130,15 @@ fn repair_conventions_on_a_cetrafs_image() {
     let (code, out, _) = run(&["repair", "-n", "img"], &dir);
     assert_eq!(code, 4);
     let out = String::from_utf8(out).unwrap();
+    // Each finding once, with the fix that answers it.
     assert!(
-        out.contains("would fix[link-count] nlink set to the references counted"),
+        out.lines().any(
+            |l| l.starts_with("would fix[link-count] inode 2: inode.nlink")
+                && l.ends_with("-> nlink set to the references counted = 1")
+        ),
         "{out}"
     );
+    assert_eq!(out.matches("inode.nlink").count(), 1, "{out}");
     assert!(std::fs::read(dir.join("img")).unwrap() == img);
     // No mode and no terminal: a usage error.
     assert_eq!(run(&["repair", "img"], &dir).0, 16);

@@ -180,25 +180,65 @@ fn render(w: &mut impl Write, path: &Path, m: RepairMode, out: &RepairOutcome) -
             format!(": {}", paths.join(", "))
         }
     };
-    for f in &out.fixes {
-        // What -n lists that -p would not do: marked, with what it loses in its words.
-        let needs = if m == RepairMode::No && !f.lossless {
+    // -n lists each finding once, with what a repair would do about it (a fix of its code
+    // in its block); what no fix answers is left, and fixes no finding names (a count
+    // that follows from another fix, /lost+found made) come after.
+    let answers = |x: &Fix, f: &tet_core::cetrafs::Finding| {
+        use tet_core::cetrafs::Code;
+        // A bad magic or checksum is reported under its own code whatever the structure;
+        // a group table rebuilt answers whatever made it fail.
+        let related = x.code == f.code
+            || x.code == Code::Mount
+            || matches!(f.code, Code::Magic | Code::Checksum);
+        related && x.offset / 4096 == f.error.offset / 4096
+    };
+    let needs = |x: &Fix| {
+        if m == RepairMode::No && !x.lossless {
             " (needs -y)"
         } else {
             ""
-        };
+        }
+    };
+    let value = |x: &Fix| x.value.map(|v| format!(" = {v}")).unwrap_or_default();
+    if m == RepairMode::No {
+        for f in &out.left {
+            let r = rendered(f);
+            match out
+                .fixes
+                .iter()
+                .filter(|x| answers(x, f))
+                .collect::<Vec<_>>()[..]
+            {
+                [] => writeln!(w, "{}", r.line_as("left"))?,
+                ref xs => {
+                    let what: Vec<String> = xs
+                        .iter()
+                        .map(|x| format!("{}{}{}{}", x.action, needs(x), value(x), named(x)))
+                        .collect();
+                    writeln!(w, "{} -> {}", r.line_as(verb), what.join("; "))?;
+                }
+            }
+        }
+    }
+    for x in &out.fixes {
+        if m == RepairMode::No && out.left.iter().any(|f| answers(x, f)) {
+            continue;
+        }
         writeln!(
             w,
-            "{verb}[{}]{needs} {} (byte {:#x}){}{}",
-            f.code.as_str(),
-            f.action,
-            f.offset,
-            f.value.map(|v| format!(" = {v}")).unwrap_or_default(),
-            named(f)
+            "{verb}[{}]{} {} (byte {:#x}){}{}",
+            x.code.as_str(),
+            needs(x),
+            x.action,
+            x.offset,
+            value(x),
+            named(x)
         )?;
     }
-    for f in &out.left {
-        writeln!(w, "{}", rendered(f).line_as("left"))?;
+    if m != RepairMode::No {
+        for f in &out.left {
+            writeln!(w, "{}", rendered(f).line_as("left"))?;
+        }
     }
     let held = withheld(out);
     if m != RepairMode::No && !held.is_empty() {
