@@ -193,3 +193,30 @@ fn default_chunks_are_about_a_mebibyte() {
     assert_eq!(default_chunk(&[10, 10], 8), vec![10, 10]);
     assert_eq!(default_chunk(&[4, 1 << 20], 4), vec![1, 262144]);
 }
+
+/// A plain `verify` decodes the first 128 chunks only and says so after `clean`; `--deep`
+/// decodes them all and says plain `clean`; `--json` carries the counts.
+#[test]
+fn quick_verify_says_it_was_partial() {
+    let d = dir();
+    // 200 chunks of 4 int32 values each.
+    let data: Vec<u8> = (0..800i32).flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(d.join("many.npy"), npy("<i4", false, &[800], &data)).unwrap();
+    let (code, _, e) = run(&["convert", "many.npy", "many.tet", "--chunk", "4"]);
+    assert_eq!(code, 0, "{e}");
+    let (code, o, _) = run(&["verify", "many.tet"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        o.trim_end(),
+        "many.tet: clean (quick: 128 of 200 chunks decoded; --deep decodes all)"
+    );
+    let (code, o, _) = run(&["verify", "--deep", "many.tet"]);
+    assert_eq!(code, 0);
+    assert_eq!(o.trim_end(), "many.tet: clean");
+    let (_, o, _) = run(&["verify", "--json", "many.tet"]);
+    let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(
+        (v["chunks"].as_u64(), v["chunks_decoded"].as_u64()),
+        (Some(200), Some(128))
+    );
+}
