@@ -388,3 +388,51 @@ fn long_and_recursive_listings() {
     assert_eq!(motd["mtime_ns"], 1_700_000_000_000_000_000u64);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `mkfs --from` a tree with more entries than the image has inodes: the message says
+/// how many the tree holds and what to pass, exit 16 (the settings), and no image is
+/// left behind.
+#[test]
+fn mkfs_out_of_inodes_says_how_many_the_tree_needs() {
+    let dir = scratch("out-of-inodes");
+    let tree = dir.join("tree");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    for k in 0..10 {
+        std::fs::write(tree.join(format!("f{k}")), b"x").unwrap();
+    }
+    std::fs::write(tree.join("sub/g"), b"y").unwrap();
+    let (code, _, err) = run(
+        &[
+            "mkfs",
+            "small.img",
+            "--size",
+            "4M",
+            "--inodes",
+            "8",
+            "--from",
+            "tree",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 16, "{err}");
+    assert!(
+        err.contains("out of inodes: tree holds 12 entries, the image 8 inodes")
+            && err.contains("pass --inodes 14 or more"),
+        "{err}"
+    );
+    assert!(!dir.join("small.img").exists());
+    let (code, _, err) = run(
+        &[
+            "mkfs",
+            "small.img",
+            "--size",
+            "4M",
+            "--inodes",
+            "14",
+            "--from",
+            "tree",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+}

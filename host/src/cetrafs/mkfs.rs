@@ -179,6 +179,45 @@ impl Content for HostFile {
 /// first name became: a later name is a hard link, not a copy.
 type Seen = std::collections::HashMap<(u64, u64), u64>;
 
+/// Why a tree could not be copied into the image.
+enum CopyError {
+    /// A file or directory of the tree could not be read, or the builder refused it: the
+    /// path and the reason.
+    Read(String),
+    /// The image has no inode left for the next entry.
+    OutOfInodes,
+}
+
+/// Entries (files, directories, symlinks) below `dir`, counted as `mkfs --from` copies
+/// them (hard links once), up to `limit`.
+fn tree_entries(dir: &Path, limit: u64) -> u64 {
+    let mut n: u64 = 0;
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let Ok(m) = e.path().symlink_metadata() else {
+                continue;
+            };
+            use std::os::unix::fs::MetadataExt;
+            if !m.is_dir() && m.nlink() > 1 && !seen.insert((m.dev(), m.ino())) {
+                continue;
+            }
+            n = n.saturating_add(1);
+            if n >= limit {
+                return n;
+            }
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    n
+}
+
 /// Copies the host tree `host` into directory `dir`. `skip` holds the (device, inode) of
 /// files never copied: the image being written and its temporary file, when the image
 /// lies inside the tree.
@@ -188,17 +227,25 @@ fn copy_tree(
     host: &Path,
     seen: &mut Seen,
     skip: &[(u64, u64)],
-) -> Result<(), String> {
+) -> Result<(), CopyError> {
     let mut entries: Vec<_> = std::fs::read_dir(host)
-        .map_err(|e| format!("{}: {e}", host.display()))?
+        .map_err(|e| CopyError::Read(format!("{}: {e}", host.display())))?
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: {e}", host.display()))?;
+        .map_err(|e| CopyError::Read(format!("{}: {e}", host.display())))?;
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let path = e.path();
         let name = e.file_name();
         let name = name.as_encoded_bytes();
-        let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        let at = |e: &dyn std::fmt::Display| CopyError::Read(format!("{}: {e}", path.display()));
+        // What the builder refuses: out of inodes is the settings', said as such.
+        let built = |e: &tet_core::Error| {
+            if e.what == "inode table" {
+                CopyError::OutOfInodes
+            } else {
+                CopyError::Read(format!("{}: {e}", path.display()))
+            }
+        };
         let meta = std::fs::symlink_metadata(&path).map_err(|e| at(&e))?;
         let ft = meta.file_type();
         let key = {
@@ -209,17 +256,17 @@ fn copy_tree(
             (!ft.is_dir() && meta.nlink() > 1).then(|| (meta.dev(), meta.ino()))
         };
         if let Some(first) = key.and_then(|k| seen.get(&k).copied()) {
-            b.add_link(dir, name, first).map_err(|e| at(&e))?;
+            b.add_link(dir, name, first).map_err(|e| built(&e))?;
             continue;
         }
         let ino = if ft.is_dir() {
-            let d = b.mkdir(dir, name, 0o755).map_err(|e| at(&e))?;
+            let d = b.mkdir(dir, name, 0o755).map_err(|e| built(&e))?;
             copy_tree(b, d, &path, seen, skip)?;
             d
         } else if ft.is_symlink() {
             let target = std::fs::read_link(&path).map_err(|e| at(&e))?;
             b.add_symlink(dir, name, target.as_os_str().as_encoded_bytes())
-                .map_err(|e| at(&e))?
+                .map_err(|e| built(&e))?
         } else if ft.is_file() {
             let src = HostFile {
                 path: path.clone(),
@@ -233,7 +280,7 @@ fn copy_tree(
                 Sparse::Holes,
                 Placement::Contiguous,
             )
-            .map_err(|e| at(&e))?
+            .map_err(|e| built(&e))?
         } else {
             crate::say!(
                 "skipping {} (not a file, directory or symlink)",
@@ -260,7 +307,11 @@ fn copy_tree(
                 for k in names {
                     if let Ok(Some(v)) = xattr::get(&path, &k) {
                         b.set_xattr(ino, k.as_encoded_bytes(), &v).map_err(|e| {
-                            format!("{}: xattr {}: {e}", path.display(), k.to_string_lossy())
+                            CopyError::Read(format!(
+                                "{}: xattr {}: {e}",
+                                path.display(),
+                                k.to_string_lossy()
+                            ))
                         })?;
                     }
                 }
@@ -512,9 +563,25 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
                 (m.dev(), m.ino())
             })
             .collect();
-        if let Err(e) = copy_tree(&mut b, ImageBuilder::ROOT, from, &mut Seen::new(), &skip) {
-            crate::say!("mkfs: {e}");
-            return Exit::Operational;
+        match copy_tree(&mut b, ImageBuilder::ROOT, from, &mut Seen::new(), &skip) {
+            Ok(()) => {}
+            Err(CopyError::Read(e)) => {
+                crate::say!("mkfs: {e}");
+                return Exit::Operational;
+            }
+            Err(CopyError::OutOfInodes) => {
+                let n = tree_entries(from, 1 << 32);
+                crate::say!(
+                    "mkfs: out of inodes: {} holds {} {}, the image {} (one is the root); \
+                     pass --inodes {} or more",
+                    from.display(),
+                    n,
+                    if n == 1 { "entry" } else { "entries" },
+                    count(p.inodes, "inode"),
+                    n.saturating_add(2)
+                );
+                return Exit::Usage;
+            }
         }
     }
     let total = match b.total_blocks() {
