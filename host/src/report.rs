@@ -117,6 +117,11 @@ pub fn print_json(v: &Value) {
     printed();
 }
 
+/// Findings a check keeps to print, for both formats; the rest are counted
+/// (`... and N more findings not listed`, `findings_not_listed` in JSON), so an image
+/// with a million findings is checked in bounded memory.
+pub const KEEP: usize = 10_000;
+
 /// Notes that the command printed its JSON document itself.
 pub fn printed() {
     DOCUMENT.store(true, Ordering::Relaxed);

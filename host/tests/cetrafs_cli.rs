@@ -436,3 +436,50 @@ fn mkfs_out_of_inodes_says_how_many_the_tree_needs() {
     );
     assert_eq!(code, 0, "{err}");
 }
+
+/// An image with more findings than a check keeps (its inode bitmap zeroed under 10,100
+/// files): verify lists the first 10,000, says how many more there are, counts them
+/// all, and `--json` carries the number not listed.
+#[test]
+fn verify_lists_the_first_findings_and_counts_the_rest() {
+    let dir = scratch("many-findings");
+    let mut b = ImageBuilder::new(Params {
+        size_bytes: 64 << 20,
+        inodes: 10_240,
+        ..Params::default()
+    });
+    for k in 0..10_100u32 {
+        b.add_file(
+            ImageBuilder::ROOT,
+            format!("f{k}").as_bytes(),
+            Vec::new(),
+            Sparse::Dense,
+            Placement::Contiguous,
+        )
+        .unwrap();
+    }
+    let mut img = b.build().unwrap();
+    let ib = {
+        let fs = Fs::open(MemDevice::new(&img), &mut Buffers::new().data).unwrap();
+        fs.superblock().raw().inode_bitmap_start.get() as usize * 4096
+    };
+    img[ib..ib + 4096].fill(0);
+    std::fs::write(dir.join("many.img"), &img).unwrap();
+    let (code, out, _) = run(&["verify", "many.img"], &dir);
+    assert_eq!(code, 4);
+    let out = String::from_utf8(out).unwrap();
+    let listed = out.lines().filter(|l| l.starts_with("error[")).count();
+    assert_eq!(listed, 10_000);
+    // 10,101 inodes in use (the root too), one finding each, and the padding bits.
+    assert!(
+        out.contains("more findings not listed"),
+        "{}",
+        &out[out.len() - 300..]
+    );
+    let (_, out, _) = run(&["verify", "--json", "many.img"], &dir);
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let not_listed = v["findings_not_listed"].as_u64().unwrap();
+    assert_eq!(v["findings"].as_array().unwrap().len(), 10_000);
+    assert_eq!(v["errors"].as_u64().unwrap(), 10_000 + not_listed);
+    assert!(not_listed >= 101, "{not_listed}");
+}

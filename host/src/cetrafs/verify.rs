@@ -15,15 +15,31 @@ use crate::{Exit, Output};
 /// `tet-host verify` for an image: the full check (`tet_alloc::cetrafs::fsck`), findings in the
 /// order found, exit 0 when clean (warnings included) and 4 otherwise.
 pub fn verify(path: &Path, dev: Dev<'_>, output: Output, memory_limit: u64) -> Exit {
+    // The first findings are kept to print (crate::report::KEEP), the rest counted; what
+    // decides the exit (a read that failed, a budget too small) and an image cut short
+    // are noted whenever they come.
     let mut found: Vec<Finding> = Vec::new();
+    let mut dropped: u64 = 0;
+    let mut operational: Option<Finding> = None;
+    let mut short: Option<Finding> = None;
     let outcome = fsck::check(dev, &fsck::Options { memory_limit }, &mut |f: &Finding| {
-        found.push(*f)
+        if operational.is_none()
+            && f.severity() == Severity::Error
+            && matches!(f.error.kind.category(), Category::Io | Category::Resource)
+        {
+            operational = Some(*f);
+        }
+        if short.is_none() && matches!(f.error.kind, ErrorKind::ShortDevice { .. }) {
+            short = Some(*f);
+        }
+        if found.len() < crate::report::KEEP {
+            found.push(*f);
+        } else {
+            dropped = dropped.saturating_add(1);
+        }
     });
     // The check reports an image cut short first; the commands that read say it too.
-    if let Some(f) = found
-        .iter()
-        .find(|f| matches!(f.error.kind, ErrorKind::ShortDevice { .. }))
-    {
+    if let Some(f) = short {
         warn_shortened(path, &f.error);
     }
     let (errors, warnings) = (outcome.summary.errors, outcome.summary.warnings);
@@ -40,6 +56,7 @@ pub fn verify(path: &Path, dev: Dev<'_>, output: Output, memory_limit: u64) -> E
             let v = json!({"file": path.display().to_string(), "format": "cetrafs", "status": status,
                 "errors": errors, "warnings": warnings, "inodes": outcome.summary.inodes,
                 "cross_checked": outcome.cross_checked,
+                "findings_not_listed": dropped,
                 "findings": shown.iter().map(Rendered::json).collect::<Vec<Value>>()});
             crate::report::print_json(&v);
         }
@@ -55,16 +72,15 @@ pub fn verify(path: &Path, dev: Dev<'_>, output: Output, memory_limit: u64) -> E
             for r in &shown {
                 println!("{}", r.line());
             }
+            if dropped > 0 {
+                println!("... and {dropped} more findings not listed");
+            }
             println!("{}", summary_line(path, errors, warnings));
         }
     }
     // A check cut short by the machine (a block that cannot be read, a memory budget
     // too small for the cross-checks) is operational, as the README's table says.
-    let operational = found.iter().find(|f| {
-        f.severity() == Severity::Error
-            && matches!(f.error.kind.category(), Category::Io | Category::Resource)
-    });
-    match (operational, errors) {
+    match (operational.as_ref(), errors) {
         (Some(f), _) => {
             crate::say!(
                 "{}: the check could not finish: {}",

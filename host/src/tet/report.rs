@@ -9,9 +9,7 @@ use tet_core::ErrorKind;
 
 use crate::report::Rendered;
 
-/// Findings kept in full; past this only per-code counts grow, so a file with millions
-/// of bad rows cannot make the report outgrow the file.
-pub const KEEP: usize = 10_000;
+pub use crate::report::KEEP;
 
 /// Collects findings with a cap.
 #[derive(Default)]
