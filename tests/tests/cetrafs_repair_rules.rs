@@ -1183,3 +1183,43 @@ fn a_refused_bitmap_rebuild_leaves_counts_that_match_the_bitmap() {
     );
     assert!(marked(&img, free), "the refused rebuild wrote nothing");
 }
+
+/// A file whose inode is zeroed: `-p` leaves it and names what `-y` would lose; `-y`
+/// clears it and removes its entry, both named by the file's full path.
+#[test]
+fn what_a_lossy_fix_loses_is_named_by_its_path() {
+    let clean = populated();
+    let ino = ino_of(&clean, b"/d4/sub/g3");
+    let mut img = clean.clone();
+    let at = inode_at(&img, ino);
+    img[at..at + B].fill(0);
+    let named = |out: &RepairOutcome, action: &str| -> Vec<Vec<u8>> {
+        let fixes: Vec<u64> = out
+            .fixes
+            .iter()
+            .chain(&out.withheld)
+            .filter(|f| f.action.starts_with(action))
+            .map(|f| f.offset)
+            .collect();
+        out.names
+            .iter()
+            .filter(|(o, _)| fixes.contains(o))
+            .map(|(_, p)| p.clone())
+            .collect()
+    };
+    let out = run_repair(&mut img, Mode::Preen);
+    assert_eq!(
+        named(&out, "inode that cannot be read cleared"),
+        [b"/d4/sub/g3".to_vec()]
+    );
+    let out = run_repair(&mut img, Mode::Yes);
+    assert_eq!(
+        named(&out, "inode that cannot be read cleared"),
+        [b"/d4/sub/g3".to_vec()]
+    );
+    assert_eq!(
+        named(&out, "entry naming an inode not in use"),
+        [b"/d4/sub/g3".to_vec()]
+    );
+    assert!(out.left.is_empty(), "{:?}", out.left);
+}

@@ -190,7 +190,8 @@ fn render(w: &mut impl Write, path: &Path, m: RepairMode, out: &RepairOutcome) -
         let related = x.code == f.code
             || x.code == Code::Mount
             || matches!(f.code, Code::Magic | Code::Checksum);
-        related && x.offset / 4096 == f.error.offset / 4096
+        let block = tet_core::block::BLOCK_SIZE_U64;
+        related && x.offset / block == f.error.offset / block
     };
     let needs = |x: &Fix| {
         if m == RepairMode::No && !x.lossless {

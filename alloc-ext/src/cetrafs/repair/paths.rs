@@ -7,7 +7,9 @@ use alloc::vec::Vec;
 use core::ops::ControlFlow;
 
 use tet_core::block::{Block, BlockDevice, BLOCK_SIZE, BLOCK_SIZE_U64};
+use tet_core::cetrafs::raw::RawDirEntry;
 use tet_core::cetrafs::{Buffers, FileType, Fs};
+use zerocopy::FromBytes;
 
 use super::unreadable::{CLEARED, XATTRS_DROPPED};
 use super::Fix;
@@ -32,9 +34,13 @@ pub(super) fn name_losses<D: BlockDevice>(fs: &Fs<D>, fixes: &[Fix]) -> Vec<(u64
         .iter()
         .filter(|f| f.action.contains("entry") && f.action.contains("removed"))
         .collect();
-    let mut dirs: Vec<(u64, Vec<u8>)> = Vec::new();
+    // Directories the walk reached, and (when entries are removed) the block runs that
+    // hold their entries, by directory: gathered in the walk's one read of each.
+    let mut dirs: Vec<Vec<u8>> = Vec::new();
+    let mut runs: Vec<(u64, u64, usize)> = Vec::new();
     if !wanted.is_empty() || !removals.is_empty() {
-        walk(fs, &wanted, &mut out, &mut dirs);
+        let runs = (!removals.is_empty()).then_some(&mut runs);
+        walk(fs, &wanted, &mut out, &mut dirs, runs);
     }
     let mut blk: Block = [0; BLOCK_SIZE];
     for f in removals {
@@ -43,24 +49,26 @@ pub(super) fn name_losses<D: BlockDevice>(fs: &Fs<D>, fixes: &[Fix]) -> Vec<(u64
         if fs.device().read_block(lba, &mut blk).is_err() {
             continue;
         }
-        // The entry's name as it reads (name_len at 8, the name at 11), bounded.
-        let len = blk
-            .get(at.saturating_add(8)..at.saturating_add(10))
-            .and_then(|b| <[u8; 2]>::try_from(b).ok())
-            .map(|b| usize::from(u16::from_le_bytes(b)))
-            .unwrap_or(0)
-            .min(255);
-        if let Some(name) =
-            blk.get(at.saturating_add(11)..at.saturating_add(11).saturating_add(len))
-        {
-            if !name.is_empty() {
-                // The directory holding the block, when the walk reached it.
-                let mut path = dir_of(fs, &dirs, lba).unwrap_or_default();
-                path.push(b'/');
-                path.extend_from_slice(name);
-                out.push((f.offset, path));
-            }
-        }
+        let Some(e) = blk
+            .get(at..at.saturating_add(266))
+            .and_then(|b| RawDirEntry::read_from_bytes(b).ok())
+        else {
+            continue;
+        };
+        let len = usize::from(e.name_len.get()).min(255);
+        let Some(name) = e.name.get(..len).filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        // The directory holding the block, when the walk reached it.
+        let mut path = runs
+            .iter()
+            .find(|(a, b, _)| lba >= *a && lba < *b)
+            .and_then(|(_, _, d)| dirs.get(*d))
+            .cloned()
+            .unwrap_or_default();
+        path.push(b'/');
+        path.extend_from_slice(name);
+        out.push((f.offset, path));
     }
     out
 }
@@ -71,7 +79,8 @@ fn walk<D: BlockDevice>(
     fs: &Fs<D>,
     wanted: &[(u64, u64)],
     out: &mut Vec<(u64, Vec<u8>)>,
-    dirs: &mut Vec<(u64, Vec<u8>)>,
+    dirs: &mut Vec<Vec<u8>>,
+    mut runs: Option<&mut Vec<(u64, u64, usize)>>,
 ) {
     let mut bufs = Buffers::new();
     let root = fs.superblock().root_inode();
@@ -89,8 +98,17 @@ fn walk<D: BlockDevice>(
         let Ok(inode) = fs.inode(dir, &mut bufs.data) else {
             continue;
         };
-        if dirs.try_reserve(1).is_ok() {
-            dirs.push((dir, path.clone()));
+        if let Some(runs) = runs.as_deref_mut() {
+            if dirs.try_reserve(1).is_ok() {
+                let d = dirs.len();
+                dirs.push(path.clone());
+                let _ = fs.for_each_extent(&inode, &mut bufs.tree, |e| {
+                    if runs.try_reserve(1).is_ok() {
+                        runs.push((e.physical, e.physical.saturating_add(u64::from(e.len)), d));
+                    }
+                    Ok(ControlFlow::Continue(()))
+                });
+            }
         }
         let mut below: Vec<(u64, Vec<u8>)> = Vec::new();
         let _ = fs.read_dir(&inode, &mut bufs, |e| {
@@ -117,28 +135,4 @@ fn walk<D: BlockDevice>(
             }
         }
     }
-}
-
-/// The path of the directory among `dirs` whose data holds block `lba` (empty for the
-/// root).
-fn dir_of<D: BlockDevice>(fs: &Fs<D>, dirs: &[(u64, Vec<u8>)], lba: u64) -> Option<Vec<u8>> {
-    let mut bufs = Buffers::new();
-    for (ino, path) in dirs {
-        let Ok(inode) = fs.inode(*ino, &mut bufs.data) else {
-            continue;
-        };
-        let mut holds = false;
-        let _ = fs.for_each_extent(&inode, &mut bufs.tree, |e| {
-            holds = lba >= e.physical && lba < e.physical.saturating_add(u64::from(e.len));
-            Ok(if holds {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            })
-        });
-        if holds {
-            return Some(path.clone());
-        }
-    }
-    None
 }
