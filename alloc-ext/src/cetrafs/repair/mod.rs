@@ -8,19 +8,24 @@
 //! makes a batch all-or-nothing. Rounds repeat while they fix something (removing an
 //! entry changes link counts, say), at most [`MAX_ROUNDS`] times.
 //!
-//! Fixes: data bitmaps rebuilt from the computed ownership map, and with them block and
-//! zone group free counts; bitmap padding bits; link counts set to the references
-//! counted; `blocks`, a directory's `size` and `parent`, and an entry's `file_type` set to
-//! the values the structure implies (all lossless, so `-p` applies them); entries naming
-//! inodes that are not in use removed, a directory's second name (a hard link, or the
-//! entry closing a loop) removed, and repeated names renamed with a `~` and the inode
-//! number, and a block owned twice cloned for its later owner (`-y` only); orphans named
-//! in `/lost+found` by their inode number. Everything else is reported and left: tree
-//! blocks owned twice, broken trees, checksums, features.
+//! Before the first round, group tables that fail are rebuilt from the superblock's
+//! geometry (`tables`); an image whose superblock or map fails is never written.
 //!
-//! Layout: `plan` orders the fix families of a round; `patches` holds the new blocks and
-//! the record edits; `entries` (single fields and entries), `dir_blocks` (directory blocks
-//! salvaged entry by entry), `bitmaps`, `lost_found` and `clone` are the families; `apply` writes a round through the journal.
+//! Fixes (docs/cetrafs.md section 14 has the table, with what each loses): bitmaps and
+//! free counts from the ownership map; counts, sizes, parents and entry types set to
+//! what the structure implies; region headers, free registry rows, pending entries,
+//! journal flags and clean slot headers rebuilt; inodes, tree and xattr tails resealed
+//! when they read as they were sealed; directory blocks salvaged entry by entry; orphans
+//! named in `/lost+found`. With `-y` also: entries naming free inodes or closing loops
+//! removed, repeated names renamed, shared blocks cloned, unreadable inodes cleared and
+//! unreadable xattr blocks dropped. A fix that loses something is withheld before it
+//! changes a block unless the mode and the answers allow it.
+//!
+//! Layout: `plan` orders the fix families of a round; `patches` holds the new blocks,
+//! the record edits and what is allowed; the families are `entries` (single fields,
+//! entries, inode reseals), `dir_blocks`, `derived`, `unreadable`, `bitmaps`,
+//! `lost_found` and `clone`; `tables` rebuilds the group tables, `paths` names what a
+//! lossy fix loses, and `apply` writes a round (journal blocks, transactions, tables).
 
 mod apply;
 mod bitmaps;
