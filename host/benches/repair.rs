@@ -256,6 +256,7 @@ fn main() {
         node_id: u64::MAX,
         force: false,
         memory_limit: opts.memory_limit,
+        superblock: None,
     };
     let (mut check_damaged, mut whole, mut check_clean) =
         (Duration::MAX, Duration::MAX, Duration::MAX);

@@ -322,6 +322,11 @@ pub enum Command {
         /// cetrafs: print JSON.
         #[arg(long)]
         json: bool,
+        /// cetrafs: restore the primary superblock from the copy in this block (as
+        /// e2fsck -b); without it a primary that fails is restored from the copy the
+        /// search finds. `info` lists the copies.
+        #[arg(short = 'b', long = "superblock", value_name = "BLOCK")]
+        superblock: Option<u64>,
         #[command(flatten)]
         read: ReadArgs,
     },
@@ -336,6 +341,11 @@ pub enum Command {
         /// Print one line.
         #[arg(short, long)]
         quiet: bool,
+        /// cetrafs: check through the superblock copy in this block instead of the
+        /// primary (as e2fsck -b); without it a primary that fails is replaced by the
+        /// copy the search finds. `info` lists the copies.
+        #[arg(short = 'b', long = "superblock", value_name = "BLOCK")]
+        superblock: Option<u64>,
         #[command(flatten)]
         read: ReadArgs,
     },

@@ -51,7 +51,7 @@ fn dispatch(command: Command) -> Exit {
             let out = if json { Output::Json } else { Output::Human };
             match sniff(&file) {
                 Err(e) => e,
-                Ok(Some(dev)) => cetrafs::info::info(&file, &dev, out),
+                Ok(Some(dev)) => cetrafs::info::info(&file, &cetrafs::reading(&file, dev), out),
                 Ok(None) => with_input(&file, |b| tet::info::info(&file, b, out)),
             }
         }
@@ -300,6 +300,7 @@ fn dispatch(command: Command) -> Exit {
             zero_bad_chunks,
             force,
             json,
+            superblock,
             read,
         } => {
             let mode = match (no, preen, yes) {
@@ -312,7 +313,7 @@ fn dispatch(command: Command) -> Exit {
                 Err(e) => e,
                 Ok(Some(_)) => {
                     let out = if json { Output::Json } else { Output::Human };
-                    cetrafs::repair::repair(&file, output.as_deref(), mode, force, out)
+                    cetrafs::repair::repair(&file, output.as_deref(), mode, force, superblock, out)
                 }
                 Ok(None) => with_input_mode(&file, read.no_mmap, |b| {
                     // `.tet` repair reports in lines, never JSON.
@@ -332,6 +333,7 @@ fn dispatch(command: Command) -> Exit {
             file,
             json,
             quiet,
+            superblock,
             read,
         } => {
             let out = match (json, quiet) {
@@ -343,7 +345,7 @@ fn dispatch(command: Command) -> Exit {
                 Err(e) => e,
                 Ok(Some(dev)) => {
                     let limit = read.memory_budget.unwrap_or_else(|| budget::host_ram() / 4);
-                    cetrafs::verify::verify(&file, &dev, out, limit)
+                    cetrafs::verify::verify(&file, &dev, out, limit, superblock)
                 }
                 Ok(None) => with_input_mode(&file, read.no_mmap, |b| {
                     tet::verify::verify(&file, b, out, &read.decode())

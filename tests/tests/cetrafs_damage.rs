@@ -981,6 +981,7 @@ mod repair {
             // The base image registers node 7 ACTIVE; these images are offline copies.
             force: true,
             memory_limit: 1 << 30,
+            superblock: None,
         }
     }
 

@@ -313,6 +313,7 @@ fn opts() -> RepairOptions {
         node_id: 0xFEED,
         force: true,
         memory_limit: 1 << 30,
+        superblock: None,
     }
 }
 

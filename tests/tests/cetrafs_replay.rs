@@ -220,6 +220,7 @@ fn a_power_cut_at_any_write_of_a_repair_then_repair_again_converges() {
         node_id: ME,
         force: false,
         memory_limit: 1 << 30,
+        superblock: None,
     };
     let mut probe = img0.clone();
     let dev = PowerCut::new(&mut probe, u64::MAX, 0);

@@ -458,6 +458,7 @@ fn replay_and_repair_leave_a_shortened_image_as_it_was() {
             node_id: 9,
             force: true,
             memory_limit: 1 << 30,
+            superblock: None,
         };
         let out = repair(&dev, Mode::Yes, &opts, &mut |_| true).unwrap();
         assert_eq!(out.left.first(), Some(&truncation(cut)));

@@ -2,6 +2,7 @@
 //! full check with its ownership maps, repair through the journal, and the gathering of
 //! the journals' committed slots those and the CLI share ([`journal`]).
 
+pub mod copies;
 pub mod fsck;
 pub mod journal;
 pub mod mkfs;

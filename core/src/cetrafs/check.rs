@@ -73,6 +73,7 @@ codes! {
     BlockUnmarked = "block-unmarked", Error, "Data blocks owned by a file, tree or queue are marked free in the bitmap.";
     GroupFreeCount = "group-free-count", Error, "A block group's free_data_blocks differs from the clear bits of its data bitmap.";
     ZoneFreeCount = "zone-free-count", Error, "A zone group's free_data_blocks differs from the sum over its block groups.";
+    SuperblockCopy = "superblock-copy", Warning, "A superblock copy (COMPAT_SB_COPIES, section 3.1) cannot be read, fails its checks, or differs from the superblock in use: the image depends on fewer copies than it has (`tet-host repair` rewrites it).";
     CheckIncomplete = "check-incomplete", Error, "A pass could not run (its memory would exceed the budget, or the image did not mount); findings are missing.";
 }
 

@@ -7,6 +7,7 @@ pub mod check;
 pub mod raw;
 pub mod replay;
 
+pub mod copies;
 mod dir;
 mod fs;
 mod groups;

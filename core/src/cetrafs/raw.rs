@@ -77,10 +77,13 @@ raw!(
     label: [u8; 64],
     /// 264.
     mkfs_time: U64,
-    /// 272.
+    /// 272: advanced by every rewrite after mkfs (copies: the newest wins).
     generation: U64,
-    /// 280.
-    reserved: [u8; 136],
+    /// 280: the record's own absolute byte offset: 0 in the primary, the copy's place
+    /// in a copy (`COMPAT_SB_COPIES`, taken from reserved space).
+    location: U64,
+    /// 288.
+    reserved: [u8; 128],
     /// 416.
     checksum: U64,
 });

@@ -23,7 +23,11 @@ pub struct Features {
 
 impl Features {
     /// Known compat bits.
-    pub const COMPAT: &'static [(u32, &'static str)] = &[(0, "COMPAT_XATTR"), (1, "COMPAT_SPARSE")];
+    pub const COMPAT: &'static [(u32, &'static str)] = &[
+        (0, "COMPAT_XATTR"),
+        (1, "COMPAT_SPARSE"),
+        (2, "COMPAT_SB_COPIES"),
+    ];
     /// Known incompat bits.
     pub const INCOMPAT: &'static [(u32, &'static str)] =
         &[(0, "INCOMPAT_EXTENTS"), (1, "INCOMPAT_UNINIT")];
@@ -189,7 +193,13 @@ impl Superblock {
                 12,
             ));
         }
-        super::zero::<E>(&raw.reserved, "superblock.reserved", 0, 280)?;
+        // `location` (280) is 0 in the primary, like the reserved bytes after it.
+        super::zero::<E>(
+            bytes.get(280..SB_CHECKSUM_AT).unwrap_or(&[]),
+            "superblock.location and reserved (zero in the primary)",
+            0,
+            280,
+        )?;
         let label_len = raw.label.iter().position(|b| *b == 0).unwrap_or(64);
         let (label, pad) = raw.label.split_at(label_len);
         let valid = utf8_prefix(label);

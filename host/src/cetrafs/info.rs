@@ -62,6 +62,18 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
                     .map(|r| json!({"name": r.name, "start": r.start, "blocks": r.blocks})),
             )
             .collect();
+    // Each copy's place and what it holds (section 3.1).
+    let copies: Vec<Value> = tet_alloc::cetrafs::copies::audit(fs.device(), sb, &mut bufs.data)
+        .iter()
+        .map(|c| {
+            let state = match (&c.problem, sb.has_copies()) {
+                (None, _) => "ok".to_string(),
+                (Some(_), false) if c.blank => "none".to_string(),
+                (Some(e), _) => describe(e),
+            };
+            json!({"block": c.lba, "state": state})
+        })
+        .collect();
     let raw = sb.raw();
     let label = String::from_utf8_lossy(&raw.label)
         .trim_end_matches('\0')
@@ -81,6 +93,8 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
         "node_capacity": sb.node_capacity(),
         "nodes": nodes,
         "inode_count": sb.inode_count(),
+        "generation": raw.generation.get(),
+        "superblock_copies": if sb.has_copies() { Value::Array(copies.clone()) } else { Value::Array(Vec::new()) },
         "regions": regions,
         "journals": journals,
     });
@@ -108,6 +122,21 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
             );
             println!("uuid:         {}", super::uuid::format(&raw.uuid));
             println!("features:     {}", features_json(&sb.features()));
+            if sb.has_copies() {
+                let listed: Vec<String> = copies
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "block {} ({})",
+                            c["block"],
+                            c["state"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect();
+                println!("sb copies:    {}", listed.join(", "));
+            } else {
+                println!("sb copies:    none (`tet-host repair -p` adds them)");
+            }
             println!("regions:");
             for r in &regions {
                 println!(

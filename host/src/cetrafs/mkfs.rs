@@ -334,6 +334,9 @@ struct FileSink<'f> {
     /// Block 0 (the superblock), held back to be written last on a device, so a run
     /// cut short leaves nothing that claims to be an image.
     held: Option<Option<Box<Block>>>,
+    /// The device, synced at each barrier (none for a new file: it is published whole,
+    /// by rename, only once complete).
+    sync: Option<&'f File>,
 }
 
 const RUN: usize = 1 << 20;
@@ -354,6 +357,16 @@ impl FileSink<'_> {
 }
 
 impl BlockSink for FileSink<'_> {
+    fn barrier(&mut self) -> Result<(), Error> {
+        let synced = self
+            .flush()
+            .and_then(|()| self.sync.map_or(Ok(()), File::sync_data));
+        synced.map_err(|e| {
+            self.failed = Some(e);
+            Error::new(ErrorKind::Io, "image write (sync)", 0)
+        })
+    }
+
     fn write_block(&mut self, lba: u64, block: &Block) -> Result<(), Error> {
         let io_err = |e: io::Error, s: &mut Self| {
             s.failed = Some(e);
@@ -613,12 +626,14 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
             Target::Device(f, _) => (false, Box::new(|at, bytes| f.write_all_at(bytes, at))),
         };
         let device = !skip_zero;
-        // On a device, whatever superblock was there goes first (zeros, synced), and the
-        // new one is written last.
+        // On a device, whatever superblocks were there go first (the primary and its
+        // copies zeroed, synced), and the new ones are written last: its copies after a
+        // sync, then the primary after another.
         let cleared = match (&target_sync, device) {
-            (Some(f), true) => f
-                .write_all_at(&[0u8; BLOCK_SIZE], 0)
-                .and_then(|()| f.sync_data()),
+            (Some(_), true) => super::device::FileDevice::open_rw(image).and_then(|d| {
+                tet_alloc::cetrafs::copies::erase(&d, &mut [0u8; BLOCK_SIZE])
+                    .map_err(|e| io::Error::other(super::describe(&e)))
+            }),
             _ => Ok(()),
         };
         let mut sink = FileSink {
@@ -629,6 +644,7 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
             failed: None,
             written: 0,
             held: device.then_some(None),
+            sync: target_sync.as_ref().filter(|_| device),
         };
         let built = if let Err(e) = cleared {
             sink.failed = Some(e);

@@ -17,6 +17,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 use tet_alloc::cetrafs::journal;
 use tet_core::block::{BlockDevice, BLOCK_SIZE_U64};
+use tet_core::cetrafs::copies::{self, Source, Substituted};
 use tet_core::cetrafs::{Buffers, Committed, Features, Finding, Fs, OverlayDevice};
 use tet_core::{Error, ErrorKind};
 
@@ -25,6 +26,34 @@ use crate::Exit;
 
 /// A device the commands read an image from.
 pub type Dev<'a> = &'a dyn BlockDevice;
+
+/// The device a command that only reads an image mounts: block 0 read as the superblock
+/// copy the search of `docs/cetrafs.md` section 3.1 takes when the primary fails, with a
+/// warning naming the primary's problem and the copy; the device as it is otherwise (the
+/// mount then reports what it finds).
+pub fn reading<D: BlockDevice>(path: &Path, dev: D) -> Substituted<D> {
+    let mut b = Buffers::new();
+    match copies::locate(&dev, &mut b.data, tet_core::cetrafs::ANY_DEVICE, None) {
+        Ok(l) => match (l.source, l.primary) {
+            (Source::Copy(lba), Some(e)) => {
+                warn_copy(path, &e, lba);
+                Substituted::new(dev, &l.sb)
+            }
+            _ => Substituted::unchanged(dev),
+        },
+        Err(_) => Substituted::unchanged(dev),
+    }
+}
+
+/// The warning of a command that reads through a copy because the primary fails.
+pub fn warn_copy(path: &Path, e: &Error, lba: u64) {
+    crate::report::warn(format!(
+        "{}: the primary superblock fails its checks ({}); reading through the copy in \
+         block {lba} (`tet-host repair` restores the primary)",
+        path.display(),
+        describe(e)
+    ));
+}
 
 /// Mounts the image for a command that only reads it, or says why not, from the
 /// error's category: a block that cannot be read is operational (8), an image that does
@@ -212,9 +241,9 @@ fn features_json(f: &Features) -> Value {
 /// Runs `f` on the cetrafs image at `path`, read with positioned reads. A `.tet` file
 /// is refused as the wrong input for the command (16), a file of neither format as
 /// what it looks like (8, [`crate::sniff`]).
-pub fn with_device(path: &std::path::Path, f: impl FnOnce(&device::FileDevice) -> Exit) -> Exit {
+pub fn with_device(path: &std::path::Path, f: impl FnOnce(Dev<'_>) -> Exit) -> Exit {
     match crate::sniff(path) {
-        Ok(Some(d)) => f(&d),
+        Ok(Some(d)) => f(&reading(path, d)),
         Ok(None) => {
             crate::say!(
                 "{}: a .tet file, not a cetrafs image; this command reads cetrafs images",

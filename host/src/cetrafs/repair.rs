@@ -27,6 +27,7 @@ pub fn repair(
     copy_to: Option<&Path>,
     mode: crate::repair_mode::Mode,
     force: bool,
+    superblock: Option<u64>,
     output: Output,
 ) -> Exit {
     use tet_alloc::cetrafs::repair::{repair as run, Fix, Mode, RepairError, RepairOptions};
@@ -55,8 +56,19 @@ pub fn repair(
     // An image whose superblock or map fails is never written (docs/cetrafs.md section
     // 14), so neither is a copy of it: it is reported as it is. (One whose group tables
     // fail is repaired: they are rebuilt from the geometry.)
-    let mounts = crate::cetrafs::device::FileDevice::open(path)
-        .is_ok_and(|d| tet_core::cetrafs::Fs::open_for_read(&d, &mut Buffers::new().data).is_ok());
+    // A primary that fails while a copy passes is repaired (restored from the copy).
+    let mounts = crate::cetrafs::device::FileDevice::open(path).is_ok_and(|d| {
+        let mut b = Buffers::new();
+        tet_core::cetrafs::copies::locate(&d, &mut b.data, d.block_count(), superblock).is_ok_and(
+            |l| {
+                tet_core::cetrafs::Fs::open_for_read(
+                    tet_core::cetrafs::copies::Substituted::new(&d, &l.sb),
+                    &mut b.data,
+                )
+                .is_ok()
+            },
+        )
+    });
     let m = if copy_to.is_some() && !mounts {
         Mode::No
     } else {
@@ -88,6 +100,7 @@ pub fn repair(
         node_id: u64::MAX,
         force,
         memory_limit: crate::budget::host_ram() / 4,
+        superblock,
     };
     let mut asker = crate::repair_mode::Asker::default();
     let mut decide = |f: &Fix| -> bool {

@@ -2,17 +2,16 @@
 //! `tune2fs -L`/`-U` do. The superblock is not a journal target (docs/cetrafs.md
 //! section 7), and its 424 bytes sit in the first 512-byte sector: the change is one
 //! rewrite of that sector, resealed and flushed, so a power cut leaves the old
-//! superblock or the new one (a sector is written whole or not at all).
+//! superblock or the new one (a sector is written whole or not at all); then each copy
+//! the same way (section 3.1), with `generation` advanced so a reader choosing among
+//! copies takes the new one.
 
-use std::fs::OpenOptions;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use serde_json::json;
+use tet_core::cetrafs::copies::reseal;
 use tet_core::cetrafs::raw::RawSuperblock;
-use tet_core::cetrafs::{Buffers, SB_CHECKSUM_AT};
-use tet_core::checksum::crc32c_skipping;
-use zerocopy::IntoBytes;
+use tet_core::cetrafs::Buffers;
 
 use super::*;
 use crate::{Exit, Output};
@@ -76,7 +75,7 @@ pub fn tune(path: &Path, o: &TuneOptions, output: Output) -> Exit {
             }
         }
     }
-    let mut sb: RawSuperblock = *fs.superblock().raw();
+    let mut sb: RawSuperblock = fs.superblock().primary_record();
     if let Some(l) = &o.label {
         sb.label = [0; LABEL_LEN];
         if let Some(field) = sb.label.get_mut(..l.len()) {
@@ -86,28 +85,14 @@ pub fn tune(path: &Path, o: &TuneOptions, output: Output) -> Exit {
     if let Some(u) = o.uuid {
         sb.uuid = u;
     }
-    sb.checksum
-        .set(crc32c_skipping(sb.as_bytes(), SB_CHECKSUM_AT));
-    let mut sector = [0u8; 512];
-    if let Some(head) = sector.get_mut(..size_of::<RawSuperblock>()) {
-        head.copy_from_slice(sb.as_bytes());
-    }
-    // The rest of the sector as it is on disk (zeros by the format, kept regardless).
-    let written = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .and_then(|f| {
-            let mut old = [0u8; 512];
-            f.read_exact_at(&mut old, 0)?;
-            if let (Some(rest), Some(keep)) = (
-                sector.get_mut(size_of::<RawSuperblock>()..),
-                old.get(size_of::<RawSuperblock>()..),
-            ) {
-                rest.copy_from_slice(keep);
-            }
-            f.write_all_at(&sector, 0)?;
-            f.sync_data()
+    sb.generation.set(sb.generation.get().saturating_add(1));
+    reseal(&mut sb);
+    // The primary (one write of sector 0's record, flushed), then each copy.
+    let written = device::FileDevice::open_rw(path)
+        .map_err(|e| e.to_string())
+        .and_then(|rw| {
+            tet_alloc::cetrafs::copies::rewrite(&rw, &sb, &mut Buffers::new().data)
+                .map_err(|e| describe(&e))
         });
     if let Err(e) = written {
         crate::say!("cannot write {}: {e}", path.display());

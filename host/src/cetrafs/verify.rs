@@ -14,7 +14,13 @@ use crate::{Exit, Output};
 
 /// `tet-host verify` for an image: the full check (`tet_alloc::cetrafs::fsck`), findings in the
 /// order found, exit 0 when clean (warnings included) and 4 otherwise.
-pub fn verify(path: &Path, dev: Dev<'_>, output: Output, memory_limit: u64) -> Exit {
+pub fn verify(
+    path: &Path,
+    dev: Dev<'_>,
+    output: Output,
+    memory_limit: u64,
+    superblock: Option<u64>,
+) -> Exit {
     // The first findings are kept to print (crate::report::KEEP), the rest counted; what
     // decides the exit (a read that failed, a budget too small) and an image cut short
     // are noted whenever they come.
@@ -22,7 +28,11 @@ pub fn verify(path: &Path, dev: Dev<'_>, output: Output, memory_limit: u64) -> E
     let mut dropped: u64 = 0;
     let mut operational: Option<Finding> = None;
     let mut short: Option<Finding> = None;
-    let outcome = fsck::check(dev, &fsck::Options { memory_limit }, &mut |f: &Finding| {
+    let opts = fsck::Options {
+        memory_limit,
+        superblock,
+    };
+    let outcome = fsck::check(dev, &opts, &mut |f: &Finding| {
         if operational.is_none()
             && f.severity() == Severity::Error
             && matches!(f.error.kind.category(), Category::Io | Category::Resource)
@@ -42,6 +52,12 @@ pub fn verify(path: &Path, dev: Dev<'_>, output: Output, memory_limit: u64) -> E
     if let Some(f) = short {
         warn_shortened(path, &f.error);
     }
+    if let tet_core::cetrafs::copies::Source::Copy(lba) = outcome.superblock {
+        crate::report::warn(format!(
+            "{}: checked through the superblock copy in block {lba}",
+            path.display()
+        ));
+    }
     let (errors, warnings) = (outcome.summary.errors, outcome.summary.warnings);
     let status = if errors > 0 {
         "errors"
@@ -56,6 +72,7 @@ pub fn verify(path: &Path, dev: Dev<'_>, output: Output, memory_limit: u64) -> E
             let v = json!({"file": path.display().to_string(), "format": "cetrafs", "status": status,
                 "errors": errors, "warnings": warnings, "inodes": outcome.summary.inodes,
                 "cross_checked": outcome.cross_checked,
+                "superblock": match outcome.superblock { tet_core::cetrafs::copies::Source::Copy(b) => json!({"copy": b}), tet_core::cetrafs::copies::Source::Primary => json!("primary") },
                 "findings_not_listed": dropped,
                 "findings": shown.iter().map(Rendered::json).collect::<Vec<Value>>()});
             crate::report::print_json(&v);

@@ -290,6 +290,7 @@ pub fn cetrafs_repair(data: &[u8]) {
         node_id: u64::MAX,
         force: true,
         memory_limit: 1 << 28,
+        superblock: None,
     };
     // -p: the block rule holds after it, and every file that read before reads the same.
     let before = readable_files(&img);

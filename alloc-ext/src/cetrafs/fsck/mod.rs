@@ -31,6 +31,7 @@ use alloc::vec::Vec;
 use tet_core::arith::{div_ceil, u64_of};
 use tet_core::block::{Block, BlockDevice, BLOCK_SIZE, BLOCK_SIZE_U64};
 use tet_core::cetrafs::check::{self, Counting, Sink, Summary};
+use tet_core::cetrafs::copies::{self, Located, Source, Substituted};
 use tet_core::cetrafs::{Buffers, Code, Committed, FileType, Finding, Fs, Overlay, OverlayDevice};
 use tet_core::{Error, ErrorKind};
 
@@ -42,12 +43,26 @@ use maps::{Bits, Ownership};
 pub struct Options {
     /// Most bytes the maps may take; a larger image is checked without cross-checks.
     pub memory_limit: u64,
+    /// The block of the superblock copy to use instead of the primary (`-b N`); `None`
+    /// uses the primary, or the copy the search of section 3.1 finds when it fails.
+    pub superblock: Option<u64>,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             memory_limit: 1 << 30,
+            superblock: None,
+        }
+    }
+}
+
+impl Options {
+    /// The default limits with `memory_limit` bytes for the maps.
+    pub fn with_memory(memory_limit: u64) -> Self {
+        Options {
+            memory_limit,
+            ..Options::default()
         }
     }
 }
@@ -63,6 +78,9 @@ pub struct Outcome {
     pub map_bytes: u64,
     /// Directory entries seen.
     pub entries: u64,
+    /// Where the superblock the check used came from (a copy when the primary fails,
+    /// or when one was named).
+    pub superblock: Source,
 }
 
 fn err(kind: ErrorKind, what: &'static str, lba: u64, field: usize) -> Error {
@@ -157,6 +175,31 @@ fn unmounted(sink: &mut Counting<'_>, e: Error) -> Outcome {
     }
 }
 
+/// Pass 0: the superblock in use (section 3.1) and its copies. A primary that fails
+/// while a copy passes is reported (an error: the image is damaged) and the check goes
+/// on through the copy; each copy that is missing, damaged or stale is a
+/// `superblock-copy` warning.
+fn superblock<D: BlockDevice>(
+    dev: &D,
+    opts: &Options,
+    buf: &mut Block,
+    sink: &mut Counting<'_>,
+) -> Result<Located, Error> {
+    let located = copies::locate(dev, buf, tet_core::cetrafs::ANY_DEVICE, opts.superblock)?;
+    if let Some(e) = located.primary {
+        sink.report(&Finding::structural(Code::Mount, e));
+    }
+    if located.sb.has_copies() {
+        for c in crate::cetrafs::copies::audit(dev, &located.sb, buf) {
+            // The copy in use is the superblock: it cannot differ from itself.
+            if let (Some(e), false) = (c.problem, located.source == Source::Copy(c.lba)) {
+                sink.report(&Finding::new(Code::SuperblockCopy, e));
+            }
+        }
+    }
+    Ok(located)
+}
+
 fn check_inner<D: BlockDevice>(
     dev: D,
     opts: &Options,
@@ -166,6 +209,13 @@ fn check_inner<D: BlockDevice>(
     let mut sink = Counting::new(sink);
     let mut bufs = Buffers::new();
     let mut bitmap: Block = [0; BLOCK_SIZE];
+    let located = match superblock(&dev, opts, &mut bufs.data, &mut sink) {
+        Ok(l) => l,
+        Err(e) => return unmounted(&mut sink, e),
+    };
+    let source = located.source;
+    // Everything below reads block 0 as the superblock in use.
+    let dev = Substituted::new(dev, &located.sb);
     let raw_fs = match check::mount(&dev, &mut bufs.data, &mut sink) {
         Ok(fs) => fs,
         Err(e) => return unmounted(&mut sink, e),
@@ -206,6 +256,7 @@ fn check_inner<D: BlockDevice>(
                 ..sink.summary
             },
             map_bytes: 0,
+            superblock: source,
             ..Outcome::default()
         };
     };
@@ -269,5 +320,6 @@ fn check_inner<D: BlockDevice>(
         cross_checked: true,
         map_bytes,
         entries: entry_count,
+        superblock: source,
     }
 }

@@ -9,7 +9,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use tet_core::block::{Block, BLOCK_SIZE, BLOCK_SIZE_U64};
+use tet_core::cetrafs::copies::{COMPAT_SB_COPIES, COPY_AT};
 use tet_core::cetrafs::raw::{RawDirEntry, RawInode, RawSuperblock, RawTail, RawXattr};
+use tet_core::cetrafs::{Superblock, ANY_DEVICE};
 use tet_core::cetrafs::{
     BITS_PER_BITMAP_BLOCK, DIRENTS_PER_BLOCK, FORMAT_VERSION, INODE_MAGIC, SB_CHECKSUM_AT,
     SB_CLEAN, SB_MAGIC, TAIL_AT, TAIL_DIR, TAIL_XATTR, ZG_NO_OWNER,
@@ -29,6 +31,12 @@ use crate::cetrafs::records;
 pub trait BlockSink {
     /// Writes block `lba`.
     fn write_block(&mut self, lba: u64, block: &Block) -> Result<(), Error>;
+    /// Makes every block written so far durable before any written after (a device's
+    /// flush). The superblock copies and then the primary are each written after one,
+    /// so a cut leaves no superblock that names structures not yet written.
+    fn barrier(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
 }
 
 /// A sink over an image held in memory.
@@ -81,9 +89,21 @@ impl ImageBuilder {
             self.write_node(&g, ino, node, &mut alloc, sink, &mut blk, &mut features)?;
         }
         self.write_inode_bitmap(&g, sink, &mut blk)?;
-        write_groups(&g, &alloc, sink, &mut blk)?;
+        let sb = self.superblock(&g, &features)?;
+        let copies = sb.copy_blocks();
+        // The blocks that hold the copies are written last, with them.
+        let mut held: Vec<(u64, Block)> = Vec::new();
+        write_groups(&g, &alloc, sink, &mut blk, copies.as_slice(), &mut held)?;
         self.write_journals(&g, sink, &mut blk)?;
-        self.write_superblock(&g, &features, sink, &mut blk)?;
+        sink.barrier()?;
+        for (lba, block) in &mut held {
+            put(block, COPY_AT, sb.copy_record(*lba).as_bytes());
+            sink.write_block(*lba, block)?;
+        }
+        sink.barrier()?;
+        blk.fill(0);
+        put(&mut blk, 0, sb.raw().as_bytes());
+        sink.write_block(0, &blk)?;
         Ok(g.total)
     }
 
@@ -261,13 +281,9 @@ impl ImageBuilder {
         Ok(())
     }
 
-    fn write_superblock(
-        &self,
-        g: &Geometry,
-        features: &Features,
-        sink: &mut dyn BlockSink,
-        blk: &mut Block,
-    ) -> Result<(), Error> {
+    /// The superblock of the image, with `COMPAT_SB_COPIES` (mkfs always writes the
+    /// copies), checked as a reader checks it.
+    fn superblock(&self, g: &Geometry, features: &Features) -> Result<Superblock, Error> {
         let p = &self.params;
         let mut sb = RawSuperblock::new_zeroed();
         sb.magic = SB_MAGIC;
@@ -287,7 +303,7 @@ impl ImageBuilder {
         }
         sb.total_blocks.set(g.total);
         sb.feature_compat
-            .set(u64::from(features.xattr) | (u64::from(features.holes) << 1));
+            .set(u64::from(features.xattr) | (u64::from(features.holes) << 1) | COMPAT_SB_COPIES);
         sb.feature_incompat
             .set(1u64 | (u64::from(features.uninit) << 1));
         sb.feature_ro_compat.set(3);
@@ -318,20 +334,31 @@ impl ImageBuilder {
         );
         sb.checksum
             .set(crc32c_skipping(sb.as_bytes(), SB_CHECKSUM_AT));
-        blk.fill(0);
-        put(blk, 0, sb.as_bytes());
-        sink.write_block(0, blk)
+        let mut blk: Block = [0; BLOCK_SIZE];
+        put(&mut blk, 0, sb.as_bytes());
+        Superblock::parse(&blk, ANY_DEVICE)
     }
 }
 
 /// Block groups (bitmaps, region headers, descriptors), then the zone groups with the
 /// free counts their groups add up to.
+/// A block in `held_back` is kept in `held` instead of written.
 fn write_groups(
     g: &Geometry,
     alloc: &Allocator,
     sink: &mut dyn BlockSink,
     blk: &mut Block,
+    held_back: &[u64],
+    held: &mut Vec<(u64, Block)>,
 ) -> Result<(), Error> {
+    let mut write = |lba: u64, blk: &Block, sink: &mut dyn BlockSink| {
+        if held_back.contains(&lba) {
+            held.push((lba, *blk));
+            Ok(())
+        } else {
+            sink.write_block(lba, blk)
+        }
+    };
     let mut zg_free = vec![0u64; usize_of(g.z.into())];
     for bi in 0..g.b {
         let (start, len) = g.bg_span(bi);
@@ -354,7 +381,7 @@ fn write_groups(
             sink.write_block(start.saturating_add(1).saturating_add(k), blk)?;
         }
         *blk = records::block_with(records::region_header(bi, start, len).as_bytes());
-        sink.write_block(start, blk)?;
+        write(start, blk, sink)?;
         let owner = bi.checked_div(g.per_zg).unwrap_or(0);
         let free = data.saturating_sub(used);
         if let Some(f) = zg_free.get_mut(usize_of(owner.into())) {
@@ -362,7 +389,7 @@ fn write_groups(
         }
         let d = records::block_group(bi, owner, start, len, free, 0);
         *blk = records::block_with(d.as_bytes());
-        sink.write_block(g.bg_descriptor(bi), blk)?;
+        write(g.bg_descriptor(bi), blk, sink)?;
     }
     for zi in 0..g.z {
         let first = zi.saturating_mul(g.per_zg);

@@ -37,6 +37,7 @@ mod lost_found;
 mod patches;
 mod paths;
 mod plan;
+mod superblock;
 mod tables;
 mod unreadable;
 
@@ -44,8 +45,9 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::fmt;
 
-use tet_core::block::{Block, BlockDeviceMut, BLOCK_SIZE_U64};
+use tet_core::block::{Block, BlockDevice, BlockDeviceMut, BLOCK_SIZE_U64};
 use tet_core::cetrafs::check::Severity;
+use tet_core::cetrafs::copies::Substituted;
 use tet_core::cetrafs::replay::{ReplayError, ReplayReport};
 use tet_core::cetrafs::{Buffers, Code, Finding, Fs};
 use tet_core::{Category, Error, ErrorKind};
@@ -80,6 +82,9 @@ pub struct RepairOptions {
     pub force: bool,
     /// Memory for the check's maps.
     pub memory_limit: u64,
+    /// The block of the superblock copy to restore the primary from (`-b N`); `None`
+    /// restores from the copy the search of section 3.1 takes when the primary fails.
+    pub superblock: Option<u64>,
 }
 
 /// One planned fix.
@@ -220,7 +225,34 @@ pub fn repair<D: BlockDeviceMut>(
     opts: &RepairOptions,
     decide: &mut dyn FnMut(&Fix) -> bool,
 ) -> Result<RepairOutcome, RepairError> {
+    // Every step reads block 0 as the superblock in use: a copy's, when the primary
+    // fails, until the restore writes it.
+    let mut buf: Block = [0; tet_core::block::BLOCK_SIZE];
+    let restore = superblock::restore_plan(&dev, opts.superblock, &mut buf);
+    let dev = match &restore {
+        Some((_, sb)) => Substituted::new(&dev, sb),
+        None => Substituted::unchanged(&dev),
+    };
+    let mut first: Vec<Fix> = Vec::new();
+    let mut refused: Option<Fix> = None;
+    if let Some((fix, sb)) = restore {
+        if mode == Mode::No {
+            first.push(fix);
+        } else if decide(&fix) {
+            if !opts.force {
+                refuse_if_mounted(&dev)?;
+            }
+            superblock::restore(&dev, &sb)?;
+            first.push(fix);
+        } else {
+            refused = Some(fix);
+        }
+    }
     let mut out = repair_rounds(&dev, mode, opts, decide)?;
+    out.found |= !first.is_empty() || refused.is_some();
+    out.fixes.splice(0..0, first);
+    out.withheld.extend(refused);
+    superblock::copies(&dev, mode, decide, &mut out)?;
     // What -n would do, or what -p held back: named as the image reads now.
     let unmade = if mode == Mode::No {
         &out.fixes
@@ -228,7 +260,6 @@ pub fn repair<D: BlockDeviceMut>(
         &out.withheld
     };
     if !unmade.is_empty() {
-        let mut buf: Block = [0; tet_core::block::BLOCK_SIZE];
         if let Ok(fs) = Fs::open(&dev, &mut buf) {
             let named = paths::name_losses(&fs, unmade);
             out.names.extend(named);
@@ -247,6 +278,7 @@ fn repair_rounds<D: BlockDeviceMut>(
     let mut bufs = Buffers::new();
     let check_opts = fsck::Options {
         memory_limit: opts.memory_limit,
+        superblock: opts.superblock,
     };
     let errors_of = |found: &[Finding]| -> Vec<Finding> {
         found
@@ -259,32 +291,7 @@ fn repair_rounds<D: BlockDeviceMut>(
     // filesystem mounted. A row that does not validate but whose state reads ACTIVE
     // counts too: repair cannot tell it is not a live node's.
     if !opts.force {
-        if let Ok(rfs) = Fs::open_for_read(&dev, &mut bufs.data) {
-            let reg = rfs.superblock().raw().registry_start.get();
-            for row in 0..rfs.superblock().node_capacity() {
-                let active = match rfs.node_row(row, &mut bufs.data) {
-                    Ok(Some(n)) => (n.raw().state.get() == 1).then(|| n.raw().node_id.get()),
-                    Ok(None) => None,
-                    Err(_) => {
-                        let at = usize::try_from(u64::from(row) % 32)
-                            .unwrap_or(0)
-                            .saturating_mul(128);
-                        let lba = reg.saturating_add(u64::from(row) / 32);
-                        let mut b: Block = [0; tet_core::block::BLOCK_SIZE];
-                        rfs.device().read_block(lba, &mut b)?;
-                        let word = |o: usize, n: usize| {
-                            b.get(at.saturating_add(o)..at.saturating_add(o).saturating_add(n))
-                                .map(|x| x.iter().rev().fold(0u64, |v, y| (v << 8) | u64::from(*y)))
-                                .unwrap_or(0)
-                        };
-                        (word(16, 4) == 1).then(|| word(8, 8))
-                    }
-                };
-                if let Some(node_id) = active {
-                    return Err(RepairError::Mounted { row, node_id });
-                }
-            }
-        }
+        refuse_if_mounted(&dev)?;
     }
     if Fs::open(&dev, &mut bufs.data).is_err() {
         // The group tables are rebuilt from the geometry when the superblock and map
@@ -417,6 +424,40 @@ fn repair_rounds<D: BlockDeviceMut>(
         out.fixes.extend(made);
         out.rounds = out.rounds.saturating_add(1);
     }
+}
+
+/// Refuses (before anything is written, the group tables included) when a node may have
+/// the filesystem mounted. A row that does not validate but whose state reads ACTIVE
+/// counts too: repair cannot tell it is not a live node's.
+fn refuse_if_mounted<D: BlockDevice>(dev: &D) -> Result<(), RepairError> {
+    let mut bufs = Buffers::new();
+    if let Ok(rfs) = Fs::open_for_read(dev, &mut bufs.data) {
+        let reg = rfs.superblock().raw().registry_start.get();
+        for row in 0..rfs.superblock().node_capacity() {
+            let active = match rfs.node_row(row, &mut bufs.data) {
+                Ok(Some(n)) => (n.raw().state.get() == 1).then(|| n.raw().node_id.get()),
+                Ok(None) => None,
+                Err(_) => {
+                    let at = usize::try_from(u64::from(row) % 32)
+                        .unwrap_or(0)
+                        .saturating_mul(128);
+                    let lba = reg.saturating_add(u64::from(row) / 32);
+                    let mut b: Block = [0; tet_core::block::BLOCK_SIZE];
+                    rfs.device().read_block(lba, &mut b)?;
+                    let word = |o: usize, n: usize| {
+                        b.get(at.saturating_add(o)..at.saturating_add(o).saturating_add(n))
+                            .map(|x| x.iter().rev().fold(0u64, |v, y| (v << 8) | u64::from(*y)))
+                            .unwrap_or(0)
+                    };
+                    (word(16, 4) == 1).then(|| word(8, 8))
+                }
+            };
+            if let Some(node_id) = active {
+                return Err(RepairError::Mounted { row, node_id });
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
