@@ -225,10 +225,37 @@ fn mkfs_from_a_directory_round_trips() {
     assert_eq!(info("u1")["label"], "renamed");
     assert_eq!(info("u1")["uuid"], "00112233-4455-6677-8899-aabbccddeeff");
     assert_eq!(run(&["verify", "u1"], &dir).0, 0);
-    assert!(
-        before[512..] == after[512..],
-        "tune wrote past the first sector"
+    // Only the primary's sector and each copy's changed, and every copy changed.
+    let copies: Vec<usize> = info("u1")["superblock_copies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            assert_eq!(c["state"], "ok", "{c}");
+            usize::try_from(c["block"].as_u64().unwrap()).unwrap() * 4096 + 512
+        })
+        .collect();
+    assert_eq!(
+        copies.len(),
+        2,
+        "an 8 MiB image has one block group: two copies"
     );
+    let in_sector = |i: usize| i < 512 || copies.iter().any(|c| (*c..*c + 512).contains(&i));
+    let changed: Vec<usize> = (0..before.len())
+        .filter(|i| before[*i] != after[*i])
+        .collect();
+    assert!(
+        changed.iter().all(|i| in_sector(*i)),
+        "tune wrote outside the superblock sectors: {:?}",
+        changed.iter().find(|i| !in_sector(**i))
+    );
+    for c in &copies {
+        assert!(
+            changed.iter().any(|i| (*c..*c + 512).contains(i)),
+            "copy at byte {c} unchanged"
+        );
+    }
+    assert_eq!(info("u1")["generation"], 1);
     let long = "x".repeat(64);
     assert_eq!(run(&["tune", "u1", "--label", &long], &dir).0, 16);
     assert_eq!(run(&["tune", "u1"], &dir).0, 16);

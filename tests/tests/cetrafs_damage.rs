@@ -849,6 +849,15 @@ pub const DAMAGE: &[Damage] = &[
         },
         Code::Mount,
     ),
+    (
+        "superblock copy's label changed",
+        |i| {
+            let b = Img::sb(i).block_group_count.get();
+            let at = Img::bg_desc(i, b - 1) + 512 + 200;
+            i[at] ^= 1;
+        },
+        Code::SuperblockCopy,
+    ),
 ];
 
 fn verify(img: &[u8]) -> Vec<Finding> {
@@ -919,7 +928,7 @@ fn damage_covers_every_cross_check_code() {
 
 mod repair {
     use super::*;
-    use tet_alloc::cetrafs::repair::{repair, Mode, RepairOptions};
+    use tet_alloc::cetrafs::repair::{repair, Mode, RepairOptions, RESTORED};
     use tet_core::block::MemDeviceMut;
 
     /// Damages repair fixes although their code is not one of [`FIXED`]: structures
@@ -973,6 +982,8 @@ mod repair {
         Code::JournalUnowned,
         // A warning: nothing to repair.
         Code::ZoneOwnerFenced,
+        // Rewritten from the superblock.
+        Code::SuperblockCopy,
     ];
 
     pub fn opts() -> RepairOptions {
@@ -1028,6 +1039,11 @@ mod repair {
             })
             .unwrap();
             let left: Vec<_> = errors(&img);
+            let primary_only = |damaged: &[u8]| {
+                *code == Code::Mount
+                    && damaged[..BLOCK_SIZE] != clean[..BLOCK_SIZE]
+                    && damaged[BLOCK_SIZE..] == clean[BLOCK_SIZE..]
+            };
             let warning = code.severity() == tet_core::cetrafs::check::Severity::Warning;
             // A tree block owned twice is reported against the tree, which is not cloned.
             let left_anyway = *name == "a file's extent maps its own tree block";
@@ -1050,12 +1066,24 @@ mod repair {
                 if dry.fixes.is_empty() && out.replay.journals == 0 && !warning {
                     problems.push(format!("{name}: -n planned nothing"));
                 }
-            } else if left.is_empty() {
+            } else if left.is_empty() && !primary_only(&damaged) {
                 problems.push(format!("{name}: expected left, repaired"));
+            }
+            // A primary that fails while its copies pass is restored from a copy
+            // (docs/cetrafs.md section 3.1): block 0 alone is written, and its fields
+            // come back as mkfs wrote them.
+            let primary_only = primary_only(&damaged);
+            if primary_only {
+                if !left.is_empty() || out.fixes.first().map(|f| f.action) != Some(RESTORED) {
+                    problems.push(format!("{name}: primary not restored: {:?}", out.fixes));
+                }
+                if img[BLOCK_SIZE..] != damaged[BLOCK_SIZE..] || img[16..280] != clean[16..280] {
+                    problems.push(format!("{name}: the restore wrote more than block 0"));
+                }
             }
             // An image that does not mount is written only in its group tables, which
             // are rebuilt from the superblock's geometry.
-            if *code == Code::Mount {
+            if *code == Code::Mount && !primary_only {
                 let tables_end = Img::sb(&damaged).inode_bitmap_start.get() as usize * BLOCK_SIZE;
                 if img[tables_end..] != damaged[tables_end..]
                     || img[..BLOCK_SIZE] != damaged[..BLOCK_SIZE]

@@ -317,8 +317,14 @@ pub fn locate<D: BlockDevice>(
             reads: 1,
         });
     };
-    // A device shorter than a valid primary says: its copies say the same.
-    if matches!(e.kind, ErrorKind::ShortDevice { .. }) {
+    // A device shorter than a valid primary says: its copies say the same. A primary
+    // sealed by a newer tool (a format version or an incompatible feature this reader
+    // does not know) is not damage: no copy overrides it.
+    if matches!(
+        e.kind,
+        ErrorKind::ShortDevice { .. } | ErrorKind::Unsupported { .. }
+    ) || e.what == "superblock.feature_incompat (bit position)"
+    {
         return Err(e);
     }
     let found = from_primary_fields(&mut s, buf).or_else(|| from_tables(&mut s, buf));

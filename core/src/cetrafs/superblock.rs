@@ -529,7 +529,7 @@ mod tests {
             incompat: u64::MAX,
             ro_compat: u64::MAX,
         };
-        assert_eq!(all.unknown_compat(), !0b11);
+        assert_eq!(all.unknown_compat(), !0b111);
         assert_eq!(all.unknown_incompat(), !0b11);
         assert_eq!(all.unknown_ro_compat(), !0b11);
     }

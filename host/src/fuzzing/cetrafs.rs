@@ -81,24 +81,68 @@ pub fn cetrafs_base() -> &'static [u8] {
     })
 }
 
+/// The bytes of the base image that hold a superblock: block 0, then each copy's sector.
+fn superblock_bytes() -> Vec<usize> {
+    let base = cetrafs_base();
+    let mut at: Vec<usize> = (0..4096).collect();
+    let mut blk = [0u8; 4096];
+    if let Some(b0) = base.get(..4096) {
+        blk.copy_from_slice(b0);
+    }
+    if let Ok(sb) = tet_core::cetrafs::Superblock::parse(&blk, tet_core::cetrafs::ANY_DEVICE) {
+        for &lba in sb.copy_blocks().as_slice() {
+            let c = tet_core::cetrafs::copies::copy_offset(lba) as usize;
+            at.extend(c..c + 512);
+        }
+    }
+    at
+}
+
 /// Applies `data` to the base image as `(u32 offset, u8 value)` records (offsets wrap
 /// around the image), recomputes every checksum, then runs the verifier and walks every
-/// directory and file. With the first byte odd, `data[1..]` is the image instead.
+/// directory and file. With the first byte odd, `data[1..]` is the image instead. With
+/// its bit 1 set, the records land in the superblocks (block 0 and the copies' sectors),
+/// and checksums are recomputed only when its bit 2 is set too: a damaged primary is
+/// read through a copy, and the same rules hold.
 pub fn cetrafs_open_walk(data: &[u8]) {
+    let first = data.first().copied().unwrap_or(0);
+    let targeted = first & 3 == 2;
     let mut img = match data.split_first() {
         Some((m, rest)) if m & 1 == 1 => rest.to_vec(),
         _ => {
             let mut img = cetrafs_base().to_vec();
+            let places = if targeted {
+                superblock_bytes()
+            } else {
+                Vec::new()
+            };
             for rec in data.get(1..).unwrap_or(&[]).chunks_exact(5) {
                 let off = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]) as usize;
-                if let Some(len) = std::num::NonZeroUsize::new(img.len()) {
-                    img[off % len.get()] = rec[4];
+                let at = match std::num::NonZeroUsize::new(places.len()) {
+                    Some(n) => places[off % n.get()],
+                    None => off % img.len().max(1),
+                };
+                if let Some(b) = img.get_mut(at) {
+                    *b = rec[4];
                 }
             }
             img
         }
     };
-    reseal(&mut img);
+    if !targeted || first & 4 == 4 {
+        reseal(&mut img);
+    }
+    // The superblock search never panics; whatever it takes mounts or is refused.
+    let mut one = [0u8; 4096];
+    if let Ok(l) = tet_core::cetrafs::copies::locate(
+        &MemDevice::new(&img),
+        &mut one,
+        tet_core::cetrafs::ANY_DEVICE,
+        None,
+    ) {
+        let through = tet_core::cetrafs::copies::Substituted::new(MemDevice::new(&img), &l.sb);
+        let _ = Fs::open_shortened(&through, &mut one);
+    }
     let (found, _) = tet_alloc::cetrafs::fsck::findings(MemDevice::new(&img), &Default::default());
     let clean = found.iter().all(|f| f.severity() != Severity::Error);
     // Verify checks the image as it is after replay; walk that view.

@@ -61,3 +61,17 @@ pub fn npy(descr: &str, fortran: bool, shape: &[u64], data: &[u8]) -> Vec<u8> {
     out.extend_from_slice(data);
     out
 }
+
+/// A cetrafs image's bytes with no superblock left that passes: the primary's magic and
+/// each copy's (the places `info --json` lists for image `name` in `dir`) damaged.
+pub fn without_superblocks(dir: &Path, name: &str) -> Vec<u8> {
+    let (_, out, _) = run(&["info", "--json", name], dir);
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let mut img = std::fs::read(dir.join(name)).unwrap();
+    img[0] = b'X';
+    for c in v["superblock_copies"].as_array().unwrap() {
+        let at = usize::try_from(c["block"].as_u64().unwrap()).unwrap() * 4096 + 512;
+        img[at] = b'X';
+    }
+    img
+}

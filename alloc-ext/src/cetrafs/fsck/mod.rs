@@ -189,15 +189,26 @@ fn superblock<D: BlockDevice>(
     if let Some(e) = located.primary {
         sink.report(&Finding::structural(Code::Mount, e));
     }
-    if located.sb.has_copies() {
-        for c in crate::cetrafs::copies::audit(dev, &located.sb, buf) {
-            // The copy in use is the superblock: it cannot differ from itself.
-            if let (Some(e), false) = (c.problem, located.source == Source::Copy(c.lba)) {
-                sink.report(&Finding::new(Code::SuperblockCopy, e));
-            }
+    Ok(located)
+}
+
+/// The end of pass 0, once the image mounts (an image cut short is reported first):
+/// each copy that cannot be read, fails, or differs from the superblock in use.
+fn superblock_copies<D: BlockDevice>(
+    dev: &D,
+    located: &Located,
+    buf: &mut Block,
+    sink: &mut Counting<'_>,
+) {
+    if !located.sb.has_copies() {
+        return;
+    }
+    for c in crate::cetrafs::copies::audit(dev, &located.sb, buf) {
+        // The copy in use is the superblock: it cannot differ from itself.
+        if let (Some(e), false) = (c.problem, located.source == Source::Copy(c.lba)) {
+            sink.report(&Finding::new(Code::SuperblockCopy, e));
         }
     }
-    Ok(located)
 }
 
 fn check_inner<D: BlockDevice>(
@@ -220,6 +231,7 @@ fn check_inner<D: BlockDevice>(
         Ok(fs) => fs,
         Err(e) => return unmounted(&mut sink, e),
     };
+    superblock_copies(dev.inner(), &located, &mut bufs.data, &mut sink);
     let sb = *raw_fs.superblock();
     let words_per_bg = div_ceil(sb.bg_size_blocks(), 64);
     let own_bits =

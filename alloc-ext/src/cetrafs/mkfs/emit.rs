@@ -73,7 +73,9 @@ impl ImageBuilder {
     }
 
     /// Writes the image block by block into `sink`: every block that must hold
-    /// something is written whole, exactly once, in no particular order; blocks never
+    /// something is written whole, exactly once, in no particular order, except the
+    /// blocks of the superblock copies, written again with them after a
+    /// [`BlockSink::barrier`], and block 0, last, after another; blocks never
     /// written must read as zero only where section 13 of the spec does not check them
     /// (free inodes of the inode table, free data blocks), so a sink over a fresh sparse
     /// file may skip all-zero blocks and a sink over a used device must not. Memory: the
@@ -91,7 +93,8 @@ impl ImageBuilder {
         self.write_inode_bitmap(&g, sink, &mut blk)?;
         let sb = self.superblock(&g, &features)?;
         let copies = sb.copy_blocks();
-        // The blocks that hold the copies are written last, with them.
+        // The blocks that hold the copies are written with the rest, and again with
+        // the copies once everything else is durable.
         let mut held: Vec<(u64, Block)> = Vec::new();
         write_groups(&g, &alloc, sink, &mut blk, copies.as_slice(), &mut held)?;
         self.write_journals(&g, sink, &mut blk)?;
@@ -342,7 +345,7 @@ impl ImageBuilder {
 
 /// Block groups (bitmaps, region headers, descriptors), then the zone groups with the
 /// free counts their groups add up to.
-/// A block in `held_back` is kept in `held` instead of written.
+/// A block in `held_back` is also kept in `held` (to be written again with a copy).
 fn write_groups(
     g: &Geometry,
     alloc: &Allocator,
@@ -354,10 +357,8 @@ fn write_groups(
     let mut write = |lba: u64, blk: &Block, sink: &mut dyn BlockSink| {
         if held_back.contains(&lba) {
             held.push((lba, *blk));
-            Ok(())
-        } else {
-            sink.write_block(lba, blk)
         }
+        sink.write_block(lba, blk)
     };
     let mut zg_free = vec![0u64; usize_of(g.z.into())];
     for bi in 0..g.b {

@@ -56,6 +56,7 @@ use crate::cetrafs::fsck;
 use apply::{apply, replay_all};
 use patches::Patches;
 use plan::plan;
+pub use superblock::{COPIES_ADDED, COPIES_ADDED_OVER, COPY_REWRITTEN, RESTORED};
 
 /// Rounds of check-and-fix before repair gives up on converging.
 pub const MAX_ROUNDS: u32 = 8;
