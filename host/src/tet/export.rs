@@ -22,8 +22,7 @@ pub fn export(
         Err(e) => return e,
     };
     let Ok(ds) = file.dataset(dataset) else {
-        crate::say!("{}: no dataset \"{dataset}\"", path.display());
-        return Exit::Usage;
+        return crate::tet::no_dataset(path, &file, dataset);
     };
     let budget = crate::tet::budget_for(&file, None, budget);
     let p = match tet_alloc::tet::query::plan(&file, ds, selection) {
