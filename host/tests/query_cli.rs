@@ -618,3 +618,66 @@ fn flags_that_do_nothing_are_gone_or_say_what_they_do() {
         "{help}"
     );
 }
+
+/// Splits a shell line of words and single-quoted strings (all the docs use).
+fn words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut any = false;
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            ' ' if !quoted => {
+                if any {
+                    out.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    assert!(!quoted, "unbalanced quote in {line}");
+    if any {
+        out.push(cur);
+    }
+    out
+}
+
+/// Every `$ tet-host ...` line in docs/query.md's console blocks prints exactly the lines
+/// under it.
+#[test]
+fn the_examples_in_docs_query_md_print_what_they_say() {
+    let doc = std::fs::read_to_string(root().join("docs/query.md")).unwrap();
+    let mut examples: Vec<(String, String)> = Vec::new();
+    let mut in_block = false;
+    for line in doc.lines() {
+        if line.starts_with("```") {
+            in_block = line == "```console";
+            continue;
+        }
+        if !in_block {
+            continue;
+        }
+        if let Some(cmd) = line.strip_prefix("$ ") {
+            examples.push((cmd.to_string(), String::new()));
+        } else if let Some((_, out)) = examples.last_mut() {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert!(examples.len() >= 5, "{examples:?}");
+    for (cmd, want) in &examples {
+        let w = words(cmd);
+        assert_eq!(w[0], "tet-host", "{cmd}");
+        let (code, o, e) = common::run(&w[1..], &root());
+        assert_eq!(code, 0, "{cmd}: {e}");
+        assert_eq!(&String::from_utf8(o).unwrap(), want, "{cmd}");
+    }
+}
