@@ -36,15 +36,20 @@ pub struct Cli {
 /// How payloads are read (.tet).
 #[derive(clap::Args, Clone, Copy)]
 pub struct ReadArgs {
-    /// Decode every chunk, not only the first 128 (.tet).
-    #[arg(long)]
-    pub deep: bool,
     /// Threads for decoding (default: one per core).
     #[arg(short = 'j', long = "jobs", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
-    /// Memory budget for decoding, e.g. 512M (default: the file's TIDX execution
-    /// settings, 25 % of RAM when they are 0).
-    #[arg(long, value_parser = crate::cetrafs::mkfs::parse_size)]
+    #[command(flatten)]
+    pub memory: MemoryArgs,
+}
+
+/// Memory and mapping (.tet).
+#[derive(clap::Args, Clone, Copy)]
+pub struct MemoryArgs {
+    /// Memory budget for decoding: bytes, 512M or 512MiB (2^20), 512MB (10^6), 1.5G,
+    /// 1GiB, or 10% of RAM (default: the file's TIDX execution settings, 25 % of RAM when
+    /// they are 0).
+    #[arg(long, value_parser = crate::budget::parse_budget)]
     pub memory_budget: Option<u64>,
     /// Read the file into memory instead of mapping it. Use on filesystems where
     /// mapping is unsafe (network filesystems, files another process may truncate:
@@ -55,13 +60,14 @@ pub struct ReadArgs {
 }
 
 impl ReadArgs {
-    /// The decode options these arguments give.
-    pub fn decode(self) -> crate::tet::verify::DecodeOptions {
+    /// The decode options these arguments give; `deep` decodes every chunk (with a
+    /// progress bar on a terminal).
+    pub fn decode(self, deep: bool) -> crate::tet::verify::DecodeOptions {
         crate::tet::verify::DecodeOptions {
-            deep: self.deep,
+            deep,
             threads: self.jobs.map(usize::from),
-            budget: self.memory_budget,
-            progress: self.deep,
+            budget: self.memory.memory_budget,
+            progress: deep,
         }
     }
 }
@@ -226,17 +232,20 @@ pub enum Command {
         /// The .tet file.
         #[arg(short = 't', long = "tet")]
         file: PathBuf,
-        /// Print one line.
+        /// Print one line: a reduction's value, or for a selection without an
+        /// operation its shape and dtype (not the values).
         #[arg(short, long, conflicts_with = "format")]
         quiet: bool,
-        /// Output format.
+        /// Output format: JSON, or a table of one line per value or output cell, its
+        /// coordinates in the index space a header line names.
         #[arg(long, value_parser = ["json", "table"], default_value = "json")]
         format: String,
         /// Write a partial result, or the selected values, to this .npy file.
         #[arg(long)]
         output: Option<PathBuf>,
-        /// Print only the first N selected values (queries without an operation).
-        #[arg(long)]
+        /// Print only the first N values, as a table: the selected values (no
+        /// operation) or the cells of a partial result.
+        #[arg(long, conflicts_with_all = ["quiet", "output"])]
         preview: Option<usize>,
         /// Print the read plan (chunks, bytes to read and decode) and stop.
         #[arg(long)]
@@ -244,8 +253,9 @@ pub enum Command {
         /// Replace the --output file when it exists.
         #[arg(long)]
         force: bool,
-        /// Execute the query (the default; accepted for compatibility).
-        #[arg(short = 'x', long = "execute")]
+        /// No effect: queries always run here (--plan prints the plan instead). Accepted
+        /// because the other implementation's `tet query` runs a query only with -x.
+        #[arg(short = 'x', long = "execute", conflicts_with = "plan")]
         execute: bool,
         #[command(flatten)]
         read: ReadArgs,
@@ -265,7 +275,8 @@ pub enum Command {
         /// zstd level (1 ..= 22).
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
         level: i32,
-        /// Dataset name for a .npy input (default: the file name without extension).
+        /// Dataset name for a .npy input (default: the file name without extension); an
+        /// .npz's datasets are named after its members.
         #[arg(long)]
         name: Option<String>,
         /// Replace the output file when it exists.
@@ -288,11 +299,12 @@ pub enum Command {
         #[arg(long)]
         force: bool,
         #[command(flatten)]
-        read: ReadArgs,
+        memory: MemoryArgs,
     },
     /// Repair a .tet file: -n reports, -p applies fixes that lose nothing, -y applies
-    /// every fix; without one of them it asks per fix on a terminal. Exit 0 nothing to
-    /// fix, 1 all corrected, 4 problems left, 8 operational error, 16 usage error.
+    /// every fix; without one of them it asks per fix on a terminal. A .tet file's
+    /// chunks are all decoded (as verify --deep). Exit 0 nothing to fix, 1 all corrected,
+    /// 4 problems left, 8 operational error, 16 usage error.
     Repair {
         /// The file (.tet: replaced atomically unless -o is given; cetrafs: repaired in
         /// place through its journal unless -o is given).
@@ -346,6 +358,9 @@ pub enum Command {
         /// copy the search finds. `info` lists the copies.
         #[arg(short = 'b', long = "superblock", value_name = "BLOCK")]
         superblock: Option<u64>,
+        /// Decode every chunk, not only the first 128 (.tet).
+        #[arg(long)]
+        deep: bool,
         #[command(flatten)]
         read: ReadArgs,
     },

@@ -207,8 +207,18 @@ fn dispatch(command: Command) -> Exit {
             execute: _,
             read,
         } => {
-            let doc = match query_doc::read_query_arg(&query).and_then(|t| query_doc::parse_doc(&t))
-            {
+            let text = match query_doc::read_query_arg(&query) {
+                Ok(t) => t,
+                Err(e) => {
+                    tet_host::say!("{}", e.message);
+                    return if e.unreadable {
+                        Exit::Operational
+                    } else {
+                        Exit::Usage
+                    };
+                }
+            };
+            let doc = match query_doc::parse_query(&text) {
                 Ok(d) => d,
                 Err(e) => {
                     tet_host::say!("{e}");
@@ -225,15 +235,13 @@ fn dispatch(command: Command) -> Exit {
                 },
                 plan_only: plan,
                 threads: read.jobs.map(usize::from),
-                budget: read.memory_budget,
+                budget: read.memory.memory_budget,
                 output,
                 preview,
                 force,
-                query_file: std::path::Path::new(&query)
-                    .is_file()
-                    .then(|| std::path::PathBuf::from(&query)),
+                query_file: text.file,
             };
-            with_input_mode(&file, read.no_mmap, |b| {
+            with_input_mode(&file, read.memory.no_mmap, |b| {
                 tet::query::query(&file, b, &doc, &o)
             })
         }
@@ -275,20 +283,29 @@ fn dispatch(command: Command) -> Exit {
             output,
             selection,
             force,
-            read,
+            memory,
         } => {
             let sel = match selection
-                .map(|s| query_doc::parse_doc(&format!(r#"{{"dataset": "", "selection": {s}}}"#)))
+                .as_deref()
+                .map(query_doc::parse_selection_arg)
                 .transpose()
             {
-                Ok(d) => d.map(|d| d.selection).unwrap_or_default(),
+                Ok(s) => s.unwrap_or_default(),
                 Err(e) => {
                     tet_host::say!("--selection: {e}");
                     return Exit::Usage;
                 }
             };
-            with_input_mode(&file, read.no_mmap, |b| {
-                tet::export::export(&file, b, &dataset, &sel, &output, read.memory_budget, force)
+            with_input_mode(&file, memory.no_mmap, |b| {
+                tet::export::export(
+                    &file,
+                    b,
+                    &dataset,
+                    &sel,
+                    &output,
+                    memory.memory_budget,
+                    force,
+                )
             })
         }
         Command::Repair {
@@ -315,14 +332,14 @@ fn dispatch(command: Command) -> Exit {
                     let out = if json { Output::Json } else { Output::Human };
                     cetrafs::repair::repair(&file, output.as_deref(), mode, force, superblock, out)
                 }
-                Ok(None) => with_input_mode(&file, read.no_mmap, |b| {
+                Ok(None) => with_input_mode(&file, read.memory.no_mmap, |b| {
                     // `.tet` repair reports in lines, never JSON.
                     tet_host::report::set_json_errors(false);
                     let o = tet::repair::RepairOptions {
                         mode,
                         output: output.as_deref(),
                         zero_bad_chunks,
-                        decode: read.decode(),
+                        decode: read.decode(true),
                         force,
                     };
                     tet::repair::repair(&file, b, &o)
@@ -334,6 +351,7 @@ fn dispatch(command: Command) -> Exit {
             json,
             quiet,
             superblock,
+            deep,
             read,
         } => {
             let out = match (json, quiet) {
@@ -344,11 +362,14 @@ fn dispatch(command: Command) -> Exit {
             match sniff(&file) {
                 Err(e) => e,
                 Ok(Some(dev)) => {
-                    let limit = read.memory_budget.unwrap_or_else(|| budget::host_ram() / 4);
+                    let limit = read
+                        .memory
+                        .memory_budget
+                        .unwrap_or_else(|| budget::host_ram() / 4);
                     cetrafs::verify::verify(&file, &dev, out, limit, superblock)
                 }
-                Ok(None) => with_input_mode(&file, read.no_mmap, |b| {
-                    tet::verify::verify(&file, b, out, &read.decode())
+                Ok(None) => with_input_mode(&file, read.memory.no_mmap, |b| {
+                    tet::verify::verify(&file, b, out, &read.decode(deep))
                 }),
             }
         }

@@ -220,3 +220,217 @@ fn quick_verify_says_it_was_partial() {
         (Some(200), Some(128))
     );
 }
+
+/// The NumPy header of a `.npy` file, and its data.
+fn npy_parts(path: &Path) -> (String, Vec<u8>) {
+    let b = std::fs::read(path).unwrap();
+    let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+    let header = String::from_utf8(b[10..10 + hlen].to_vec()).unwrap();
+    (header.trim_end().to_string(), b[10 + hlen..].to_vec())
+}
+
+fn zip_of(path: &Path, members: &[(&str, Vec<u8>)]) {
+    use std::io::Write;
+    let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    for (name, data) in members {
+        z.start_file(*name, zip::write::SimpleFileOptions::default())
+            .unwrap();
+        z.write_all(data).unwrap();
+    }
+    z.finish().unwrap();
+}
+
+#[test]
+fn names_are_refused_when_empty_repeated_or_given_for_an_npz() {
+    let d = dir();
+    let one = npy("<u2", false, &[2], &[1, 0, 2, 0]);
+    std::fs::write(d.join("n.npy"), &one).unwrap();
+    zip_of(
+        &d.join("n.npz"),
+        &[("a.npy", one.clone()), ("b.npy", one.clone())],
+    );
+    let (code, _, e) = run(&["convert", "n.npz", "n.tet", "--name", "x"]);
+    assert_eq!(code, 16);
+    assert_eq!(
+        e,
+        "tet-host: n.npz: --name names the dataset of a .npy input; an .npz's datasets are \
+         named after its members\n"
+    );
+    let (code, _, e) = run(&["convert", "n.npy", "n.tet", "--name", ""]);
+    assert_eq!(code, 16);
+    assert_eq!(e, "tet-host: --name is empty: a dataset needs a name\n");
+    // Two members that give one dataset name: refused by the writer, naming both.
+    zip_of(
+        &d.join("dup.npz"),
+        &[("a.npy", one.clone()), ("a", one.clone())],
+    );
+    let (code, _, e) = run(&["convert", "dup.npz", "dup.tet"]);
+    assert_eq!(code, 16);
+    assert_eq!(
+        e,
+        "tet-host: dup.npz: dataset 1: the name \"a\" is already dataset 0's (dataset names \
+         must be unique: a reader finds only the first by name)\n"
+    );
+    zip_of(&d.join("empty.npz"), &[(".npy", one.clone())]);
+    let (code, _, e) = run(&["convert", "empty.npz", "empty.tet"]);
+    assert_eq!(code, 16);
+    assert_eq!(
+        e,
+        "tet-host: empty.npz: archive member 0 (\".npy\") gives an empty dataset name\n"
+    );
+    for f in ["n.tet", "dup.tet", "empty.tet"] {
+        assert!(!d.join(f).exists(), "{f}");
+    }
+}
+
+#[test]
+fn a_warning_when_the_index_outweighs_the_data() {
+    let d = dir();
+    let data: Vec<u8> = (0..800i32).flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(d.join("w.npy"), npy("<i4", false, &[800], &data)).unwrap();
+    let (code, _, e) = run(&["convert", "w.npy", "w4.tet", "--chunk", "4"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        e,
+        "tet-host: w4.tet: warning: the index (24112 bytes for 200 chunks) is 753% of the \
+         data (3200 bytes); dataset 'w' has chunks of 4 i32 (16 bytes, under 4 KiB): larger \
+         chunks (--chunk; the default is about 1 MiB per chunk) make the file smaller and its \
+         reads faster\n"
+    );
+    // Chunks of 4 KiB and more, with the index under 10 % of the data: no warning; nor for
+    // a dataset of one chunk, which no --chunk can improve.
+    let big: Vec<u8> = (0..8192i32).flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(d.join("big.npy"), npy("<i4", false, &[8192], &big)).unwrap();
+    for args in [
+        ["convert", "big.npy", "big.tet", "--chunk", "1024"],
+        ["convert", "w.npy", "w1.tet", "--chunk", "800"],
+    ] {
+        let (code, _, e) = run(&args);
+        assert_eq!((code, e.as_str()), (0, ""), "{args:?}");
+    }
+    let (_, _, e) = run(&["convert", "big.npy", "big2.tet", "--chunk", "512"]);
+    assert!(
+        e.contains("dataset 'big' has chunks of 512 i32 (2048 bytes, under 4 KiB)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn export_gives_back_bool_int8_and_0d() {
+    let d = dir();
+    std::fs::write(d.join("rb.npy"), npy("|b1", false, &[2, 2], &[0, 1, 1, 0])).unwrap();
+    std::fs::write(
+        d.join("ri.npy"),
+        npy("|i1", false, &[3], &[0xff, 0x7f, 0x80]),
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("rz.npy"),
+        npy("<f8", false, &[], &2.5f64.to_le_bytes()),
+    )
+    .unwrap();
+    for f in ["rb", "ri", "rz"] {
+        let (code, _, e) = run(&["convert", &format!("{f}.npy"), &format!("{f}.tet")]);
+        assert_eq!(code, 0, "{e}");
+        let (code, _, e) = run(&[
+            "export",
+            &format!("{f}.tet"),
+            "--dataset",
+            f,
+            &format!("{f}.out.npy"),
+        ]);
+        assert_eq!((code, e.as_str()), (0, ""), "{f}");
+    }
+    let (h, b) = npy_parts(&d.join("rb.out.npy"));
+    assert_eq!(
+        h,
+        "{'descr': '|b1', 'fortran_order': False, 'shape': (2, 2), }"
+    );
+    assert_eq!(b, [0, 1, 1, 0]);
+    let (h, b) = npy_parts(&d.join("ri.out.npy"));
+    assert_eq!(
+        h,
+        "{'descr': '|i1', 'fortran_order': False, 'shape': (3,), }"
+    );
+    assert_eq!(b, [0xff, 0x7f, 0x80]);
+    let (h, b) = npy_parts(&d.join("rz.out.npy"));
+    assert_eq!(h, "{'descr': '<f8', 'fortran_order': False, 'shape': (), }");
+    assert_eq!(b, 2.5f64.to_le_bytes());
+    // A selection of a bool dataset stays bool; an empty one of a 0-d cannot be 0-d.
+    let (code, _, _) = run(&[
+        "export",
+        "rb.tet",
+        "--dataset",
+        "rb",
+        "rb1.npy",
+        "--selection",
+        r#"[{"start": 1}]"#,
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        npy_parts(&d.join("rb1.npy")),
+        (
+            "{'descr': '|b1', 'fortran_order': False, 'shape': (1, 2), }".to_string(),
+            vec![1, 0]
+        )
+    );
+    let (code, _, e) = run(&[
+        "export",
+        "rz.tet",
+        "--dataset",
+        "rz",
+        "rz0.npy",
+        "--selection",
+        r#"[{"stop": 0}]"#,
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        e,
+        "tet-host: rz.tet: warning: the source was 0-d, but this selection has shape [0]: \
+         written with that shape\n"
+    );
+    // A file without the record (the example) exports as stored, silently.
+    let (code, _, e) = run(&[
+        "export",
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../docs/examples/temperature.tet")
+            .to_str()
+            .unwrap(),
+        "--dataset",
+        "station_id",
+        "s.npy",
+    ]);
+    assert_eq!((code, e.as_str()), (0, ""));
+    assert!(npy_parts(&d.join("s.npy")).0.contains("'<u2'"));
+}
+
+#[test]
+fn restore_says_why_it_cannot() {
+    use tet_core::tet::DType;
+    use tet_host::tet::export::{restore, NumpySource};
+    let int8 = NumpySource {
+        dtype: Some("|i1".into()),
+        scalar: false,
+    };
+    let wide: Vec<u8> = [5i16, 300].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let ((descr, shape, bytes), why) = restore(DType::I16, vec![2], wide.clone(), &int8);
+    assert_eq!((descr.as_str(), shape, bytes), ("<i2", vec![2], wide));
+    assert_eq!(
+        why.as_deref(),
+        Some("the source was int8, but element 1 is 300, outside int8: written as i16")
+    );
+    let boolean = NumpySource {
+        dtype: Some("|b1".into()),
+        scalar: false,
+    };
+    let (_, why) = restore(DType::U8, vec![2], vec![1, 2], &boolean);
+    assert_eq!(
+        why.as_deref(),
+        Some("the source was bool, but element 1 is 2, not 0 or 1: written as u8")
+    );
+    let (_, why) = restore(DType::F32, vec![1], vec![0; 4], &boolean);
+    assert_eq!(
+        why.as_deref(),
+        Some("the source was |b1, but the dataset is f32: written as stored")
+    );
+}

@@ -145,7 +145,12 @@ fn plan_quiet_table_and_npy_output() {
         r#"{"dataset": "temperature", "sum": 0}"#,
         &["--format", "table"],
     );
-    assert_eq!(o.lines().count(), 6);
+    assert_eq!(
+        o,
+        "# temperature sum over axes [0]: result f64, dataset f32, shape [6]\n\
+         # coordinates: dataset indices along axes [1] (the selection starts at 0 with step 1 there)\n\
+         [0]\t18.0\n[1]\t20.0\n[2]\t22.0\n[3]\t24.0\n[4]\t26.0\n[5]\t28.0\n"
+    );
     let dir = std::env::temp_dir().join(format!("tet-query-npy-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let npy = dir.join("out.npy");
@@ -168,7 +173,13 @@ fn plan_quiet_table_and_npy_output() {
     assert_eq!(first, 1000.0 + 7.5 / 4.0);
     // Values without an operation, previewed.
     let (_, o, _) = q(r#"{"dataset": "station_id"}"#, &["--preview", "2"]);
-    assert_eq!(o, "[0]\t100\n[1]\t101\n");
+    assert_eq!(
+        o,
+        "# station_id values: dtype u16, shape [6]\n\
+         # coordinates: dataset indices along axes [0] (the selection starts at 0 with step 1 there)\n\
+         [0]\t100\n[1]\t101\n\
+         # first 2 of 6 values (--output FILE.npy writes them all)\n"
+    );
 }
 
 #[test]
@@ -244,7 +255,7 @@ fn numpy_answers_through_the_command_line() {
     assert_eq!(code, 0, "{e}");
     assert_eq!(
         o.trim(),
-        r#"{"dataset":"a","op":"sum","dtype":"u64","result":73786976294838206460}"#
+        r#"{"dataset":"a","op":"sum","dtype":"u64","result_dtype":"i128","result":73786976294838206460}"#
     );
     let (code, o, _) = q_on("big.tet", &b, r#"{"dataset": "a", "sum": 0}"#, &["-q"]);
     assert_eq!(code, 0);
@@ -290,4 +301,383 @@ fn numpy_answers_through_the_command_line() {
     assert_eq!(o.trim(), "a quantile = -inf");
     let (_, o, _) = q_on("inf.tet", &b, r#"{"dataset": "a", "median": []}"#, &["-q"]);
     assert_eq!(o.trim(), "a median = 1.5");
+}
+
+/// A scratch directory for one test.
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tet-query-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn a_mistyped_query_file_is_no_such_file_and_syntax_errors_point_into_the_text() {
+    for arg in [
+        "nope.json",
+        "q.TOML",
+        "queries/mean",
+        "{\"dataset\": 1}.json",
+    ] {
+        let (code, o, e) = q(arg, &["-q"]);
+        assert_eq!(code, 8, "{arg}: {e}");
+        assert_eq!(o, "");
+        assert_eq!(
+            e,
+            format!(
+                "tet-host: cannot read the query {arg}: no such file (an inline query is a JSON \
+                 object, '{{\"dataset\": ...}}', or TOML, 'dataset = ...')\n"
+            ),
+            "{arg}"
+        );
+    }
+    let d = scratch("syntax");
+    let (code, _, e) = q(d.to_str().unwrap(), &["-q"]);
+    assert_eq!(code, 8);
+    assert!(e.ends_with("it is a directory\n"), "{e}");
+    // Inline JSON: the line, and a caret under the column the parser stopped at.
+    let (code, _, e) = q(r#"{"dataset": "pressure" "sum": []}"#, &["-q"]);
+    assert_eq!(code, 16);
+    assert_eq!(
+        e,
+        "tet-host: query JSON: expected `,` or `}` at line 1 column 24\n  |\n1 | {\"dataset\": \
+         \"pressure\" \"sum\": []}\n  |                        ^\n"
+    );
+    // A JSON file: named, and the line of the file.
+    std::fs::write(
+        d.join("q.json"),
+        "{\n  \"dataset\": \"pressure\",\n  \"mean\": [],,\n}\n",
+    )
+    .unwrap();
+    let (code, _, e) = q(d.join("q.json").to_str().unwrap(), &["-q"]);
+    assert_eq!(code, 16);
+    assert_eq!(
+        e,
+        format!(
+            "tet-host: query JSON in {}: key must be a string at line 3 column 14\n  |\n3 |   \
+             \"mean\": [],,\n  |              ^\n",
+            d.join("q.json").display()
+        )
+    );
+    // A TOML file: named, with the TOML parser's own excerpt.
+    std::fs::write(d.join("q.toml"), "dataset = \"pressure\"\nmean = [\n").unwrap();
+    let (code, _, e) = q(d.join("q.toml").to_str().unwrap(), &["-q"]);
+    assert_eq!(code, 16);
+    assert_eq!(
+        e,
+        format!(
+            "tet-host: query TOML in {}: TOML parse error at line 2, column 9\n  |\n2 | mean = \
+             [\n  |         ^\nunclosed array, expected `]`\n",
+            d.join("q.toml").display()
+        )
+    );
+    // A .json file is read as JSON even when it does not start with '{'.
+    std::fs::write(d.join("list.json"), "[1]").unwrap();
+    let (code, _, e) = q(d.join("list.json").to_str().unwrap(), &["-q"]);
+    assert_eq!(code, 16);
+    assert_eq!(
+        e,
+        "tet-host: the query must be an object (JSON) or a table (TOML)\n"
+    );
+}
+
+#[test]
+fn axes_repeated_both_keys_and_negative() {
+    for (doc, says) in [
+        (
+            r#"{"dataset": "pressure", "sum": [0, 0]}"#,
+            "tet-host: docs/examples/temperature.tet: axis 0 is named twice\n",
+        ),
+        (
+            r#"{"dataset": "pressure", "sum": [1, -1]}"#,
+            "tet-host: docs/examples/temperature.tet: axis -1 is axis 1, named twice\n",
+        ),
+        (
+            r#"{"dataset": "pressure", "mean": {"axis": 0, "axes": [1]}}"#,
+            "tet-host: mean has both \"axis\" and \"axes\"; give one of them\n",
+        ),
+        (
+            r#"{"dataset": "pressure", "sum": -3}"#,
+            "tet-host: docs/examples/temperature.tet: axis -3 is out of range for a dataset \
+             with 2 axes (0 ..= 1, or -2 ..= -1 from the end)\n",
+        ),
+    ] {
+        let (code, o, e) = q(doc, &["-q"]);
+        assert_eq!((code, o.as_str(), e.as_str()), (16, "", says), "{doc}");
+    }
+    // -1 is the last axis, -2 the first: the same answers as 1 and 0.
+    for (neg, pos) in [("-1", "1"), ("-2", "0"), ("[-2, -1]", "[0, 1]")] {
+        let (c1, a, _) = q(&format!(r#"{{"dataset": "pressure", "mean": {neg}}}"#), &[]);
+        let (c2, b, _) = q(&format!(r#"{{"dataset": "pressure", "mean": {pos}}}"#), &[]);
+        assert_eq!((c1, c2), (0, 0));
+        assert_eq!(a, b, "{neg}");
+    }
+    let (_, o, _) = q(r#"{"dataset": "temperature", "max": -2}"#, &["-q"]);
+    assert_eq!(
+        o,
+        "temperature max = {\"shape\":[6],\"data\":[9.0,9.5,10.0,10.5,11.0,11.5]}\n"
+    );
+}
+
+#[test]
+fn preview_quiet_values_dtypes_and_table_index_space() {
+    // --preview on a partial result: the first N cells as a table, and how many there were.
+    let (code, o, _) = q(
+        r#"{"dataset": "pressure", "median": 0}"#,
+        &["--preview", "3"],
+    );
+    assert_eq!(code, 0);
+    assert_eq!(
+        o,
+        "# pressure median over axes [0]: result f64, dataset f64, shape [16]\n\
+         # coordinates: dataset indices along axes [1] (the selection starts at 0 with step 1 there)\n\
+         [0]\t1030.0\n[1]\t1030.25\n[2]\t1030.5\n\
+         # first 3 of 16 cells (--output FILE.npy writes them all)\n"
+    );
+    // -q on a selection without an operation: one line, not 256 values.
+    let (code, o, _) = q(r#"{"dataset": "pressure"}"#, &["-q"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        o,
+        "pressure values: shape [16, 16], dtype f64, 256 value(s)\n"
+    );
+    let (_, o, _) = q(
+        r#"{"dataset": "pressure", "selection": [{"stop": 3}, {"start": 1, "step": 5}]}"#,
+        &["-q"],
+    );
+    assert_eq!(o, "pressure values: shape [3, 3], dtype f64, 9 value(s)\n");
+    // The result's dtype beside the dataset's; the operation as asked (median, not quantile).
+    let (_, o, _) = q(r#"{"dataset": "station_id", "median": []}"#, &[]);
+    assert_eq!(
+        o,
+        "{\"dataset\":\"station_id\",\"op\":\"median\",\"dtype\":\"u16\",\"result_dtype\":\"f64\",\"result\":102.5}\n"
+    );
+    let (_, o, _) = q(r#"{"dataset": "station_id", "sum": []}"#, &[]);
+    assert!(
+        o.contains(r#""dtype":"u16","result_dtype":"u64","result":615"#),
+        "{o}"
+    );
+    let (_, o, _) = q(
+        r#"{"dataset": "station_id", "selection": [{"stop": 2}]}"#,
+        &[],
+    );
+    assert_eq!(
+        o,
+        "{\"dataset\":\"station_id\",\"op\":null,\"dtype\":\"u16\",\"result_dtype\":\"u16\",\"result\":{\"shape\":[2],\"data\":[100,101]}}\n"
+    );
+    // A strided selection: the table says its coordinates are selection indices and how
+    // they map to the dataset's; argmax says its values are dataset coordinates.
+    let (_, o, _) = q(
+        r#"{"dataset": "pressure", "selection": [{"start": 2, "step": 5}], "argmax": 1}"#,
+        &["--format", "table"],
+    );
+    assert_eq!(
+        o,
+        "# pressure argmax over axes [1]: result coords, dataset f64, shape [3]\n\
+         # coordinates: selection indices i along axes [0]; dataset index = axis 0: 2 + 5·i\n\
+         # values: dataset coordinates of the first extreme (numpy.unravel_index)\n\
+         [0]\t[2,15]\n[1]\t[7,15]\n[2]\t[12,15]\n"
+    );
+    let (_, o, _) = q(
+        r#"{"dataset": "pressure", "mean": []}"#,
+        &["--format", "table"],
+    );
+    assert_eq!(
+        o,
+        "# pressure mean over every axis: result f64, dataset f64, shape []\n1031.875\n"
+    );
+}
+
+#[test]
+fn budgets_in_units_and_percent_and_how_to_raise_them() {
+    let doc = r#"{"dataset": "pressure", "median": []}"#;
+    // The median gathers 2048 bytes of f64: the budget in every unit, exactly.
+    for (b, bytes) in [
+        ("1.5K", 1536u64),
+        ("1KB", 1000),
+        ("1KiB", 1024),
+        ("0.001M", 1048),
+        ("0.000001GB", 1000),
+    ] {
+        let (code, _, e) = q(doc, &["-q", "--memory-budget", b]);
+        assert_eq!(code, 8, "{b}");
+        assert_eq!(
+            e,
+            format!(
+                "tet-host: docs/examples/temperature.tet: the quantile's elements needs 2048 \
+                 bytes, over the memory budget of {bytes} bytes; raise it with --memory-budget \
+                 SIZE (e.g. 512M, 2G or 50%; the budget came from --memory-budget)\n"
+            ),
+            "{b}"
+        );
+    }
+    for b in ["512M", "512MiB", "512MB", "1.5G", "1GiB", "10%"] {
+        let (code, o, e) = q(doc, &["-q", "--memory-budget", b]);
+        assert_eq!(
+            (code, o.as_str()),
+            (0, "pressure median = 1031.875\n"),
+            "{b}: {e}"
+        );
+    }
+    // A percentage is of this machine's memory, as the file's TIDX settings are.
+    let ram = tet_host::budget::host_ram();
+    let (_, _, e) = q(doc, &["-q", "--memory-budget", "0.0000001%"]);
+    assert!(
+        e.contains(&format!(
+            "over the memory budget of {} bytes",
+            ram / 1_000_000_000
+        )),
+        "{e}"
+    );
+    let (code, _, e) = q(doc, &["--memory-budget", "12 parsecs"]);
+    assert_eq!(code, 16);
+    assert!(
+        e.contains(
+            "invalid memory budget '12 parsecs' (a number of bytes with an optional unit: \
+             512M or 512MiB (2^20 bytes), 512MB (10^6), 1.5G, 1GiB, or a percentage of RAM: 10%)"
+        ),
+        "{e}"
+    );
+    // The budget from the query's execution object says so.
+    let (code, _, e) = q(
+        r#"{"dataset": "pressure", "median": [], "execution": {"memory_budget_bytes": 100}}"#,
+        &["-q"],
+    );
+    assert_eq!(code, 8);
+    assert!(
+        e.ends_with("the budget came from the query's execution object)\n"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_datasets_are_listed_by_every_command() {
+    let (code, _, e) = q(r#"{"dataset": "presure", "sum": []}"#, &["-q"]);
+    assert_eq!(code, 16);
+    assert_eq!(
+        e,
+        "tet-host: docs/examples/temperature.tet: no dataset \"presure\" (datasets: \
+         \"temperature\", \"station_id\", \"pressure\")\n"
+    );
+    let d = scratch("nods");
+    let example = root().join("docs/examples/temperature.tet");
+    let (code, _, e) = common::run(
+        &[
+            "export",
+            example.to_str().unwrap(),
+            "--dataset",
+            "presure",
+            "x.npy",
+        ],
+        &d,
+    );
+    assert_eq!(code, 16);
+    assert_eq!(
+        e,
+        format!(
+            "tet-host: {}: no dataset \"presure\" (datasets: \"temperature\", \"station_id\", \
+             \"pressure\")\n",
+            example.display()
+        )
+    );
+    assert!(!d.join("x.npy").exists());
+}
+
+#[test]
+fn flags_that_do_nothing_are_gone_or_say_what_they_do() {
+    let doc = r#"{"dataset": "pressure", "mean": []}"#;
+    // --deep: query and export read only the chunks they need, repair decodes them all.
+    let (code, _, e) = q(doc, &["--deep"]);
+    assert_eq!(code, 16);
+    assert!(
+        e.starts_with("error: unexpected argument '--deep' found"),
+        "{e}"
+    );
+    let d = scratch("flags");
+    let example = root().join("docs/examples/temperature.tet");
+    let ex = example.to_str().unwrap();
+    for args in [
+        vec!["export", ex, "--dataset", "pressure", "p.npy", "--deep"],
+        vec!["export", ex, "--dataset", "pressure", "p.npy", "-j", "2"],
+        vec!["repair", ex, "-n", "--deep"],
+    ] {
+        let (code, _, e) = common::run(&args, &d);
+        assert_eq!(code, 16, "{args:?}");
+        assert!(e.starts_with("error: unexpected argument"), "{args:?}: {e}");
+    }
+    // -x is accepted (the other implementation needs it), runs the query as without it,
+    // and is refused beside --plan, which does not run it.
+    let (code, o, _) = q(doc, &["-x", "-q"]);
+    assert_eq!((code, o.as_str()), (0, "pressure mean = 1031.875\n"));
+    let (code, _, e) = q(doc, &["-x", "--plan"]);
+    assert_eq!(code, 16);
+    assert!(e.contains("cannot be used with '--plan'"), "{e}");
+    let (_, help, _) = common::run(&["query", "--help"], &d);
+    let help = String::from_utf8(help).unwrap();
+    assert!(
+        help.contains("No effect: queries always run here (--plan prints the plan instead)"),
+        "{help}"
+    );
+}
+
+/// Splits a shell line of words and single-quoted strings (all the docs use).
+fn words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut any = false;
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            ' ' if !quoted => {
+                if any {
+                    out.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    assert!(!quoted, "unbalanced quote in {line}");
+    if any {
+        out.push(cur);
+    }
+    out
+}
+
+/// Every `$ tet-host ...` line in docs/query.md's console blocks prints exactly the lines
+/// under it.
+#[test]
+fn the_examples_in_docs_query_md_print_what_they_say() {
+    let doc = std::fs::read_to_string(root().join("docs/query.md")).unwrap();
+    let mut examples: Vec<(String, String)> = Vec::new();
+    let mut in_block = false;
+    for line in doc.lines() {
+        if line.starts_with("```") {
+            in_block = line == "```console";
+            continue;
+        }
+        if !in_block {
+            continue;
+        }
+        if let Some(cmd) = line.strip_prefix("$ ") {
+            examples.push((cmd.to_string(), String::new()));
+        } else if let Some((_, out)) = examples.last_mut() {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert!(examples.len() >= 5, "{examples:?}");
+    for (cmd, want) in &examples {
+        let w = words(cmd);
+        assert_eq!(w[0], "tet-host", "{cmd}");
+        let (code, o, e) = common::run(&w[1..], &root());
+        assert_eq!(code, 0, "{cmd}: {e}");
+        assert_eq!(&String::from_utf8(o).unwrap(), want, "{cmd}");
+    }
 }

@@ -300,6 +300,33 @@ pub fn check_footer(file: &TetFile<'_>) -> FooterCheck {
     out
 }
 
+/// The footer's metadata object (inline, or the spill `metadata_ref` names), for readers
+/// of its free-form parts (`metadata.datasets[name].attrs`). `Ok(None)`: the file has no
+/// footer or no metadata. A spill is read only when it lies inside the file; it is
+/// bounded by the file, as the JSON is.
+pub fn metadata(file: &TetFile<'_>) -> Result<Option<serde_json::Value>, String> {
+    let Some(footer) = file.footer() else {
+        return Ok(None);
+    };
+    let json = footer.history_json();
+    let h = parse(json)?;
+    if h.inline_metadata {
+        let v: serde_json::Value = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+        return Ok(v.get("metadata").cloned());
+    }
+    let Some((offset, len)) = h.metadata_ref else {
+        return Ok(None);
+    };
+    let spill = usize::try_from(offset)
+        .ok()
+        .zip(usize::try_from(len).ok())
+        .and_then(|(o, l)| file.bytes().get(o..o.checked_add(l)?))
+        .ok_or_else(|| alloc::format!("metadata_ref {offset}+{len} lies outside the file"))?;
+    serde_json::from_slice(spill)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -48,9 +48,24 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
         }
     };
     let bytes = src.bytes();
+    let is_zip = bytes.starts_with(b"PK\x03\x04");
+    match o.name.as_deref() {
+        Some(_) if is_zip => {
+            crate::say!(
+                "{}: --name names the dataset of a .npy input; an .npz's datasets are named \
+                 after its members",
+                input.display()
+            );
+            return Exit::Usage;
+        }
+        Some("") => {
+            crate::say!("--name is empty: a dataset needs a name");
+            return Exit::Usage;
+        }
+        _ => {}
+    }
     let mut members: Vec<(String, Vec<u8>)> = Vec::new(); // inflated npz members
     let mut arrays: Vec<(String, Npy<'_>)> = Vec::new();
-    let is_zip = bytes.starts_with(b"PK\x03\x04");
     let mut stored: Vec<(String, std::ops::Range<usize>)> = Vec::new();
     if is_zip {
         match npz_members(bytes) {
@@ -133,10 +148,13 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
     let mut w = match Writer::new(out, &specs) {
         Ok(w) => w,
         Err(e) => {
-            crate::say!("{}: {e}", output.display());
+            crate::say!("{}: {e}", input.display());
             return Exit::Usage;
         }
     };
+    if let Some(warning) = index_warning(&specs, w.position()) {
+        eprintln!("tet-host: {}: warning: {warning}", output.display());
+    }
     for (i, ((_, a), c)) in arrays.iter().zip(&chunks).enumerate() {
         let grid: Vec<u64> = a
             .shape
@@ -176,7 +194,7 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
                 ("codec".into(), o.codec.name().into()),
             ],
         }],
-        metadata: None,
+        metadata: numpy_metadata(&arrays),
     };
     match w.finish(Some(&footer)).map(|f| f.commit()) {
         Ok(Ok(())) => Exit::Clean,
@@ -189,6 +207,88 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
             Exit::Operational
         }
     }
+}
+
+/// Chunks smaller than this make the index a large share of the file.
+const SMALL_CHUNK: u64 = 4 << 10;
+
+/// The warning for chunks so small that the index outweighs the data: the bytes before
+/// the first payload (superblock, directory, index, checksum table) over 10 % of the
+/// data's, or chunks under 4 KiB. Only for datasets of more than one chunk: a one-chunk
+/// dataset cannot have fewer rows, whatever `--chunk` says.
+fn index_warning(specs: &[DatasetSpec<'_>], index_bytes: u64) -> Option<String> {
+    let bytes = |shape: &[u64], d: &DatasetSpec<'_>| {
+        shape
+            .iter()
+            .fold(d.dtype.size(), |a, n| a.saturating_mul(*n))
+    };
+    let cells = |d: &DatasetSpec<'_>| {
+        d.shape
+            .iter()
+            .zip(d.chunk_shape)
+            .fold(1u64, |a, (s, c)| a.saturating_mul(s.div_ceil((*c).max(1))))
+    };
+    let data: u64 = specs
+        .iter()
+        .map(|d| bytes(d.shape, d))
+        .fold(0, u64::saturating_add);
+    let rows: u64 = specs.iter().map(cells).fold(0, u64::saturating_add);
+    let multi: Vec<&DatasetSpec<'_>> = specs.iter().filter(|d| cells(d) > 1).collect();
+    if multi.is_empty() {
+        return None;
+    }
+    let small = multi.iter().find(|d| bytes(d.chunk_shape, d) < SMALL_CHUNK);
+    let heavy = index_bytes.saturating_mul(10) > data;
+    if small.is_none() && !heavy {
+        return None;
+    }
+    let mut why = Vec::new();
+    if heavy {
+        why.push(format!(
+            "the index ({index_bytes} bytes for {rows} chunks) is {}% of the data ({data} bytes)",
+            index_bytes
+                .saturating_mul(100)
+                .checked_div(data)
+                .unwrap_or(100)
+        ));
+    }
+    if let Some(d) = small {
+        let shape: Vec<String> = d.chunk_shape.iter().map(|c| c.to_string()).collect();
+        why.push(format!(
+            "dataset '{}' has chunks of {} {} ({} bytes, under 4 KiB)",
+            d.name,
+            shape.join("×"),
+            d.dtype.name(),
+            bytes(d.chunk_shape, d)
+        ));
+    }
+    Some(format!(
+        "{}: larger chunks (--chunk; the default is about 1 MiB per chunk) make the file \
+         smaller and its reads faster",
+        why.join("; ")
+    ))
+}
+
+/// The footer metadata that lets `export` give back what `.tet` cannot hold: for each
+/// bool, int8 or 0-d array, `metadata.datasets[name].attrs` records `numpy_dtype` (the
+/// source's descr) and `numpy_shape` (`[]`). At most the first
+/// [`interop::METADATA_DATASETS`] such arrays (the other implementation's limit).
+fn numpy_metadata(arrays: &[(String, Npy<'_>)]) -> Option<String> {
+    let mut datasets = serde_json::Map::new();
+    for (name, a) in arrays {
+        let kind = a.descr.get(1..).unwrap_or_default();
+        let mut attrs = serde_json::Map::new();
+        if matches!(kind, "b1" | "i1") {
+            attrs.insert("numpy_dtype".into(), a.descr.clone().into());
+        }
+        if a.scalar {
+            attrs.insert("numpy_shape".into(), "[]".into());
+        }
+        if !attrs.is_empty() && datasets.len() < interop::METADATA_DATASETS {
+            datasets.insert(name.clone(), serde_json::json!({ "attrs": attrs }));
+        }
+    }
+    (!datasets.is_empty()).then(|| serde_json::json!({ "datasets": datasets }).to_string())
 }
 
 /// The `arrays` history param: the `name:descr` list as JSON text (a string, as the other
@@ -225,6 +325,12 @@ fn npz_members(bytes: &[u8]) -> Result<Members, String> {
             .by_index(i)
             .map_err(|e| format!("archive member {i}: {e}"))?;
         let name = f.name().trim_end_matches(".npy").to_string();
+        if name.is_empty() {
+            return Err(format!(
+                "archive member {i} ({:?}) gives an empty dataset name",
+                f.name()
+            ));
+        }
         if f.compression() == zip::CompressionMethod::Stored {
             let start = f
                 .data_start()

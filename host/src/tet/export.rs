@@ -22,8 +22,7 @@ pub fn export(
         Err(e) => return e,
     };
     let Ok(ds) = file.dataset(dataset) else {
-        crate::say!("{}: no dataset \"{dataset}\"", path.display());
-        return Exit::Usage;
+        return crate::tet::no_dataset(path, &file, dataset);
     };
     let budget = crate::tet::budget_for(&file, None, budget);
     let p = match tet_alloc::tet::query::plan(&file, ds, selection) {
@@ -41,11 +40,118 @@ pub fn export(
         }
     };
     let shape: Vec<u64> = p.selection.shape().as_slice().to_vec();
-    match crate::tet::npy::write_raw(out, ds.dtype(), &shape, &values) {
+    let source = match tet_alloc::tet::history::metadata(&file) {
+        Ok(m) => numpy_source(m.as_ref(), dataset),
+        Err(e) => {
+            eprintln!(
+                "tet-host: {}: warning: the footer metadata is unreadable ({e}), so the \
+                 source's NumPy dtype and shape are unknown: written as stored",
+                path.display()
+            );
+            NumpySource::default()
+        }
+    };
+    let ((descr, shape, values), why) = restore(ds.dtype(), shape, values, &source);
+    if let Some(why) = why {
+        eprintln!("tet-host: {}: warning: {why}", path.display());
+    }
+    match crate::tet::npy::write_descr(out, &descr, &shape, &values) {
         Ok(()) => Exit::Clean,
         Err(e) => {
             crate::say!("cannot write {}: {e}", out.display());
             Exit::Operational
         }
     }
+}
+
+/// What `convert` recorded of a dataset's NumPy source (`metadata.datasets[name].attrs`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NumpySource {
+    /// `numpy_dtype`: the source's descr, when `.tet` stores it as another type.
+    pub dtype: Option<String>,
+    /// `numpy_shape` was `[]`: the source was 0-d (stored as `[1]`).
+    pub scalar: bool,
+}
+
+/// Reads [`NumpySource`] from a footer's metadata.
+pub fn numpy_source(meta: Option<&serde_json::Value>, dataset: &str) -> NumpySource {
+    let attrs = meta
+        .and_then(|m| m.get("datasets"))
+        .and_then(|d| d.get(dataset))
+        .and_then(|d| d.get("attrs"));
+    let get = |k: &str| attrs.and_then(|a| a.get(k)).and_then(|v| v.as_str());
+    NumpySource {
+        dtype: get("numpy_dtype").map(str::to_string),
+        scalar: get("numpy_shape") == Some("[]"),
+    }
+}
+
+type Restored = (String, Vec<u64>, Vec<u8>);
+
+/// The values as the source had them: `bool` from `u8` 0/1, `int8` from `i16`, a 0-d
+/// array from its one element; where that cannot be done, the values as stored and why.
+pub fn restore(
+    dtype: tet_core::tet::DType,
+    shape: Vec<u64>,
+    values: Vec<u8>,
+    src: &NumpySource,
+) -> (Restored, Option<String>) {
+    use tet_core::tet::DType;
+    let mut descr = crate::tet::npy::descr(dtype).to_string();
+    let mut bytes = values;
+    match (src.dtype.as_deref().and_then(|d| d.get(1..)), dtype) {
+        (Some("b1"), DType::U8) => {
+            if let Some(i) = bytes.iter().position(|b| *b > 1) {
+                let v = bytes.get(i).copied().unwrap_or(0);
+                let why = format!(
+                    "the source was bool, but element {i} is {v}, not 0 or 1: written as u8"
+                );
+                return ((descr, shape, bytes), Some(why));
+            }
+            descr = "|b1".into();
+        }
+        (Some("i1"), DType::I16) => {
+            let wide: Vec<i16> = bytes
+                .chunks_exact(2)
+                .map(|c| {
+                    i16::from_le_bytes([
+                        c.first().copied().unwrap_or(0),
+                        c.get(1).copied().unwrap_or(0),
+                    ])
+                })
+                .collect();
+            let mut narrow = Vec::with_capacity(wide.len());
+            for (i, v) in wide.iter().enumerate() {
+                match i8::try_from(*v) {
+                    Ok(n) => narrow.extend_from_slice(&n.to_le_bytes()),
+                    Err(_) => {
+                        let why = format!(
+                            "the source was int8, but element {i} is {v}, outside int8: \
+                             written as i16"
+                        );
+                        return ((descr, shape, bytes), Some(why));
+                    }
+                }
+            }
+            bytes = narrow;
+            descr = "|i1".into();
+        }
+        (Some("b1" | "i1"), _) => {
+            let why = format!(
+                "the source was {}, but the dataset is {}: written as stored",
+                src.dtype.as_deref().unwrap_or_default(),
+                dtype.name()
+            );
+            return ((descr, shape, bytes), Some(why));
+        }
+        _ => {}
+    }
+    if src.scalar && shape != [1] {
+        let why = format!(
+            "the source was 0-d, but this selection has shape {shape:?}: written with that shape"
+        );
+        return ((descr, shape, bytes), Some(why));
+    }
+    let shape = if src.scalar { Vec::new() } else { shape };
+    ((descr, shape, bytes), None)
 }

@@ -88,9 +88,38 @@ pub fn budget_for(file: &TetFile<'_>, doc: Option<ExecutionSettings>, cli: Optio
 /// The message for a chunk the budget does not allow decoding.
 pub fn budget_message(e: &DecodeError) -> String {
     format!(
-        "{e}; not checked. Raise the budget with --memory-budget BYTES (the default comes \
-         from the file's TIDX execution settings: 25 % of RAM when they are 0)"
+        "{e}; not checked. Raise it with --memory-budget SIZE (e.g. 512M, 2G or 50%; the \
+         default comes from the file's TIDX execution settings: 25 % of RAM when they are 0)"
     )
+}
+
+/// How to raise a memory budget that was too small, naming where it came from (the
+/// file's `TIDX` execution settings, a query's `execution` object, `--memory-budget`).
+pub fn raise_budget(source: &str) -> String {
+    let default = if source.starts_with("the file's") {
+        ": 25 % of RAM when they are 0"
+    } else {
+        ""
+    };
+    format!(
+        "raise it with --memory-budget SIZE (e.g. 512M, 2G or 50%; the budget came from \
+         {source}{default})"
+    )
+}
+
+/// Says that `file` has no dataset `name` and lists those it has (exit 16).
+pub fn no_dataset(path: &Path, file: &TetFile<'_>, name: &str) -> Exit {
+    let names: Vec<String> = file
+        .datasets()
+        .map_while(|d| d.ok().map(|d| format!("{:?}", d.name())))
+        .collect();
+    let list = if names.is_empty() {
+        "it has none".to_string()
+    } else {
+        format!("datasets: {}", names.join(", "))
+    };
+    crate::say!("{}: no dataset {name:?} ({list})", path.display());
+    Exit::Usage
 }
 
 /// Current UTC time as RFC 3339 text, for history rows.

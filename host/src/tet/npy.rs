@@ -50,8 +50,13 @@ pub fn header(descr: &str, shape: &[u64]) -> Vec<u8> {
 
 /// Writes raw little-endian element bytes as an array of `dtype` and `shape`.
 pub fn write_raw(path: &Path, dtype: DType, shape: &[u64], bytes: &[u8]) -> io::Result<()> {
+    write_descr(path, descr(dtype), shape, bytes)
+}
+
+/// Writes `bytes` as a `.npy` of NumPy dtype `descr` (replaced atomically).
+pub fn write_descr(path: &Path, descr: &str, shape: &[u64], bytes: &[u8]) -> io::Result<()> {
     let mut f = AtomicFile::create(path, RealFs)?;
-    f.append(&header(descr(dtype), shape))?;
+    f.append(&header(descr, shape))?;
     f.append(bytes)?;
     f.commit()
 }
@@ -121,6 +126,8 @@ pub struct Npy<'a> {
     pub source: Source,
     /// Shape (a 0-d array has shape `[]` and is converted as `[1]`).
     pub shape: Vec<u64>,
+    /// Whether the array was 0-d (its `shape` is then `[1]`).
+    pub scalar: bool,
     /// Fortran (column-major) order.
     pub fortran: bool,
     /// The element bytes.
@@ -256,13 +263,15 @@ pub fn parse_npy(bytes: &[u8]) -> Result<Npy<'_>, String> {
         .get(end..)
         .and_then(|d| d.get(..need))
         .ok_or_else(|| format!("the .npy data is truncated: {need} bytes needed"))?;
-    if shape.is_empty() {
+    let scalar = shape.is_empty();
+    if scalar {
         shape.push(1);
     }
     Ok(Npy {
         descr,
         source,
         shape,
+        scalar,
         fortran,
         data,
     })

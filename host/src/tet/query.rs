@@ -333,24 +333,13 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     };
     let ds = match file.dataset(&doc.dataset) {
         Ok(d) => d,
-        Err(_) => {
-            let names: Vec<String> = file
-                .datasets()
-                .map_while(|d| d.ok().map(|d| d.name().to_string()))
-                .collect();
-            crate::say!(
-                "{}: no dataset \"{}\" (datasets: {})",
-                path.display(),
-                doc.dataset,
-                names.join(", ")
-            );
-            return Exit::Usage;
-        }
+        Err(_) => return no_dataset(path, &file, &doc.dataset),
     };
     let budget = budget_for(&file, doc.execution, o.budget);
+    let source = budget_source(doc.execution, o.budget);
     let p = match plan(&file, ds, &doc.selection) {
         Ok(p) => p,
-        Err(e) => return fail(path, &e),
+        Err(e) => return fail(path, &e, source),
     };
     if o.plan_only {
         println!("{}: {}", path.display(), describe(&p));
@@ -359,11 +348,11 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     let ds_shape: Vec<u64> = ds.shape().collect();
     let threads = o.threads.unwrap_or_else(rayon::current_num_threads);
     let Some((op, axes)) = doc.op.clone() else {
-        return print_values(path, &file, &p, &ds, o, budget);
+        return print_values(path, &file, &p, &ds, o, budget, source);
     };
-    let axes = match Axes::new(ds.ndim(), axes.as_deref()) {
+    let axes = match Axes::signed(ds.ndim(), axes.as_deref()) {
         Ok(a) => a,
-        Err(e) => return fail(path, &e),
+        Err(e) => return fail(path, &e, source),
     };
     let bar = crate::progress::progress_bar(true, p.read_bytes);
     let res = run_with(&file, &p, op, &axes, threads, budget, bar.as_ref());
@@ -372,7 +361,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     }
     let out = match res {
         Ok(out) => out,
-        Err(e) => return fail(path, &e),
+        Err(e) => return fail(path, &e, source),
     };
     if let Some((first, n)) = out.nothing_left {
         let cell = position_coords(&out.shape, first);
@@ -405,6 +394,39 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
             }
         };
     }
+    let rdtype = result_dtype(&out, op, ds.dtype());
+    let kept: Vec<usize> = (0..ds.ndim()).filter(|d| axes.kept(*d)).collect();
+    if o.style == Style::Table || o.preview.is_some() {
+        let reduced: Vec<usize> = (0..ds.ndim()).filter(|d| !axes.kept(*d)).collect();
+        let over = if kept.is_empty() {
+            "over every axis".to_string()
+        } else {
+            format!("over axes {reduced:?}")
+        };
+        let mut head = vec![format!(
+            "# {} {} {over}: result {rdtype}, dataset {}, shape {:?}",
+            doc.dataset,
+            op.name(),
+            ds.dtype().name(),
+            out.shape
+        )];
+        head.extend(index_space(p.selection.axes(), &kept));
+        if matches!(
+            op,
+            Operation::Reduce(
+                tet_core::tet::fold::Reduce::ArgMin | tet_core::tet::fold::Reduce::ArgMax
+            )
+        ) {
+            head.push(
+                "# values: dataset coordinates of the first extreme (numpy.unravel_index)".into(),
+            );
+        }
+        let cells = out
+            .values
+            .iter()
+            .map(|v| value_json(v, &ds_shape).compact());
+        return print_table(&head, &out.shape, cells, o.preview, "cells");
+    }
     #[derive(serde::Serialize)]
     struct Partial {
         shape: Vec<u64>,
@@ -421,6 +443,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
         dataset: &'a str,
         op: &'a str,
         dtype: &'a str,
+        result_dtype: &'a str,
         result: Result,
     }
     let result = if out.shape.is_empty() {
@@ -440,11 +463,12 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
         })
     };
     match o.style {
-        Style::Json => {
+        Style::Json | Style::Table => {
             let answer = Answer {
                 dataset: &doc.dataset,
                 op: op.name(),
                 dtype: ds.dtype().name(),
+                result_dtype: rdtype,
                 result,
             };
             println!("{}", serde_json::to_string(&answer).unwrap_or_default());
@@ -457,9 +481,71 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
             };
             println!("{} {} = {text}", doc.dataset, op.name());
         }
-        Style::Table => print_table(&out, &ds_shape),
     }
     Exit::Clean
+}
+
+/// The dtype of a result's values, as `--output` writes them: `f64`, `u64`, `i64`,
+/// `bool`, `coords` (argmin/argmax: `u64` dataset coordinates), or `i128` when an exact
+/// integer sum or product left 64 bits. An empty partial result takes the type its
+/// operation gives over `dtype`.
+pub fn result_dtype(out: &Output, op: Operation, dtype: DType) -> &'static str {
+    use tet_core::tet::fold::Reduce as R;
+    if out.values.iter().any(|v| matches!(v, Value::I128(_))) {
+        return "i128";
+    }
+    match out.values.first() {
+        Some(Value::F64(_)) => "f64",
+        Some(Value::U64(_)) => "u64",
+        Some(Value::I64(_)) => "i64",
+        Some(Value::Bool(_)) => "bool",
+        Some(Value::Position(_)) => "coords",
+        Some(Value::I128(_)) => "i128",
+        None => match op {
+            Operation::Quantile(_) | Operation::Median => "f64",
+            Operation::Reduce(r) => match r {
+                R::Count | R::NanCount | R::InfCount => "u64",
+                R::AllFinite => "bool",
+                R::ArgMin | R::ArgMax => "coords",
+                R::Sum | R::Prod | R::NanSum | R::Min | R::Max | R::NanMin | R::NanMax => {
+                    match dtype {
+                        DType::F16 | DType::F32 | DType::F64 => "f64",
+                        DType::I16 | DType::I32 | DType::I64 => "i64",
+                        DType::U8 | DType::U16 | DType::U32 | DType::U64 => "u64",
+                    }
+                }
+                _ => "f64",
+            },
+        },
+    }
+}
+
+/// Header lines naming the index space of a table's coordinates: each coordinate is an
+/// index into the selection along a kept dataset axis, which is the dataset's own index
+/// where the selection is that whole axis (start 0, step 1), and `start + i·step`
+/// otherwise.
+fn index_space(sel: &[tet_core::tet::select::AxisSel], kept: &[usize]) -> Vec<String> {
+    if kept.is_empty() {
+        return Vec::new();
+    }
+    let identity = kept
+        .iter()
+        .all(|d| sel.get(*d).is_none_or(|a| a.start == 0 && a.step == 1));
+    if identity {
+        return vec![format!(
+            "# coordinates: dataset indices along axes {kept:?} (the selection starts at 0 \
+             with step 1 there)"
+        )];
+    }
+    let maps: Vec<String> = kept
+        .iter()
+        .filter_map(|d| sel.get(*d).map(|a| (d, a)))
+        .map(|(d, a)| format!("axis {d}: {} + {}·i", a.start, a.step))
+        .collect();
+    vec![format!(
+        "# coordinates: selection indices i along axes {kept:?}; dataset index = {}",
+        maps.join(", ")
+    )]
 }
 
 fn compact(v: &Json) -> String {
@@ -469,21 +555,44 @@ fn compact(v: &Json) -> String {
     }
 }
 
-fn print_table(out: &Output, ds_shape: &[u64]) {
-    if out.shape.is_empty() {
-        if let Some(v) = out.values.first() {
-            println!("{}", value_json(v, ds_shape).compact());
+/// Prints `head`, then one line per cell (`[i, j]\tvalue`, or the value alone for a
+/// scalar), at most `limit` of them, with a last line saying how many were left out.
+fn print_table(
+    head: &[String],
+    shape: &[u64],
+    cells: impl Iterator<Item = String>,
+    limit: Option<usize>,
+    what: &str,
+) -> Exit {
+    use std::io::Write;
+    let total = shape.iter().fold(1u64, |a, n| a.saturating_mul(*n));
+    let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+    let emit = || -> std::io::Result<()> {
+        for h in head {
+            writeln!(w, "{h}")?;
         }
-        return;
-    }
-    for (i, v) in out.values.iter().enumerate() {
-        let idx = position_coords(&out.shape, u64::try_from(i).unwrap_or(0));
-        let idx: Vec<String> = idx.iter().map(|x| x.to_string()).collect();
-        println!(
-            "[{}]\t{}",
-            idx.join(", "),
-            value_json(v, ds_shape).compact()
-        );
+        let mut shown = 0u64;
+        for (i, v) in cells.take(limit.unwrap_or(usize::MAX)).enumerate() {
+            if shape.is_empty() {
+                writeln!(w, "{v}")?;
+            } else {
+                let idx = position_coords(shape, u64::try_from(i).unwrap_or(0));
+                let idx: Vec<String> = idx.iter().map(|x| x.to_string()).collect();
+                writeln!(w, "[{}]\t{v}", idx.join(", "))?;
+            }
+            shown = shown.saturating_add(1);
+        }
+        if shown < total {
+            writeln!(
+                w,
+                "# first {shown} of {total} {what} (--output FILE.npy writes them all)"
+            )?;
+        }
+        w.flush()
+    };
+    match emit() {
+        Ok(()) => Exit::Clean,
+        Err(e) => crate::cli::stdout_failed(&e),
     }
 }
 
@@ -494,9 +603,22 @@ fn print_values(
     ds: &Dataset<'_>,
     o: &QueryOptions,
     budget: u64,
+    source: &str,
 ) -> Exit {
     let n = p.selection.len();
-    if o.output.is_none() && o.preview.is_none() && n > MAX_PRINTED {
+    let shape: Vec<u64> = p.selection.shape().as_slice().to_vec();
+    if o.style == Style::Quiet {
+        println!(
+            "{} values: shape {shape:?}, dtype {}, {n} value(s)",
+            ds.name(),
+            ds.dtype().name()
+        );
+        return Exit::Clean;
+    }
+    let shown = o
+        .preview
+        .map_or(n, |k| n.min(u64::try_from(k).unwrap_or(u64::MAX)));
+    if o.output.is_none() && shown > MAX_PRINTED {
         crate::say!(
             "{}: the selection has {n} values, more than the {MAX_PRINTED} printed as \
              JSON; write them with --output FILE.npy or look at a few with --preview N",
@@ -506,9 +628,8 @@ fn print_values(
     }
     let bytes = match select_values(file, p, budget) {
         Ok(b) => b,
-        Err(e) => return fail(path, &e),
+        Err(e) => return fail(path, &e, source),
     };
-    let shape: Vec<u64> = p.selection.shape().as_slice().to_vec();
     if let Some(target) = &o.output {
         return match crate::tet::npy::write_raw(target, ds.dtype(), &shape, &bytes) {
             Ok(()) => Exit::Clean,
@@ -519,32 +640,51 @@ fn print_values(
         };
     }
     let es = usize::try_from(ds.dtype().size()).unwrap_or(1);
-    let data: Vec<Json> = bytes
-        .chunks_exact(es)
-        .take(o.preview.unwrap_or(usize::MAX))
-        .map(|b| element_json(ds.dtype(), b))
-        .collect();
+    let data = bytes.chunks_exact(es).map(|b| element_json(ds.dtype(), b));
     if o.preview.is_some() || o.style == Style::Table {
-        for (i, v) in data.iter().enumerate() {
-            let idx = position_coords(&shape, u64::try_from(i).unwrap_or(0));
-            let idx: Vec<String> = idx.iter().map(|x| x.to_string()).collect();
-            println!("[{}]\t{}", idx.join(", "), compact(v));
-        }
-        return Exit::Clean;
+        let mut head = vec![format!(
+            "# {} values: dtype {}, shape {shape:?}",
+            ds.name(),
+            ds.dtype().name()
+        )];
+        let all: Vec<usize> = (0..shape.len()).collect();
+        head.extend(index_space(p.selection.axes(), &all));
+        return print_table(
+            &head,
+            &shape,
+            data.map(|v| compact(&v)),
+            o.preview,
+            "values",
+        );
     }
+    let data: Vec<Json> = data.collect();
     println!(
         "{}",
         json!({
             "dataset": ds.name(),
             "op": Json::Null,
             "dtype": ds.dtype().name(),
+            "result_dtype": ds.dtype().name(),
             "result": {"shape": shape, "data": data},
         })
     );
     Exit::Clean
 }
 
-fn fail(path: &Path, e: &QueryError) -> Exit {
-    crate::say!("{}: {e}", path.display());
+/// Where the memory budget came from, for the message that says how to raise it.
+fn budget_source(doc: Option<tet_core::tet::ExecutionSettings>, cli: Option<u64>) -> &'static str {
+    match (cli, doc) {
+        (Some(_), _) => "--memory-budget",
+        (None, Some(_)) => "the query's execution object",
+        (None, None) => "the file's TIDX execution settings",
+    }
+}
+
+fn fail(path: &Path, e: &QueryError, source: &str) -> Exit {
+    if e.category() == tet_core::Category::Resource {
+        crate::say!("{}: {e}; {}", path.display(), raise_budget(source));
+    } else {
+        crate::say!("{}: {e}", path.display());
+    }
     Exit::of(e.category())
 }

@@ -2,7 +2,7 @@
 //! parsed into a [`QueryDoc`].
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 use tet_alloc::tet::query::{Operation, Quantile};
@@ -17,8 +17,9 @@ pub struct QueryDoc {
     pub dataset: String,
     /// Per-axis slices.
     pub selection: Vec<Slice>,
-    /// The operation and the axes it reduces (`None`: all, a scalar).
-    pub op: Option<(Operation, Option<Vec<usize>>)>,
+    /// The operation and the axes it reduces (`None`: all, a scalar); negative axes
+    /// count from the end.
+    pub op: Option<(Operation, Option<Vec<i64>>)>,
     /// `execution` overrides of the memory budget.
     pub execution: Option<ExecutionSettings>,
 }
@@ -48,30 +49,156 @@ pub const OPS: &[&str] = &[
     "median",
 ];
 
-/// Reads the QUERY argument: `-` is standard input, an existing path is a file, anything
-/// else is the document itself.
-pub fn read_query_arg(arg: &str) -> Result<String, String> {
-    if arg == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| format!("cannot read the query from standard input: {e}"))?;
-        return Ok(s);
-    }
-    let p = Path::new(arg);
-    if p.is_file() {
-        return std::fs::read_to_string(p).map_err(|e| format!("cannot read {arg}: {e}"));
-    }
-    Ok(arg.to_string())
+/// The QUERY argument, read: the document's text and, when it came from a file, the path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueryText {
+    /// The document.
+    pub text: String,
+    /// The file it was read from (`None`: inline or standard input).
+    pub file: Option<PathBuf>,
 }
 
-/// Parses a JSON or TOML query document.
-pub fn parse_doc(text: &str) -> Result<QueryDoc, String> {
-    let v: Json = if text.trim_start().starts_with('{') {
-        serde_json::from_str(text).map_err(|e| format!("query JSON: {e}"))?
-    } else {
-        toml::from_str(text).map_err(|e| format!("query TOML: {e}"))?
+/// Why the QUERY argument gave no document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgError {
+    /// What to say.
+    pub message: String,
+    /// A file that cannot be read (exit 8), rather than a document that is wrong (16).
+    pub unreadable: bool,
+}
+
+/// Whether an argument that names no existing file was meant as a path: it ends in
+/// `.json` or `.toml`, or it holds neither `{` (every JSON query has one) nor `=` (every
+/// TOML query with a key has one), so it cannot be a document.
+pub fn looks_like_path(arg: &str) -> bool {
+    let lower = arg.to_ascii_lowercase();
+    lower.ends_with(".json")
+        || lower.ends_with(".toml")
+        || (!arg.contains('{') && !arg.contains('='))
+}
+
+/// Reads the QUERY argument: `-` is standard input, an existing path is a file, an
+/// argument that looks like a path ([`looks_like_path`]) and names nothing is "no such
+/// file", anything else is the document itself.
+pub fn read_query_arg(arg: &str) -> Result<QueryText, ArgError> {
+    let unreadable = |message: String| ArgError {
+        message,
+        unreadable: true,
     };
+    if arg == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| unreadable(format!("cannot read the query from standard input: {e}")))?;
+        return Ok(QueryText { text, file: None });
+    }
+    let p = Path::new(arg);
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_dir() => Err(unreadable(format!(
+            "cannot read the query {arg}: it is a directory"
+        ))),
+        Ok(_) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| unreadable(format!("cannot read the query {arg}: {e}")))?;
+            Ok(QueryText {
+                text,
+                file: Some(p.to_path_buf()),
+            })
+        }
+        Err(e) if looks_like_path(arg) => {
+            let why = if e.kind() == std::io::ErrorKind::NotFound {
+                "no such file".to_string()
+            } else {
+                e.to_string()
+            };
+            Err(unreadable(format!(
+                "cannot read the query {arg}: {why} (an inline query is a JSON object, \
+                 '{{\"dataset\": ...}}', or TOML, 'dataset = ...')"
+            )))
+        }
+        Err(_) => Ok(QueryText {
+            text: arg.to_string(),
+            file: None,
+        }),
+    }
+}
+
+/// Parses the document [`read_query_arg`] read: a file ending in `.json` or `.toml` as
+/// that, anything else as JSON when it starts with `{`, else TOML. Syntax errors point
+/// into the text: the line and column, the line itself and a caret.
+pub fn parse_query(q: &QueryText) -> Result<QueryDoc, String> {
+    let ext = q
+        .file
+        .as_deref()
+        .and_then(Path::extension)
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    let json = match ext.as_deref() {
+        Some("json") => true,
+        Some("toml") => false,
+        _ => q.text.trim_start().starts_with('{'),
+    };
+    let from = q
+        .file
+        .as_deref()
+        .map(|f| format!(" in {}", f.display()))
+        .unwrap_or_default();
+    let v: Json = if json {
+        parse_json(&q.text).map_err(|e| format!("query JSON{from}: {e}"))?
+    } else {
+        toml::from_str(&q.text)
+            .map_err(|e| format!("query TOML{from}: {}", e.to_string().trim_end()))?
+    };
+    doc_of(&v)
+}
+
+/// JSON text as a value, or the parser's message with the line it stopped in and a caret
+/// under the column (drawn as the TOML parser draws its own).
+pub fn parse_json(text: &str) -> Result<Json, String> {
+    serde_json::from_str(text).map_err(|e| {
+        let msg = e.to_string();
+        match excerpt(text, e.line(), e.column()) {
+            Some(x) => format!("{msg}\n{x}"),
+            None => msg,
+        }
+    })
+}
+
+/// Line `line` (1-based) of `text` with a caret under byte column `column` (1-based; 0
+/// points at the line's start), gutter first, as the TOML parser draws them. A long line
+/// shows at most the 60 characters before the caret and 40 from it.
+pub fn excerpt(text: &str, line: usize, column: usize) -> Option<String> {
+    let src = text.lines().nth(line.checked_sub(1)?)?;
+    let mut cut = column.saturating_sub(1).min(src.len());
+    while !src.is_char_boundary(cut) {
+        cut = cut.saturating_sub(1);
+    }
+    let before = src.get(..cut)?;
+    let after: String = src.get(cut..)?.chars().take(40).collect();
+    let skip = before.chars().count().saturating_sub(60);
+    let shown: String = before.chars().skip(skip).collect();
+    let lead = if skip > 0 { "..." } else { "" };
+    let gutter = " ".repeat(line.to_string().len());
+    let pad = " ".repeat(lead.len().saturating_add(shown.chars().count()));
+    Some(format!(
+        "{gutter} |\n{line} | {lead}{shown}{after}\n{gutter} | {pad}^"
+    ))
+}
+
+/// Parses a JSON or TOML query document (JSON when it starts with `{`).
+pub fn parse_doc(text: &str) -> Result<QueryDoc, String> {
+    parse_query(&QueryText {
+        text: text.to_string(),
+        file: None,
+    })
+}
+
+/// Parses a selection given alone (`export --selection`): a JSON list of `{start, stop,
+/// step}` objects, syntax errors pointing into it.
+pub fn parse_selection_arg(text: &str) -> Result<Vec<Slice>, String> {
+    parse_selection(&parse_json(text)?)
+}
+
+fn doc_of(v: &Json) -> Result<QueryDoc, String> {
     let obj = v
         .as_object()
         .ok_or("the query must be an object (JSON) or a table (TOML)")?;
@@ -193,11 +320,11 @@ fn parse_execution(v: &Json) -> Result<ExecutionSettings, String> {
     Ok(e)
 }
 
-fn axes_of(v: &Json, what: &str) -> Result<Option<Vec<usize>>, String> {
-    let one = |x: &Json| -> Result<usize, String> {
-        x.as_u64()
-            .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| format!("{what}: axis must be a non-negative integer, got {x}"))
+fn axes_of(v: &Json, what: &str) -> Result<Option<Vec<i64>>, String> {
+    let one = |x: &Json| -> Result<i64, String> {
+        x.as_i64().ok_or_else(|| {
+            format!("{what}: an axis must be an integer (negative counts from the end), got {x}")
+        })
     };
     match v {
         Json::Null => Ok(None),
@@ -210,12 +337,19 @@ fn axes_of(v: &Json, what: &str) -> Result<Option<Vec<usize>>, String> {
     }
 }
 
-fn parse_op(name: &str, v: &Json) -> Result<(Operation, Option<Vec<usize>>), String> {
+type Op = (Operation, Option<Vec<i64>>);
+
+fn parse_op(name: &str, v: &Json) -> Result<Op, String> {
     let mut axes = None;
     let mut ddof: u32 = 0;
     let mut q: Option<Quantile> = None;
     match v {
         Json::Object(m) => {
+            if m.contains_key("axis") && m.contains_key("axes") {
+                return Err(format!(
+                    "{name} has both \"axis\" and \"axes\"; give one of them"
+                ));
+            }
             for (k, x) in m {
                 match k.as_str() {
                     "axes" | "axis" => axes = axes_of(x, name)?,

@@ -31,14 +31,46 @@ pub struct Axes {
 
 impl Axes {
     /// Reduce `axes` of a rank-`ndim` dataset (`None`: all of them, a scalar result).
+    /// An axis named twice is refused, as NumPy refuses `axis=(0, 0)`.
     pub fn new(ndim: usize, axes: Option<&[usize]>) -> Result<Axes, QueryError> {
         let mut reduced = [axes.is_none(); MAX_NDIM];
         if let Some(list) = axes {
             for a in list {
+                let given = i64::try_from(*a).unwrap_or(i64::MAX);
                 match reduced.get_mut(*a).filter(|_| *a < ndim) {
+                    Some(slot) if *slot => {
+                        return Err(QueryError::AxisRepeated { axis: *a, given })
+                    }
                     Some(slot) => *slot = true,
-                    None => return Err(QueryError::Axis { axis: *a, ndim }),
+                    None => return Err(QueryError::Axis { axis: given, ndim }),
                 }
+            }
+        }
+        Ok(Axes { ndim, reduced })
+    }
+
+    /// [`Axes::new`] for axes as a query writes them: a negative axis counts from the end
+    /// (`-1` is the last), as NumPy's `axis=-1`; one named twice, in either form, is
+    /// refused.
+    pub fn signed(ndim: usize, axes: Option<&[i64]>) -> Result<Axes, QueryError> {
+        let Some(list) = axes else {
+            return Axes::new(ndim, None);
+        };
+        let mut reduced = [false; MAX_NDIM];
+        for a in list {
+            let resolved = if *a < 0 {
+                i64::try_from(ndim).ok().and_then(|n| n.checked_add(*a))
+            } else {
+                Some(*a)
+            };
+            let axis = resolved
+                .and_then(|r| usize::try_from(r).ok())
+                .filter(|r| *r < ndim)
+                .ok_or(QueryError::Axis { axis: *a, ndim })?;
+            match reduced.get_mut(axis) {
+                Some(slot) if *slot => return Err(QueryError::AxisRepeated { axis, given: *a }),
+                Some(slot) => *slot = true,
+                None => return Err(QueryError::Axis { axis: *a, ndim }),
             }
         }
         Ok(Axes { ndim, reduced })
@@ -49,7 +81,8 @@ impl Axes {
         self.reduced.iter().take(self.ndim).all(|r| *r)
     }
 
-    fn kept(&self, d: usize) -> bool {
+    /// Whether axis `d` is kept (not reduced), so it is an axis of the output.
+    pub fn kept(&self, d: usize) -> bool {
         !self.reduced.get(d).copied().unwrap_or(true)
     }
 
@@ -334,4 +367,35 @@ pub fn finish(
         values,
         nothing_left,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn negative_axes_count_from_the_end_and_repeats_are_refused() {
+        let a = Axes::signed(3, Some(&[-1])).unwrap();
+        assert_eq!(a, Axes::new(3, Some(&[2])).unwrap());
+        assert_eq!(a.out_shape(&[4, 5, 6]), vec![4, 5]);
+        assert_eq!(
+            Axes::signed(3, Some(&[0, -3])).unwrap_err().to_string(),
+            "axis -3 is axis 0, named twice"
+        );
+        assert_eq!(
+            Axes::signed(2, Some(&[1, 1])).unwrap_err().to_string(),
+            "axis 1 is named twice"
+        );
+        assert_eq!(
+            Axes::new(2, Some(&[0, 0])).unwrap_err().to_string(),
+            "axis 0 is named twice"
+        );
+        assert_eq!(
+            Axes::signed(2, Some(&[-3])).unwrap_err().to_string(),
+            "axis -3 is out of range for a dataset with 2 axes (0 ..= 1, or -2 ..= -1 from the end)"
+        );
+        assert!(Axes::signed(2, Some(&[i64::MIN])).is_err());
+        assert!(Axes::signed(2, None).unwrap().scalar());
+    }
 }

@@ -81,10 +81,17 @@ pub enum QueryError {
     Select(SelectError),
     /// An axis to reduce is not one of the dataset's.
     Axis {
-        /// The axis given.
-        axis: usize,
+        /// The axis given (negative: counted from the end).
+        axis: i64,
         /// The dataset's rank.
         ndim: usize,
+    },
+    /// An axis to reduce is named more than once (`[0, 0]`, or `[1, -1]` in two dimensions).
+    AxisRepeated {
+        /// The axis, counted from the start.
+        axis: usize,
+        /// How the repeat was written.
+        given: i64,
     },
     /// The quantile is outside `0 ..= 1`.
     Quantile(f64),
@@ -126,9 +133,10 @@ impl QueryError {
             QueryError::Decode(d) => d.category(),
             QueryError::Chunk(_) | QueryError::TooManyChunks { .. } => Category::Corrupt,
             QueryError::Fold { .. } => Category::Unsatisfiable,
-            QueryError::Select(_) | QueryError::Axis { .. } | QueryError::Quantile(_) => {
-                Category::Usage
-            }
+            QueryError::Select(_)
+            | QueryError::Axis { .. }
+            | QueryError::AxisRepeated { .. }
+            | QueryError::Quantile(_) => Category::Usage,
         }
     }
 }
@@ -148,8 +156,16 @@ impl fmt::Display for QueryError {
             ),
             QueryError::Axis { axis, ndim } => write!(
                 f,
-                "axis {axis} is out of range for a dataset with {ndim} axes"
+                "axis {axis} is out of range for a dataset with {ndim} axes (0 ..= {}, or \
+                 -{ndim} ..= -1 from the end)",
+                ndim.saturating_sub(1)
             ),
+            QueryError::AxisRepeated { axis, given } if i64::try_from(*axis) == Ok(*given) => {
+                write!(f, "axis {axis} is named twice")
+            }
+            QueryError::AxisRepeated { axis, given } => {
+                write!(f, "axis {given} is axis {axis}, named twice")
+            }
             QueryError::Quantile(q) => write!(f, "quantile q = {q} is outside 0 ..= 1"),
             QueryError::Chunk(c) => write!(f, "chunk {c} has no readable index row"),
             QueryError::TooManyChunks { rows } => write!(

@@ -152,6 +152,15 @@ pub enum WriteError<E> {
         /// Grid coordinates.
         coords: Coords,
     },
+    /// Two datasets declared with one name (a reader finds only the first by name).
+    DuplicateName {
+        /// Position of the later declaration.
+        index: usize,
+        /// Position of the first declaration with that name.
+        first: usize,
+        /// The name.
+        name: String,
+    },
     /// Footer text that is not valid JSON of the right shape.
     Footer(String),
     /// Sizes overflow 64 bits, or memory for the index bookkeeping could not be had.
@@ -206,6 +215,11 @@ impl<E: fmt::Display> fmt::Display for WriteError<E> {
             WriteError::Missing { dataset, coords } => {
                 write!(f, "dataset {} chunk {coords} was never written", dataset.0)
             }
+            WriteError::DuplicateName { index, first, name } => write!(
+                f,
+                "dataset {index}: the name {name:?} is already dataset {first}'s (dataset names \
+                 must be unique: a reader finds only the first by name)"
+            ),
             WriteError::Footer(m) => write!(f, "footer: {m}"),
             WriteError::TooLarge(what) => write!(f, "{what} is too large"),
             WriteError::Compress(e) => write!(f, "compressing: {e}"),
@@ -254,6 +268,29 @@ pub struct Writer<O: Output> {
     checksums_at: Option<u64>,
 }
 
+/// Every name is nonempty and unique. The format lets a directory hold an empty name or
+/// one name twice (docs/tet-v1.md, decision 7: lookup returns the first), but a dataset a
+/// name cannot reach is one no query or export can read, so this writer makes none.
+fn check_names<E>(datasets: &[DatasetSpec<'_>]) -> Result<(), WriteError<E>> {
+    let mut seen = alloc::collections::BTreeMap::new();
+    for (index, d) in datasets.iter().enumerate() {
+        if d.name.is_empty() {
+            return Err(WriteError::Dataset {
+                index,
+                problem: "the name is empty",
+            });
+        }
+        if let Some(first) = seen.insert(d.name, index) {
+            return Err(WriteError::DuplicateName {
+                index,
+                first,
+                name: d.name.into(),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl<O: Output> Writer<O> {
     /// Declares `datasets` and reserves the header, directory, index and chunk checksum
     /// table in `out` (which must be empty). Every chunk's stored bytes get a CRC-32C in
@@ -278,6 +315,7 @@ impl<O: Output> Writer<O> {
         datasets: &[DatasetSpec<'_>],
         checksums: bool,
     ) -> Result<Self, WriteError<O::Error>> {
+        check_names(datasets)?;
         let (blob, layouts) = plan_datasets(datasets)
             .map_err(|(index, problem)| WriteError::Dataset { index, problem })?;
         let total = layouts
@@ -573,5 +611,42 @@ impl<O: Output> Writer<O> {
             flush(&mut batch, &mut at, &mut self.out)?;
         }
         Ok(self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    fn spec(name: &str) -> DatasetSpec<'_> {
+        DatasetSpec {
+            name,
+            dtype: DType::U8,
+            shape: &[2],
+            chunk_shape: &[2],
+        }
+    }
+
+    #[test]
+    fn names_must_be_unique_and_nonempty() {
+        let e = Writer::new(Vec::new(), &[spec("a"), spec("b"), spec("a")])
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&e, WriteError::DuplicateName { index: 2, first: 0, name } if name == "a"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "dataset 2: the name \"a\" is already dataset 0's (dataset names must be unique: a \
+             reader finds only the first by name)"
+        );
+        let e = Writer::new(Vec::new(), &[spec("a"), spec("")])
+            .err()
+            .unwrap();
+        assert_eq!(e.to_string(), "dataset 1: the name is empty");
+        // Names that differ only in case are different names.
+        assert!(Writer::new(Vec::new(), &[spec("a"), spec("A")]).is_ok());
     }
 }
