@@ -326,3 +326,100 @@ fn json_offset(bytes: &[u8]) -> usize {
     let file = tet_core::tet::TetFile::open(bytes).unwrap();
     file.footer().unwrap().json_offset() as usize
 }
+
+/// A flipped bit in a raw chunk of a file from our writer: `query` (every operation
+/// path) and `export` refuse it with exit 4, naming the dataset, the chunk, its row and
+/// the payload's byte offset, as `verify --deep` does; without the check, `sum` gave a
+/// wrong number. A checksum table the reader cannot use is warned about and the data
+/// still answers, unchecked.
+#[test]
+fn a_flipped_bit_in_a_raw_chunk_fails_query_and_export() {
+    let good = tet_alloc::tet::example::temperature().unwrap();
+    let file = tet_core::tet::TetFile::open(&good).unwrap();
+    // Row 1: temperature chunk (0, 1), raw.
+    let row = file.rows()[1];
+    assert_eq!(row.codec.get(), 0);
+    let at = row.payload_offset.get() as usize;
+    let mut bad = good.clone();
+    bad[at + 3] ^= 0x10;
+    let dir = scratch("raw-flip.tet", &bad);
+    let named = |err: &str| {
+        assert!(
+            err.contains(&format!(
+                "dataset 0 'temperature' chunk (0, 1) (tidx row 1, payload at byte {at:#x}): \
+                 the stored bytes do not match their checksum"
+            )),
+            "{err}"
+        );
+    };
+    for doc in [
+        r#"{"dataset": "temperature", "sum": []}"#,
+        r#"{"dataset": "temperature", "sum": [0]}"#,
+        r#"{"dataset": "temperature", "median": []}"#,
+        r#"{"dataset": "temperature"}"#,
+    ] {
+        let (code, out, err) = run(&["query", doc, "-t", "raw-flip.tet"], &dir);
+        assert_eq!(code, 4, "{doc}: {err}");
+        // No answer; the JSON error object a script reads (exit 4, "damaged").
+        assert!(
+            !out.contains("result") && out.contains(r#""code":"damaged""#),
+            "{doc}: {out}"
+        );
+        named(&err);
+    }
+    // A query that does not touch the chunk answers.
+    let (code, out, err) = run(
+        &[
+            "query",
+            r#"{"dataset": "temperature", "selection": [{"start": 0, "stop": 3}, {"start": 0, "stop": 4}], "sum": []}"#,
+            "-t",
+            "raw-flip.tet",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(r#""result":"#), "{out}");
+    let (code, _, err) = run(
+        &[
+            "export",
+            "raw-flip.tet",
+            "--dataset",
+            "temperature",
+            "flip.npy",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 4, "{err}");
+    named(&err);
+    assert!(!dir.join("flip.npy").exists());
+    let (code, out, _) = run(&["verify", "--deep", "raw-flip.tet"], &dir);
+    assert_eq!(code, 4);
+    assert!(
+        out.contains("error[chunk-checksum] dataset 0 'temperature': chunk (0, 1)"),
+        "{out}"
+    );
+    // The table's row count made wrong (same length): the table cannot be used, the
+    // chunks read unchecked, and the answer is the flipped file's.
+    let json_at = json_offset(&bad);
+    let text = String::from_utf8_lossy(&bad[json_at..]).to_string();
+    let rows_at = json_at + text.find(r#""rows":10"#).unwrap() + 8;
+    let mut untabled = bad.clone();
+    untabled[rows_at] = b'1';
+    let dir = scratch("no-table.tet", &untabled);
+    let (code, out, err) = run(
+        &[
+            "query",
+            r#"{"dataset": "station_id", "sum": []}"#,
+            "-t",
+            "no-table.tet",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(r#""result":"#), "{out}");
+    assert!(
+        err.contains("warning[checksum-table]: the chunk checksum table cannot be used")
+            && err.contains("read without their checksums"),
+        "{err}"
+    );
+}

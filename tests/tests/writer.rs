@@ -5,11 +5,16 @@
 //! files; and every misuse is refused with the chunk named.
 
 use proptest::prelude::*;
+use tet_alloc::tet::decode::DecodeErrorKind;
+use tet_alloc::tet::history::open_for_reading;
+use tet_alloc::tet::query::{plan, Axes, Operation, QueryError};
 use tet_alloc::tet::writer::{
     ChunkProblem, DatasetSpec, FooterSpec, HistoryRow, WriteError, Writer, INLINE_JSON_LIMIT,
 };
+use tet_core::tet::fold::Reduce;
 use tet_core::tet::{Code, Codec, DType, DatasetId, ExecutionSettings, TetFile};
 use tet_host::tet::codec::CCompressor;
+use tet_host::tet::query::{run, select_values};
 use tet_host::tet::verify::{check_with, DecodeOptions};
 use tet_tests::logical_bytes;
 
@@ -269,6 +274,67 @@ proptest! {
                 .kept
                 .iter()
                 .any(|f| f.code == Code::ChunkChecksum && f.row == Some(row as u64)));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The same flip fails every read of the chunk (a scalar `sum`, a `median`, the
+    /// selected values `export` writes) with a located error: for a raw chunk the
+    /// checksum table's, at the chunk's row and payload offset. Opened without its table
+    /// (as before it was checked), the raw flip goes unseen.
+    #[test]
+    fn a_flipped_bit_in_any_chunk_fails_every_read_of_it(
+        specs in proptest::collection::vec(dataset(), 1..=3),
+        zstd_mask in any::<u64>(),
+        pick in any::<u64>(),
+        bit in 0u32..8,
+    ) {
+        let good = write(&specs, &cells(&specs), zstd_mask, None, None);
+        let file = TetFile::open(&good).unwrap();
+        let rows: Vec<(usize, u64, u64)> = file
+            .rows()
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.stored_byte_len.get() > 0)
+            .map(|(i, r)| (i, r.payload_offset.get(), r.stored_byte_len.get()))
+            .collect();
+        prop_assume!(!rows.is_empty());
+        let (row, at, len) = rows[(pick % rows.len() as u64) as usize];
+        let raw = file.rows()[row].codec.get() == 0;
+        let id = file.rows()[row].dataset_id.get() as usize;
+        let mut bad = good.clone();
+        bad[(at + (pick >> 8) % len) as usize] ^= 1 << bit;
+        let reading = open_for_reading(&bad).unwrap();
+        prop_assert!(reading.problems.is_empty());
+        let f = reading.file;
+        let ds = f.datasets().nth(id).unwrap().unwrap();
+        let p = plan(&f, ds, &[]).unwrap();
+        let scalar = Axes::new(ds.ndim(), None).unwrap();
+        let median = Axes::new(ds.ndim(), None).unwrap();
+        let errors = [
+            run(&f, &p, Operation::Reduce(Reduce::Sum), &scalar, 2, 1 << 30).err(),
+            run(&f, &p, Operation::Median, &median, 2, 1 << 30).err(),
+            select_values(&f, &p, 1 << 30).err(),
+        ];
+        for e in errors {
+            let Some(QueryError::Decode(d)) = e else {
+                return Err(TestCaseError::fail(format!("row {row}: read not refused: {e:?}")));
+            };
+            prop_assert_eq!(d.row, row as u64);
+            prop_assert_eq!(d.payload_offset, at);
+            prop_assert!(d.finding().is_some());
+            if raw {
+                prop_assert!(matches!(d.kind, DecodeErrorKind::ChunkChecksum { .. }), "{:?}", d.kind);
+                prop_assert_eq!(d.code(), Some(Code::ChunkChecksum));
+            }
+        }
+        if raw {
+            let plain = TetFile::open(&bad).unwrap();
+            let p = plan(&plain, ds, &[]).unwrap();
+            prop_assert!(select_values(&plain, &p, 1 << 30).is_ok());
         }
     }
 }

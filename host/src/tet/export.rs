@@ -35,10 +35,7 @@ pub fn export(
     };
     let values = match crate::tet::query::select_values(&file, &p, budget) {
         Ok(v) => v,
-        Err(e) => {
-            crate::say!("{}: {e}", path.display());
-            return Exit::of(e.category());
-        }
+        Err(e) => return crate::tet::query::fail_reading(path, &ds, &e),
     };
     let shape: Vec<u64> = p.selection.shape().as_slice().to_vec();
     match crate::tet::npy::write_raw(out, ds.dtype(), &shape, &values) {

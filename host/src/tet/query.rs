@@ -372,7 +372,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     }
     let out = match res {
         Ok(out) => out,
-        Err(e) => return fail(path, &e),
+        Err(e) => return fail_reading(path, &ds, &e),
     };
     if let Some((first, n)) = out.nothing_left {
         let cell = position_coords(&out.shape, first);
@@ -506,7 +506,7 @@ fn print_values(
     }
     let bytes = match select_values(file, p, budget) {
         Ok(b) => b,
-        Err(e) => return fail(path, &e),
+        Err(e) => return fail_reading(path, ds, &e),
     };
     let shape: Vec<u64> = p.selection.shape().as_slice().to_vec();
     if let Some(target) = &o.output {
@@ -547,4 +547,16 @@ fn print_values(
 fn fail(path: &Path, e: &QueryError) -> Exit {
     crate::say!("{}: {e}", path.display());
     Exit::of(e.category())
+}
+
+/// [`fail`] for an error while reading `ds`'s chunks: a chunk that does not decode or
+/// fails its checksum is named with its dataset's name.
+pub fn fail_reading(path: &Path, ds: &Dataset<'_>, e: &QueryError) -> Exit {
+    match e {
+        QueryError::Decode(d) => {
+            crate::say!("{}: {}", path.display(), d.named(ds.name()));
+            Exit::of(e.category())
+        }
+        _ => fail(path, e),
+    }
 }
