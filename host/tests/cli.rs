@@ -392,12 +392,23 @@ fn a_flipped_bit_in_a_raw_chunk_fails_query_and_export() {
     assert_eq!(code, 4, "{err}");
     named(&err);
     assert!(!dir.join("flip.npy").exists());
-    let (code, out, _) = run(&["verify", "--deep", "raw-flip.tet"], &dir);
-    assert_eq!(code, 4);
-    assert!(
-        out.contains("error[chunk-checksum] dataset 0 'temperature': chunk (0, 1)"),
-        "{out}"
-    );
+    // Quick verify checks the rows its scan covers (here all 10), deep verify all.
+    for deep in [false, true] {
+        let args = if deep {
+            vec!["verify", "--deep", "raw-flip.tet"]
+        } else {
+            vec!["verify", "raw-flip.tet"]
+        };
+        let (code, out, _) = run(&args, &dir);
+        assert_eq!(code, 4);
+        assert!(
+            out.contains(
+                "error[chunk-checksum] dataset 0 'temperature': chunk (0, 1): chunk payload \
+                 checksum mismatch: stored 0x"
+            ) && out.contains(&format!("(tidx row 1, byte {at:#x})")),
+            "{out}"
+        );
+    }
     // The table's row count made wrong (same length): the table cannot be used, the
     // chunks read unchecked, and the answer is the flipped file's.
     let json_at = json_offset(&bad);
@@ -422,4 +433,46 @@ fn a_flipped_bit_in_a_raw_chunk_fails_query_and_export() {
             && err.contains("read without their checksums"),
         "{err}"
     );
+}
+
+/// Files from other writers (no checksum table) verify as before, and `info` and `verify`
+/// say plainly how many chunks carry no checksum; files from ours say 0.
+#[test]
+fn info_and_verify_count_the_chunks_without_a_checksum() {
+    let mut w = tet_alloc::tet::testing::TetWriter::new();
+    let a = w
+        .add_dataset("a", tet_core::tet::DType::U8, &[6], &[4])
+        .unwrap();
+    w.add_chunk_raw(a, &[0], &[1, 2, 3, 4]);
+    w.add_chunk_raw(a, &[1], &[5, 6]);
+    let dir = scratch("other-writer.tet", &w.to_bytes().unwrap());
+    let (code, out, _) = run(&["verify", "--deep", "other-writer.tet"], &dir);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(
+            "note: 2 of 2 chunk(s) carry no checksum (no table entry): raw payloads among \
+             them cannot be checked"
+        ) && out.contains("other-writer.tet: clean"),
+        "{out}"
+    );
+    let (code, out, _) = run(&["verify", "--json", "other-writer.tet"], &dir);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["chunks"].as_u64(), v["chunks_without_checksum"].as_u64()),
+        (Some(2), Some(2))
+    );
+    let (code, out, _) = run(&["info", "other-writer.tet"], &dir);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("checksums:   none; 2 of 2 chunk(s) carry no checksum"),
+        "{out}"
+    );
+    let (_, out, _) = run(&["info", "--json", "other-writer.tet"], &dir);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["checksums"]["chunks_without_checksum"].as_u64(), Some(2));
+    // Ours: every chunk carries one, and verify prints no note.
+    let dir = scratch("ours.tet", &tet_alloc::tet::example::temperature().unwrap());
+    let (_, out, _) = run(&["verify", "--deep", "ours.tet"], &dir);
+    assert!(!out.contains("carry no checksum"), "{out}");
 }
