@@ -16,13 +16,16 @@
 //! ```
 //! use tet_alloc::tet::decode::{ChunkDecoder, Ruzstd};
 //! use tet_alloc::tet::writer::{DatasetSpec, Writer};
-//! use tet_core::tet::{Codec, DType, DatasetId, TetFile};
+//! use tet_core::tet::{Codec, DType, DatasetId};
 //!
 //! let spec = DatasetSpec { name: "a", dtype: DType::U8, shape: &[2, 3], chunk_shape: &[2, 2] };
 //! let mut w = Writer::new(Vec::new(), &[spec])?;
 //! w.write_array(DatasetId(0), &[1, 2, 3, 4, 5, 6], Codec::Zstd)?;
 //! let bytes = w.finish(None)?;
-//! let file = TetFile::open(&bytes)?;
+//! // Opened for reading data: the footer's chunk checksum table is attached, so every
+//! // chunk is checked against it as it is decoded.
+//! let file = tet_alloc::tet::history::open_for_reading(&bytes)?.file;
+//! assert!(file.checksums().is_some());
 //! let ds = file.dataset("a")?;
 //! let mut dec = ChunkDecoder::new(Ruzstd::new(), 1 << 20);
 //! assert_eq!(dec.decode(&file.chunk(&ds, &[0, 1])?)?, &[3, 6]);

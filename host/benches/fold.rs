@@ -6,6 +6,9 @@
 //!   one per core;
 //! * the C decoder's single-thread speed over the zstd payloads, times the cores.
 //!
+//! Files are opened as `tet-host query` opens them (each chunk checked against the
+//! checksum table); the raw `sum` is also timed without the table, for the check's cost.
+//!
 //! `TET_BENCH_DIR` sets where the files go (default: the temp dir); they are removed.
 
 #![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
@@ -16,6 +19,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use rayon::prelude::*;
+use tet_alloc::tet::history::open_for_reading;
 use tet_alloc::tet::query::{plan, Axes, Operation};
 use tet_alloc::tet::writer::{DatasetSpec, Writer};
 use tet_core::tet::fold::Reduce;
@@ -80,7 +84,11 @@ fn main() {
 
     let raw_in = tet_host::input::Input::open(&raw_path).unwrap();
     let raw = raw_in.bytes();
-    let file = TetFile::open(raw).unwrap();
+    // As `tet-host query` opens it: every chunk checked against the checksum table. The
+    // same file without the table reads as before the check, for its cost.
+    let file = open_for_reading(raw).unwrap().file;
+    assert!(file.checksums().is_some());
+    let unchecked = TetFile::open(raw).unwrap();
     let ds = file.dataset("field").unwrap();
     let payload = &raw[file.payload_floor() as usize..];
     let roof1 = timing::best_of(5, || plain_sum(payload));
@@ -99,6 +107,7 @@ fn main() {
         })
     };
     let sum = q(&file, &[], Reduce::Sum, None);
+    let sum_unchecked = q(&unchecked, &[], Reduce::Sum, None);
     let mean = q(&file, &[], Reduce::Mean, None);
     let axis0 = q(&file, &[], Reduce::Sum, Some(&[0]));
     let axis1 = q(&file, &[], Reduce::Sum, Some(&[1]));
@@ -120,7 +129,7 @@ fn main() {
 
     let z_in = tet_host::input::Input::open(&zstd_path).unwrap();
     let zb = z_in.bytes();
-    let zfile = TetFile::open(zb).unwrap();
+    let zfile = open_for_reading(zb).unwrap().file;
     let payloads: Vec<&[u8]> = zfile
         .rows()
         .iter()
@@ -159,6 +168,12 @@ fn main() {
         roof_n.as_secs_f64()
     );
     line("raw `sum`", sum, r1, "1-thread roofline");
+    line(
+        "raw `sum` unchecked (no checksum table, as before)",
+        sum_unchecked,
+        r1,
+        "1-thread roofline",
+    );
     line("raw `mean`", mean, r1, "1-thread roofline");
     line("raw `sum` along axis 0", axis0, r1, "1-thread roofline");
     line("raw `sum` along axis 1", axis1, r1, "1-thread roofline");

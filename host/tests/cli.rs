@@ -326,3 +326,153 @@ fn json_offset(bytes: &[u8]) -> usize {
     let file = tet_core::tet::TetFile::open(bytes).unwrap();
     file.footer().unwrap().json_offset() as usize
 }
+
+/// A flipped bit in a raw chunk of a file from our writer: `query` (every operation
+/// path) and `export` refuse it with exit 4, naming the dataset, the chunk, its row and
+/// the payload's byte offset, as `verify --deep` does; without the check, `sum` gave a
+/// wrong number. A checksum table the reader cannot use is warned about and the data
+/// still answers, unchecked.
+#[test]
+fn a_flipped_bit_in_a_raw_chunk_fails_query_and_export() {
+    let good = tet_alloc::tet::example::temperature().unwrap();
+    let file = tet_core::tet::TetFile::open(&good).unwrap();
+    // Row 1: temperature chunk (0, 1), raw.
+    let row = file.rows()[1];
+    assert_eq!(row.codec.get(), 0);
+    let at = row.payload_offset.get() as usize;
+    let mut bad = good.clone();
+    bad[at + 3] ^= 0x10;
+    let dir = scratch("raw-flip.tet", &bad);
+    let named = |err: &str| {
+        assert!(
+            err.contains(&format!(
+                "dataset 0 'temperature' chunk (0, 1) (tidx row 1, payload at byte {at:#x}): \
+                 the stored bytes do not match their checksum"
+            )),
+            "{err}"
+        );
+    };
+    for doc in [
+        r#"{"dataset": "temperature", "sum": []}"#,
+        r#"{"dataset": "temperature", "sum": [0]}"#,
+        r#"{"dataset": "temperature", "median": []}"#,
+        r#"{"dataset": "temperature"}"#,
+    ] {
+        let (code, out, err) = run(&["query", doc, "-t", "raw-flip.tet"], &dir);
+        assert_eq!(code, 4, "{doc}: {err}");
+        // No answer; the JSON error object a script reads (exit 4, "damaged").
+        assert!(
+            !out.contains("result") && out.contains(r#""code":"damaged""#),
+            "{doc}: {out}"
+        );
+        named(&err);
+    }
+    // A query that does not touch the chunk answers.
+    let (code, out, err) = run(
+        &[
+            "query",
+            r#"{"dataset": "temperature", "selection": [{"start": 0, "stop": 3}, {"start": 0, "stop": 4}], "sum": []}"#,
+            "-t",
+            "raw-flip.tet",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(r#""result":"#), "{out}");
+    let (code, _, err) = run(
+        &[
+            "export",
+            "raw-flip.tet",
+            "--dataset",
+            "temperature",
+            "flip.npy",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 4, "{err}");
+    named(&err);
+    assert!(!dir.join("flip.npy").exists());
+    // Quick verify checks the rows its scan covers (here all 10), deep verify all.
+    for deep in [false, true] {
+        let args = if deep {
+            vec!["verify", "--deep", "raw-flip.tet"]
+        } else {
+            vec!["verify", "raw-flip.tet"]
+        };
+        let (code, out, _) = run(&args, &dir);
+        assert_eq!(code, 4);
+        assert!(
+            out.contains(
+                "error[chunk-checksum] dataset 0 'temperature': chunk (0, 1): chunk payload \
+                 checksum mismatch: stored 0x"
+            ) && out.contains(&format!("(tidx row 1, byte {at:#x})")),
+            "{out}"
+        );
+    }
+    // The table's row count made wrong (same length): the table cannot be used, the
+    // chunks read unchecked, and the answer is the flipped file's.
+    let json_at = json_offset(&bad);
+    let text = String::from_utf8_lossy(&bad[json_at..]).to_string();
+    let rows_at = json_at + text.find(r#""rows":10"#).unwrap() + 8;
+    let mut untabled = bad.clone();
+    untabled[rows_at] = b'1';
+    let dir = scratch("no-table.tet", &untabled);
+    let (code, out, err) = run(
+        &[
+            "query",
+            r#"{"dataset": "station_id", "sum": []}"#,
+            "-t",
+            "no-table.tet",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(r#""result":"#), "{out}");
+    assert!(
+        err.contains("warning[checksum-table]: the chunk checksum table cannot be used")
+            && err.contains("read without their checksums"),
+        "{err}"
+    );
+}
+
+/// Files from other writers (no checksum table) verify as before, and `info` and `verify`
+/// say plainly how many chunks carry no checksum; files from ours say 0.
+#[test]
+fn info_and_verify_count_the_chunks_without_a_checksum() {
+    let mut w = tet_alloc::tet::testing::TetWriter::new();
+    let a = w
+        .add_dataset("a", tet_core::tet::DType::U8, &[6], &[4])
+        .unwrap();
+    w.add_chunk_raw(a, &[0], &[1, 2, 3, 4]);
+    w.add_chunk_raw(a, &[1], &[5, 6]);
+    let dir = scratch("other-writer.tet", &w.to_bytes().unwrap());
+    let (code, out, _) = run(&["verify", "--deep", "other-writer.tet"], &dir);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(
+            "note: 2 of 2 chunk(s) carry no checksum (no table entry): raw payloads among \
+             them cannot be checked"
+        ) && out.contains("other-writer.tet: clean"),
+        "{out}"
+    );
+    let (code, out, _) = run(&["verify", "--json", "other-writer.tet"], &dir);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["chunks"].as_u64(), v["chunks_without_checksum"].as_u64()),
+        (Some(2), Some(2))
+    );
+    let (code, out, _) = run(&["info", "other-writer.tet"], &dir);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("checksums:   none; 2 of 2 chunk(s) carry no checksum"),
+        "{out}"
+    );
+    let (_, out, _) = run(&["info", "--json", "other-writer.tet"], &dir);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["checksums"]["chunks_without_checksum"].as_u64(), Some(2));
+    // Ours: every chunk carries one, and verify prints no note.
+    let dir = scratch("ours.tet", &tet_alloc::tet::example::temperature().unwrap());
+    let (_, out, _) = run(&["verify", "--deep", "ours.tet"], &dir);
+    assert!(!out.contains("carry no checksum"), "{out}");
+}

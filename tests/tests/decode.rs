@@ -300,3 +300,81 @@ proptest! {
         }
     }
 }
+
+/// The checksum table's CRC-32C ([`tet_core::tet::Chunk::checksum`]) speaks for a raw
+/// payload and for a frame without a content checksum; a frame with one is held to its
+/// own checksum, as before.
+#[test]
+fn the_table_checksum_speaks_where_the_frame_has_none() {
+    let raw = tile(1000);
+    let with = c_frame(&raw, 3);
+    assert_ne!(
+        with[4] & 0x04,
+        0,
+        "the C compressor writes a content checksum"
+    );
+    let mut without = with[..with.len() - 4].to_vec();
+    without[4] &= !0x04;
+    let crc = tet_core::checksum::crc32c;
+    for (frame, own) in [(with, true), (without, false)] {
+        let b = one_chunk(1000, &frame);
+        let file = TetFile::open(&b).unwrap();
+        let ds = file.dataset("a").unwrap();
+        let chunk = file.chunk(&ds, &[0]).unwrap();
+        assert_eq!(chunk.checksum, None, "no table attached");
+        let mut dec = ChunkDecoder::new(CZstd::new(), 1 << 30);
+        let right = tet_core::tet::Chunk {
+            checksum: Some(crc(&frame)),
+            ..chunk
+        };
+        assert_eq!(dec.decode(&right).unwrap(), &raw[..]);
+        let wrong = tet_core::tet::Chunk {
+            checksum: Some(crc(&frame) ^ 1),
+            ..chunk
+        };
+        match dec.decode(&wrong) {
+            Ok(bytes) => {
+                assert!(
+                    own,
+                    "a frame without its own checksum must be held to the table"
+                );
+                assert_eq!(bytes, &raw[..]);
+            }
+            Err(e) => {
+                assert!(!own, "{e}");
+                assert_eq!(
+                    e.kind,
+                    DecodeErrorKind::ChunkChecksum {
+                        stored: u64::from(crc(&frame) ^ 1),
+                        computed: u64::from(crc(&frame)),
+                    }
+                );
+                let f = e.finding().unwrap();
+                assert_eq!(f.code, Code::ChunkChecksum);
+                assert_eq!(f.error.offset, payload_at(&b));
+                assert_eq!(f.error.what, "chunk payload");
+            }
+        }
+    }
+    // A raw payload has only the table.
+    let mut w = TetWriter::new();
+    let a = w.add_dataset("a", DType::U32, &[1000], &[1000]).unwrap();
+    w.add_chunk_raw(a, &[0], &raw);
+    let b = w.to_bytes().unwrap();
+    let file = TetFile::open(&b).unwrap();
+    let ds = file.dataset("a").unwrap();
+    let chunk = file.chunk(&ds, &[0]).unwrap();
+    let mut dec = ChunkDecoder::new(Ruzstd::new(), 1 << 30);
+    let wrong = tet_core::tet::Chunk {
+        checksum: Some(crc(&raw) ^ 0x8000_0000),
+        ..chunk
+    };
+    let e = dec.decode(&wrong).unwrap_err();
+    assert_eq!(e.code(), Some(Code::ChunkChecksum));
+    assert_eq!(e.payload_offset, payload_at(&b));
+    assert!(
+        e.to_string().contains("checksum table records CRC-32C"),
+        "{e}"
+    );
+    assert_eq!(dec.decode(&chunk).unwrap(), &raw[..]);
+}

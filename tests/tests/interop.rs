@@ -87,3 +87,78 @@ fn footers_the_peer_would_refuse_are_refused() {
         );
     }
 }
+
+/// The other way round: a file the other implementation wrote (its `tet convert` of a
+/// Zarr v3 store, `tests/interop/make_peer_fixture.sh`), kept like the conformance files.
+/// We verify it clean (every chunk decoded; its 7 raw chunks carry no checksum of ours),
+/// read its history and metadata, and answer its own queries with its own values.
+#[test]
+fn the_peers_converted_file_reads_back_with_its_values() {
+    use tet_alloc::tet::query::{plan, Axes, Operation};
+    use tet_core::tet::fold::{Reduce, Value};
+    use tet_host::tet::verify::{check_with, DecodeOptions};
+    let bytes = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/peer/zarr_convert.tet"
+    ))
+    .unwrap();
+    let c = check_with(
+        &bytes,
+        &DecodeOptions {
+            deep: true,
+            threads: Some(2),
+            budget: Some(1 << 20),
+            progress: false,
+        },
+    )
+    .unwrap();
+    assert_eq!(c.found.kept, vec![]);
+    assert_eq!(
+        c.checksummed,
+        (7, 0),
+        "its chunks carry no checksum table entry"
+    );
+    assert_eq!(c.decoded, (7, 7));
+    let h = c.history.unwrap();
+    assert_eq!((h.rows, h.inline_metadata), (1, true));
+    let reading = tet_alloc::tet::history::open_for_reading(&bytes).unwrap();
+    assert!(reading.problems.is_empty());
+    assert!(reading.file.checksums().is_none());
+    let file = reading.file;
+    let names: Vec<String> = file
+        .datasets()
+        .map(|d| d.unwrap().name().to_string())
+        .collect();
+    assert_eq!(names, ["counts", "temperature"]);
+    let temperature: Vec<f64> = (0..24).map(|i| ((i * 37) % 101) as f64 / 4.0).collect();
+    assert_eq!(tet_tests::values(&file, "temperature"), temperature);
+    let counts: Vec<f64> = (0..10).map(|i| (i * i - 20) as f64).collect();
+    assert_eq!(tet_tests::values(&file, "counts"), counts);
+    // Its own answers (`tet query ... -x -q`, printed by the script).
+    let answer = |ds: &str, r: Reduce| {
+        let d = file.dataset(ds).unwrap();
+        let p = plan(&file, d, &[]).unwrap();
+        let ax = Axes::new(d.ndim(), None).unwrap();
+        tet_host::tet::query::run(&file, &p, Operation::Reduce(r), &ax, 2, 1 << 20)
+            .unwrap()
+            .values[0]
+    };
+    let f = |v: Value| match v {
+        Value::F64(x) => x,
+        Value::I64(x) => x as f64,
+        Value::U64(x) => x as f64,
+        other => panic!("{other:?}"),
+    };
+    for (ds, r, want) in [
+        ("temperature", Reduce::Sum, 280.5),
+        ("temperature", Reduce::Mean, 11.6875),
+        ("temperature", Reduce::Min, 0.0),
+        ("temperature", Reduce::Max, 24.25),
+        ("counts", Reduce::Sum, 85.0),
+        ("counts", Reduce::Mean, 8.5),
+        ("counts", Reduce::Min, -20.0),
+        ("counts", Reduce::Max, 61.0),
+    ] {
+        assert_eq!(f(answer(ds, r)), want, "{ds} {r:?}");
+    }
+}

@@ -12,7 +12,7 @@ use tet_alloc::tet::scan::ChunkTable;
 use tet_alloc::tet::testing::TetWriter;
 use tet_alloc::tet::writer::{DatasetSpec, FooterSpec, HistoryRow, Writer};
 use tet_core::tet::raw::off;
-use tet_core::tet::{Codec, DType, DatasetId, TetFile, INDEX_ENTRY_LEN};
+use tet_core::tet::{Code, Codec, DType, DatasetId, TetFile, INDEX_ENTRY_LEN};
 use tet_host::atomic::{FsOps, RealFs};
 use tet_host::repair_mode::Mode;
 use tet_host::tet::repair::{repair_with, RepairOptions};
@@ -104,7 +104,10 @@ fn run(bytes: &[u8], mode: Mode, zero: bool) -> (Exit, Vec<u8>) {
 
 /// Every chunk's decoded bytes by (dataset, coords), `None` where decoding fails.
 fn decoded(bytes: &[u8]) -> Vec<(u32, Vec<u64>, Option<Vec<u8>>)> {
-    let file = TetFile::parse(bytes, &mut |_: &tet_core::tet::Finding| {}).unwrap();
+    // A file whose superblock does not parse has no chunk to read.
+    let Some(file) = TetFile::parse(bytes, &mut |_: &tet_core::tet::Finding| {}) else {
+        return Vec::new();
+    };
     let t = ChunkTable::new(file).unwrap();
     let mut dec = ChunkDecoder::new(Ruzstd::new(), 1 << 30);
     let mut out: Vec<_> = (0..t.rows())
@@ -138,7 +141,12 @@ fn contract(name: &str, bad: &[u8], p_exit: Exit, y_exit: Exit, zero: bool) -> V
         let before = decoded(bad);
         let after = decoded(&fixed);
         for (d, c, bytes) in &before {
-            if let Some(bytes) = bytes {
+            // A cell two rows claimed (a duplicate) has no one content to keep.
+            let claims = before
+                .iter()
+                .filter(|(d2, c2, _)| d2 == d && c2 == c)
+                .count();
+            if let (Some(bytes), 1) = (bytes, claims) {
                 let now = after.iter().find(|(d2, c2, _)| d2 == d && c2 == c).unwrap();
                 assert_eq!(
                     now.2.as_ref(),
@@ -267,7 +275,15 @@ fn broken_footers_are_dropped_only_with_y() {
     let len = b.len() as u64;
     let json_at = TetFile::open(&b).unwrap().footer().unwrap().json_offset();
     for (name, bad) in [
-        ("footer magic", patch(b.clone(), len - 4, b"THSX")),
+        // The magic and the length both broken: nothing pins the footer down.
+        (
+            "footer magic",
+            patch(
+                patch(b.clone(), len - 4, b"THSX"),
+                len - 16,
+                &u64::MAX.to_le_bytes(),
+            ),
+        ),
         ("footer version", patch(b.clone(), len - 8, &[2])),
         (
             "footer length",
@@ -281,6 +297,186 @@ fn broken_footers_are_dropped_only_with_y() {
         assert!(fixed.len() < b.len());
     }
     let _ = HISTORY;
+}
+
+/// What the structure pins down is restored by `-p`, losing nothing, and the result is
+/// the original file byte for byte: a magic whose structure validates once restored
+/// (superblock, chunk index, footer: the history is kept), and a row's coordinates that
+/// canonical order makes certain (outside the grid, or naming a cell another row holds).
+#[test]
+fn magics_and_canonical_coordinates_are_restored_losing_nothing() {
+    let b = base();
+    let len = b.len() as u64;
+    let ix = index(&b);
+    let cases = [
+        (
+            "superblock magic",
+            patch(b.clone(), 1, b"e"),
+            Code::SuperblockMagic,
+        ),
+        (
+            "index magic",
+            patch(b.clone(), ix + 2, b"d"),
+            Code::IndexMagic,
+        ),
+        (
+            "footer magic",
+            patch(b.clone(), len - 4, b"THSX"),
+            Code::FooterMagic,
+        ),
+        (
+            "coordinates outside the grid",
+            patch(b.clone(), row(&b, 1) + 16, &5u64.to_le_bytes()),
+            Code::ChunkCoords,
+        ),
+        (
+            // counts: rows 2, 3, 4 hold cells 0, 1, 2 (200, 200, 100 elements); row 3
+            // made to name cell 0, whose tile has its length.
+            "coordinates of another cell",
+            patch(b.clone(), row(&b, 3) + 8, &0u64.to_le_bytes()),
+            Code::ChunkDuplicate,
+        ),
+        (
+            // temperature: row 1 made to name cell (0, 0): its 8 bytes are not that
+            // tile's 16, so chunk-raw-len too, answered by the same fix.
+            "coordinates of another cell, another tile length",
+            patch(b.clone(), row(&b, 1) + 16, &0u64.to_le_bytes()),
+            Code::ChunkDuplicate,
+        ),
+    ];
+    for (name, bad, code) in cases {
+        assert!(codes(&bad).contains(&code), "{name}: {:?}", codes(&bad));
+        let checked =
+            tet_host::tet::verify::check_with(&bad, &opts(Mode::No, false).decode).unwrap();
+        let inputs = tet_alloc::tet::repair::Inputs {
+            bytes: &bad,
+            findings: &checked.found.kept,
+            bad_rows: &checked.bad_rows,
+            data_end: checked.data_end,
+            metadata_spill: checked.spill,
+            zero_bad_chunks: false,
+        };
+        let plan = tet_alloc::tet::repair::plan(&inputs);
+        assert_eq!(plan.unfixable, vec![], "{name}");
+        assert_eq!(plan.fixes.len(), 1, "{name}: {:?}", plan.fixes);
+        assert!(!plan.fixes[0].lossy, "{name}");
+        let fixed = contract(name, &bad, Exit::Fixed, Exit::Fixed, false);
+        assert_eq!(fixed, b, "{name}: not the original bytes");
+    }
+    // What each says.
+    let say = |bad: &[u8]| {
+        let checked = tet_host::tet::verify::check(bad).unwrap();
+        let inputs = tet_alloc::tet::repair::Inputs {
+            bytes: bad,
+            findings: &checked.0.kept,
+            bad_rows: &[],
+            data_end: 0,
+            metadata_spill: None,
+            zero_bad_chunks: false,
+        };
+        tet_alloc::tet::repair::plan(&inputs).fixes[0]
+            .description
+            .clone()
+    };
+    assert!(say(&patch(b.clone(), 1, b"e"))
+        .starts_with("restore the superblock magic 'TETR' (it reads 'TeTR')"));
+    assert_eq!(
+        say(&patch(b.clone(), row(&b, 1) + 16, &5u64.to_le_bytes())),
+        "set the coordinates of tidx row 1 (dataset 0 'temperature') from (0, 5) to (0, 1): \
+         the rows are in canonical order, which puts cell (0, 1)'s row there; no other row \
+         holds that cell, and the row's 8 bytes are its tile's"
+    );
+    // Not pinned down: a magic whose structure does not validate with it (the index
+    // version broken too), or coordinates whose row is not where canonical order puts
+    // the missing cell (rows reversed).
+    let bad = patch(patch(b.clone(), ix + 2, b"d"), ix + 4, &[9]);
+    contract(
+        "index magic and version",
+        &bad,
+        Exit::Problems,
+        Exit::Problems,
+        false,
+    );
+    let mut w = TetWriter::new();
+    let a = w.add_dataset("a", DType::U8, &[6], &[2]).unwrap();
+    for c in [2u64, 1, 0] {
+        w.add_chunk_raw(a, &[c], &[c as u8; 2]);
+    }
+    let rev = w.to_bytes().unwrap();
+    let bad = patch(rev.clone(), row(&rev, 1) + 8, &7u64.to_le_bytes());
+    assert!(codes(&bad).contains(&Code::ChunkMissing));
+    contract("reversed rows", &bad, Exit::Problems, Exit::Problems, false);
+}
+
+/// A file cut inside its last payload: `-y` drops the footer and says exactly what that
+/// loses, the history and the bytes of the cut payload (named, with its size); `-p`
+/// writes nothing.
+#[test]
+fn a_cut_payload_is_named_with_its_size() {
+    let b = base();
+    let f = TetFile::open(&b).unwrap();
+    let (i, last) = f
+        .rows()
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, r)| r.payload_offset.get())
+        .unwrap();
+    let (start, stored) = (last.payload_offset.get(), last.stored_byte_len.get());
+    let cut = (start + stored / 2) as usize;
+    let bad = b[..cut].to_vec();
+    let checked = tet_host::tet::verify::check(&bad).unwrap();
+    let inputs = tet_alloc::tet::repair::Inputs {
+        bytes: &bad,
+        findings: &checked.0.kept,
+        bad_rows: &[],
+        data_end: 0,
+        metadata_spill: None,
+        zero_bad_chunks: false,
+    };
+    let plan = tet_alloc::tet::repair::plan(&inputs);
+    let drop = plan.fixes.iter().find(|f| f.lossy).unwrap();
+    let present = cut as u64 - start;
+    assert!(
+        drop.description.starts_with(&format!(
+            "LOSES HISTORY AND {present} BYTES OF CUT PAYLOADS"
+        )) && drop.description.contains(&format!(
+            "the partial payload of dataset 1 'counts' chunk (2) (tidx row {i}): {present} \
+                 of its {stored} bytes, at byte {start:#x}"
+        )),
+        "{}",
+        drop.description
+    );
+    let (e, after) = run(&bad, Mode::Preen, false);
+    assert_eq!((e, after.as_slice()), (Exit::Problems, bad.as_slice()));
+    let (e, after) = run(&bad, Mode::Yes, false);
+    assert_eq!(e, Exit::Problems, "the cut chunk stays unreadable");
+    assert_eq!(
+        after.len() as u64,
+        start,
+        "cut after the last whole payload"
+    );
+    // Every whole chunk is kept.
+    for (d, c, bytes) in decoded(&bad) {
+        if bytes.is_some() {
+            assert!(decoded(&after)
+                .iter()
+                .any(|(d2, c2, b2)| (d2, c2, b2) == (&d, &c, &bytes)));
+        }
+    }
+    // A file cut after its last payload (inside the footer) loses only the history.
+    let whole = b[..(start + stored) as usize + 5].to_vec();
+    let checked = tet_host::tet::verify::check(&whole).unwrap();
+    let inputs = tet_alloc::tet::repair::Inputs {
+        bytes: &whole,
+        findings: &checked.0.kept,
+        ..inputs
+    };
+    let plan = tet_alloc::tet::repair::plan(&inputs);
+    assert!(
+        plan.fixes[0].description.ends_with("; every chunk is kept"),
+        "{:?}",
+        plan.fixes
+    );
 }
 
 #[test]

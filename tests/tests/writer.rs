@@ -5,11 +5,16 @@
 //! files; and every misuse is refused with the chunk named.
 
 use proptest::prelude::*;
+use tet_alloc::tet::decode::DecodeErrorKind;
+use tet_alloc::tet::history::open_for_reading;
+use tet_alloc::tet::query::{plan, Axes, Operation, QueryError};
 use tet_alloc::tet::writer::{
     ChunkProblem, DatasetSpec, FooterSpec, HistoryRow, WriteError, Writer, INLINE_JSON_LIMIT,
 };
+use tet_core::tet::fold::Reduce;
 use tet_core::tet::{Code, Codec, DType, DatasetId, ExecutionSettings, TetFile};
 use tet_host::tet::codec::CCompressor;
+use tet_host::tet::query::{run, select_values};
 use tet_host::tet::verify::{check_with, DecodeOptions};
 use tet_tests::logical_bytes;
 
@@ -273,6 +278,67 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The same flip fails every read of the chunk (a scalar `sum`, a `median`, the
+    /// selected values `export` writes) with a located error: for a raw chunk the
+    /// checksum table's, at the chunk's row and payload offset. Opened without its table
+    /// (as before it was checked), the raw flip goes unseen.
+    #[test]
+    fn a_flipped_bit_in_any_chunk_fails_every_read_of_it(
+        specs in proptest::collection::vec(dataset(), 1..=3),
+        zstd_mask in any::<u64>(),
+        pick in any::<u64>(),
+        bit in 0u32..8,
+    ) {
+        let good = write(&specs, &cells(&specs), zstd_mask, None, None);
+        let file = TetFile::open(&good).unwrap();
+        let rows: Vec<(usize, u64, u64)> = file
+            .rows()
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.stored_byte_len.get() > 0)
+            .map(|(i, r)| (i, r.payload_offset.get(), r.stored_byte_len.get()))
+            .collect();
+        prop_assume!(!rows.is_empty());
+        let (row, at, len) = rows[(pick % rows.len() as u64) as usize];
+        let raw = file.rows()[row].codec.get() == 0;
+        let id = file.rows()[row].dataset_id.get() as usize;
+        let mut bad = good.clone();
+        bad[(at + (pick >> 8) % len) as usize] ^= 1 << bit;
+        let reading = open_for_reading(&bad).unwrap();
+        prop_assert!(reading.problems.is_empty());
+        let f = reading.file;
+        let ds = f.datasets().nth(id).unwrap().unwrap();
+        let p = plan(&f, ds, &[]).unwrap();
+        let scalar = Axes::new(ds.ndim(), None).unwrap();
+        let median = Axes::new(ds.ndim(), None).unwrap();
+        let errors = [
+            run(&f, &p, Operation::Reduce(Reduce::Sum), &scalar, 2, 1 << 30).err(),
+            run(&f, &p, Operation::Median, &median, 2, 1 << 30).err(),
+            select_values(&f, &p, 1 << 30).err(),
+        ];
+        for e in errors {
+            let Some(QueryError::Decode(d)) = e else {
+                return Err(TestCaseError::fail(format!("row {row}: read not refused: {e:?}")));
+            };
+            prop_assert_eq!(d.row, row as u64);
+            prop_assert_eq!(d.payload_offset, at);
+            prop_assert!(d.finding().is_some());
+            if raw {
+                prop_assert!(matches!(d.kind, DecodeErrorKind::ChunkChecksum { .. }), "{:?}", d.kind);
+                prop_assert_eq!(d.code(), Some(Code::ChunkChecksum));
+            }
+        }
+        if raw {
+            let plain = TetFile::open(&bad).unwrap();
+            let p = plan(&plain, ds, &[]).unwrap();
+            prop_assert!(select_values(&plain, &p, 1 << 30).is_ok());
+        }
+    }
+}
+
 #[test]
 fn canonical_raw_files_match_the_conformance_layout_byte_for_byte() {
     let Some(dir) = tet_tests::conformance_dir() else {
@@ -477,4 +543,48 @@ fn parallel_batches_write_the_same_bytes_as_one_thread() {
         });
         assert_eq!(par, serial, "{threads} threads");
     }
+}
+
+/// Millions of chunks: 2 097 152 one-byte raw chunks give a 32 MiB checksum table whose
+/// descriptor in the footer metadata stays under 100 bytes, so the footer is one the
+/// other implementation reads (64 KiB inline cap, no spill); the table covers every row,
+/// and a flipped byte in the last chunk is caught by it.
+#[test]
+fn a_file_with_millions_of_chunks_keeps_a_small_footer() {
+    const N: u64 = 1 << 21;
+    let spec = [DatasetSpec {
+        name: "many",
+        dtype: DType::U8,
+        shape: &[N],
+        chunk_shape: &[1],
+    }];
+    let data: Vec<u8> = (0..N).map(|i| (i % 251) as u8).collect();
+    let mut w = Writer::new(Vec::new(), &spec).unwrap();
+    w.write_array(DatasetId(0), &data, Codec::Raw).unwrap();
+    let mut bytes = w.finish(None).unwrap();
+    tet_tests::assert_peer_readable(&bytes);
+    let file = TetFile::open(&bytes).unwrap();
+    let json = file.footer().unwrap().history_json();
+    let v: serde_json::Value = serde_json::from_slice(json).unwrap();
+    let desc = v["metadata"]["tet_checksums"].to_string();
+    assert!(desc.len() < 100, "{desc}");
+    assert!(v.get("metadata_ref").is_none(), "no spill needed");
+    assert_eq!(v["metadata"]["tet_checksums"]["rows"], N);
+    let footer = tet_alloc::tet::history::check_footer(&file);
+    let table = footer.table(&file).unwrap().unwrap();
+    assert_eq!(table.len(), 16 * N);
+    assert_eq!(table.covered(&file), N);
+    let last = file.rows()[(N - 1) as usize];
+    let at = last.payload_offset.get() as usize;
+    bytes[at] ^= 0x40;
+    let file = tet_alloc::tet::history::open_for_reading(&bytes)
+        .unwrap()
+        .file;
+    let ds = file.dataset("many").unwrap();
+    let chunk = file.chunk(&ds, &[N - 1]).unwrap();
+    assert_eq!(chunk.check_checksum().unwrap_err().offset, at as u64);
+    assert_eq!(
+        file.chunk(&ds, &[N - 2]).unwrap().check_checksum(),
+        Ok(true)
+    );
 }

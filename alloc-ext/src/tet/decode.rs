@@ -82,6 +82,15 @@ pub enum DecodeErrorKind {
         /// How many.
         len: u64,
     },
+    /// The stored bytes do not match the CRC-32C the file's chunk checksum table records
+    /// for the row ([`Chunk::checksum`]): raw payloads, and frames without a content
+    /// checksum of their own.
+    ChunkChecksum {
+        /// The CRC-32C in the table (widened, as [`ErrorKind::ChecksumMismatch`] holds it).
+        stored: u64,
+        /// The CRC-32C of the stored bytes.
+        computed: u64,
+    },
 }
 
 /// A decode failure, located.
@@ -135,6 +144,7 @@ impl DecodeError {
             | DecodeErrorKind::TooShort { .. } => Code::DecodedLength,
             DecodeErrorKind::Checksum { .. } => Code::ContentChecksum,
             DecodeErrorKind::Trailing { .. } => Code::ZstdTrailing,
+            DecodeErrorKind::ChunkChecksum { .. } => Code::ChunkChecksum,
         })
     }
 
@@ -180,6 +190,11 @@ impl DecodeError {
             DecodeErrorKind::Trailing { len } => {
                 Error::new(ErrorKind::Unreferenced { len }, "zstd trailing bytes", at)
             }
+            DecodeErrorKind::ChunkChecksum { stored, computed } => Error::new(
+                ErrorKind::ChecksumMismatch { stored, computed },
+                "chunk payload",
+                at,
+            ),
             DecodeErrorKind::OverBudget { .. } | DecodeErrorKind::OutOfMemory { .. } => {
                 return None
             }
@@ -193,12 +208,34 @@ impl DecodeError {
     }
 }
 
-impl fmt::Display for DecodeError {
+/// A [`DecodeError`] shown with its dataset's name ([`DecodeError::named`]).
+pub struct Named<'e> {
+    error: &'e DecodeError,
+    name: &'e str,
+}
+
+impl fmt::Display for Named<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.write(f, Some(self.name))
+    }
+}
+
+impl DecodeError {
+    /// The error's text with the dataset named: `dataset 0 'temperature' chunk (1, 0)
+    /// (tidx row 1, payload at byte 0x540): ...`.
+    pub fn named<'e>(&'e self, name: &'e str) -> Named<'e> {
+        Named { error: self, name }
+    }
+
+    fn write(&self, f: &mut fmt::Formatter<'_>, name: Option<&str>) -> fmt::Result {
+        write!(f, "dataset {}", self.dataset.0)?;
+        if let Some(n) = name {
+            write!(f, " '{n}'")?;
+        }
         write!(
             f,
-            "dataset {} chunk {} (tidx row {}, payload at byte {:#x}): ",
-            self.dataset.0, self.coords, self.row, self.payload_offset
+            " chunk {} (tidx row {}, payload at byte {:#x}): ",
+            self.coords, self.row, self.payload_offset
         )?;
         match self.kind {
             DecodeErrorKind::OverBudget { needed, budget } => write!(
@@ -231,7 +268,18 @@ impl fmt::Display for DecodeError {
             DecodeErrorKind::Trailing { len } => {
                 write!(f, "{len} bytes follow the frame inside the stored span")
             }
+            DecodeErrorKind::ChunkChecksum { stored, computed } => write!(
+                f,
+                "the stored bytes do not match their checksum: the file's chunk checksum \
+                 table records CRC-32C {stored:#010x}, the bytes give {computed:#010x}"
+            ),
         }
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, None)
     }
 }
 
@@ -323,8 +371,20 @@ impl<B: FrameBackend> ChunkDecoder<B> {
             payload_offset: chunk.payload_offset,
             raw_byte_len: chunk.raw_byte_len,
         };
+        // The table's CRC-32C speaks for a raw payload, and for a frame without a
+        // content checksum of its own (checked after it decodes, below).
+        let table = |chunk: &Chunk<'_>| match chunk.check_checksum() {
+            Err(Error {
+                kind: ErrorKind::ChecksumMismatch { stored, computed },
+                ..
+            }) => Some(DecodeErrorKind::ChunkChecksum { stored, computed }),
+            _ => None,
+        };
         if chunk.codec == Codec::Raw {
-            return Ok(chunk.payload);
+            return match table(chunk) {
+                Some(kind) => Err(located(kind)),
+                None => Ok(chunk.payload),
+            };
         }
         let raw = chunk.raw_byte_len;
         let needed = self.memory_needed(raw);
@@ -377,6 +437,11 @@ impl<B: FrameBackend> ChunkDecoder<B> {
                 None => kind,
             };
             return Err(located(kind));
+        }
+        if !header.has_checksum {
+            if let Some(kind) = table(chunk) {
+                return Err(located(kind));
+            }
         }
         Ok(out)
     }

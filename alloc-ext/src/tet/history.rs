@@ -258,6 +258,46 @@ impl FooterCheck {
     }
 }
 
+/// A file opened for reading its data, as `tet-host info`, `query` and `export` and the
+/// library's readers open it: the chunk checksum table the footer metadata names is
+/// attached ([`TetFile::with_checksums`]), so every chunk read through
+/// [`TetFile::chunk`] or a [`crate::tet::query::ReadPlan`] carries its CRC-32C and the
+/// decoder checks it; and every reason the footer could not serve, to warn about (the
+/// data never depends on it).
+#[derive(Debug)]
+pub struct Reading<'a> {
+    /// The file, with its checksum table when the metadata names a usable one.
+    pub file: TetFile<'a>,
+    /// The footer's problems, in the order a reader meets them: the tail's (found when
+    /// the file was opened), then the JSON's or the spill's with the parser's words,
+    /// then a `checksum-table` finding when the table the metadata names cannot be used
+    /// (its chunks then read unchecked).
+    pub problems: Vec<(Finding, Option<String>)>,
+}
+
+/// Opens `bytes` for reading data ([`Reading`]): [`TetFile::open`], then the footer
+/// JSON ([`check_footer`], bounded by the largest history row) for the checksum table.
+pub fn open_for_reading(bytes: &[u8]) -> Result<Reading<'_>, Error> {
+    Ok(reading(TetFile::open(bytes)?))
+}
+
+/// [`open_for_reading`] for a file already opened.
+pub fn reading(file: TetFile<'_>) -> Reading<'_> {
+    let mut problems: Vec<(Finding, Option<String>)> = Vec::new();
+    problems.extend(file.footer_problem().map(|f| (f, None)));
+    let footer = check_footer(&file);
+    problems.extend(footer.problems.iter().map(|(f, n)| (*f, Some(n.clone()))));
+    let file = match footer.table(&file) {
+        Some(Ok(t)) => file.with_checksums(t),
+        Some(Err(f)) => {
+            problems.push((f, None));
+            file
+        }
+        None => file,
+    };
+    Reading { file, problems }
+}
+
 /// Checks the footer JSON of `file` (if it has a footer) and the metadata spill it
 /// names. Memory stays bounded by the largest history row ([`parse`]).
 pub fn check_footer(file: &TetFile<'_>) -> FooterCheck {

@@ -84,24 +84,12 @@ impl<'a> ChecksumTable<'a> {
         let Some(stored) = self.expected(chunk.row, chunk.payload_offset) else {
             return Ok(false);
         };
-        let computed = crc32c(chunk.payload);
-        if computed == stored {
-            return Ok(true);
-        }
-        Err(Finding::new(
-            Code::ChunkChecksum,
-            Error::new(
-                ErrorKind::ChecksumMismatch {
-                    stored: stored.into(),
-                    computed: computed.into(),
-                },
-                "chunk payload",
-                chunk.payload_offset,
-            ),
-        )
-        .in_dataset(chunk.dataset.0)
-        .at_row(chunk.row)
-        .at_coords(chunk.coords))
+        compare(stored, chunk).map(|()| true).map_err(|e| {
+            Finding::new(Code::ChunkChecksum, e)
+                .in_dataset(chunk.dataset.0)
+                .at_row(chunk.row)
+                .at_coords(chunk.coords)
+        })
     }
 
     /// How many of `file`'s rows have an entry that applies.
@@ -112,4 +100,33 @@ impl<'a> ChecksumTable<'a> {
                 .count(),
         )
     }
+}
+
+impl Chunk<'_> {
+    /// Compares the stored bytes with the checksum the file's table records for this
+    /// row ([`Chunk::checksum`]): `Ok(true)` when they match, `Ok(false)` when no entry
+    /// applies, a `ChecksumMismatch` at the payload's first byte when they differ.
+    pub fn check_checksum(&self) -> Result<bool, Error> {
+        let Some(stored) = self.checksum else {
+            return Ok(false);
+        };
+        compare(stored, self).map(|()| true)
+    }
+}
+
+/// `chunk`'s stored bytes against the CRC-32C `stored`: a `ChecksumMismatch` at the
+/// payload's first byte when they differ.
+fn compare(stored: u32, chunk: &Chunk<'_>) -> Result<(), Error> {
+    let computed = crc32c(chunk.payload);
+    if computed == stored {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::ChecksumMismatch {
+            stored: stored.into(),
+            computed: computed.into(),
+        },
+        "chunk payload",
+        chunk.payload_offset,
+    ))
 }

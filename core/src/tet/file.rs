@@ -4,8 +4,8 @@ use super::finding::{Code, Finding, FirstError, Sink};
 use super::index::{check_row, PayloadArea};
 use super::raw::{off, RawIndexEntry};
 use super::{
-    Codec, Coords, Dataset, DatasetId, DatasetIter, Directory, Footer, IndexHeader, Superblock,
-    DIRECTORY_OFFSET, RECORDS_OFFSET, SUPERBLOCK_LEN,
+    ChecksumTable, Codec, Coords, Dataset, DatasetId, DatasetIter, Directory, Footer, IndexHeader,
+    Superblock, DIRECTORY_OFFSET, RECORDS_OFFSET, SUPERBLOCK_LEN,
 };
 use crate::arith::{add, align8, slice, u64_of};
 use crate::error::{Error, ErrorKind};
@@ -22,6 +22,9 @@ pub struct TetFile<'a> {
     /// Why the footer tail did not parse (flag bit 0 set): its code and error.
     footer_problem: Option<(Code, Error)>,
     payload_limit: u64,
+    /// The chunk checksum table the footer metadata names, once a caller that reads
+    /// the metadata has attached it ([`TetFile::with_checksums`]).
+    checksums: Option<ChecksumTable<'a>>,
 }
 
 /// A chunk whose index row passed every row check.
@@ -42,6 +45,10 @@ pub struct Chunk<'a> {
     pub payload_offset: u64,
     /// The stored bytes.
     pub payload: &'a [u8],
+    /// The CRC-32C of the stored bytes that the file's checksum table records for this
+    /// row, when a table is attached and its entry applies to the payload the row points
+    /// at ([`Chunk::check_checksum`] compares; decoders call it).
+    pub checksum: Option<u32>,
 }
 
 fn region_err(code: Code, kind: ErrorKind, what: &'static str, offset: u64) -> Finding {
@@ -95,6 +102,7 @@ impl<'a> TetFile<'a> {
             footer: None,
             footer_problem: None,
             payload_limit: file_len,
+            checksums: None,
         };
         if superblock.has_history_footer() {
             match Footer::parse(bytes, SUPERBLOCK_LEN) {
@@ -311,6 +319,19 @@ impl<'a> TetFile<'a> {
         self.footer_problem.map(|(c, e)| Finding::new(c, e))
     }
 
+    /// The file with its chunk checksum table attached: every [`Chunk`] read from it
+    /// then carries its row's recorded CRC-32C ([`Chunk::checksum`]). The table is named
+    /// by the footer metadata, which this crate does not parse; `tet-alloc` finds it.
+    pub fn with_checksums(mut self, table: ChecksumTable<'a>) -> TetFile<'a> {
+        self.checksums = Some(table);
+        self
+    }
+
+    /// The attached chunk checksum table, if any.
+    pub fn checksums(&self) -> Option<ChecksumTable<'a>> {
+        self.checksums
+    }
+
     /// End of the payload area: the footer's first byte, or the file length.
     pub fn payload_limit(&self) -> u64 {
         self.payload_limit
@@ -430,6 +451,9 @@ impl<'a> TetFile<'a> {
             codec: facts.codec.ok_or(bad)?,
             raw_byte_len: row.raw_byte_len.get(),
             payload_offset: start,
+            checksum: self
+                .checksums
+                .and_then(|t| t.expected(row_no, row.payload_offset.get())),
             payload: slice(
                 self.bytes,
                 start,

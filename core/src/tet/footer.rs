@@ -21,6 +21,18 @@ impl<'a> Footer<'a> {
     /// Parses the footer tail at the end of `file`. `floor` is the first byte the JSON
     /// may occupy (the end of the index, or 32 for an empty file).
     pub fn parse(file: &'a [u8], floor: u64) -> Result<Footer<'a>, Finding> {
+        Footer::parse_tail(file, floor, true)
+    }
+
+    /// [`Footer::parse`] with the tail's magic taken to be `THST` whatever it reads:
+    /// whether a tail whose magic is damaged otherwise holds a footer (its length and
+    /// version valid), so that repair can restore the magic instead of dropping the
+    /// footer.
+    pub fn parse_restoring_magic(file: &'a [u8], floor: u64) -> Result<Footer<'a>, Finding> {
+        Footer::parse_tail(file, floor, false)
+    }
+
+    fn parse_tail(file: &'a [u8], floor: u64, check_magic: bool) -> Result<Footer<'a>, Finding> {
         let len = u64_of(file.len());
         let min = floor.saturating_add(FOOTER_TAIL_LEN);
         if len < min {
@@ -45,7 +57,7 @@ impl<'a> Footer<'a> {
                 Error::new(ErrorKind::Invalid, "footer", tail_offset),
             )
         })?;
-        if tail.magic != FOOTER_MAGIC {
+        if check_magic && tail.magic != FOOTER_MAGIC {
             return Err(Finding::new(
                 Code::FooterMagic,
                 Error::new(

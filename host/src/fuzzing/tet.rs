@@ -72,6 +72,7 @@ pub fn decode_chunk(data: &[u8]) {
         raw_byte_len: raw,
         payload_offset: 1000,
         payload: span,
+        checksum: None,
     };
     const BUDGET: u64 = 4 << 20;
     let mut r = ChunkDecoder::new(Ruzstd::new(), BUDGET);

@@ -24,6 +24,7 @@ pub fn export(
     let Ok(ds) = file.dataset(dataset) else {
         return crate::tet::no_dataset(path, &file, dataset);
     };
+    let source = crate::tet::query::budget_source(None, budget);
     let budget = crate::tet::budget_for(&file, None, budget);
     let p = match tet_alloc::tet::query::plan(&file, ds, selection) {
         Ok(p) => p,
@@ -34,10 +35,7 @@ pub fn export(
     };
     let values = match crate::tet::query::select_values(&file, &p, budget) {
         Ok(v) => v,
-        Err(e) => {
-            crate::say!("{}: {e}", path.display());
-            return Exit::of(e.category());
-        }
+        Err(e) => return crate::tet::query::fail_reading(path, &ds, &e, source),
     };
     let shape: Vec<u64> = p.selection.shape().as_slice().to_vec();
     let source = match tet_alloc::tet::history::metadata(&file) {

@@ -27,7 +27,7 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
         );
         return Exit::Problems;
     };
-    if let Some(w) = crate::tet::footer_warning(&file) {
+    for w in crate::tet::read_warnings(&history::reading(file).problems) {
         eprintln!("tet-host: {}: {w}", path.display());
     }
     // A broken footer tail is warned about above; it hides nothing else.

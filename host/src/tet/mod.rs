@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use tet_alloc::tet::decode::DecodeError;
-use tet_core::tet::{ExecutionSettings, TetFile};
+use tet_core::tet::{Code, ExecutionSettings, Finding, TetFile};
 
 use crate::Exit;
 
@@ -20,9 +20,11 @@ pub mod report;
 pub mod verify;
 pub mod write;
 
-/// Opens `bytes` as a `.tet` file for reading data, or says why not (exit 4). A footer
-/// that cannot be read does not stop the data: it is named on standard error
-/// ([`footer_warning`]) and the file opens without it.
+/// Opens `bytes` as a `.tet` file for reading data, or says why not (exit 4). The chunk
+/// checksum table the footer metadata names is attached, so every chunk the command
+/// reads is checked against it as it is decoded. A footer that cannot be read does not
+/// stop the data: it is named on standard error ([`read_warnings`]) and the file opens
+/// without it.
 pub fn open_tet<'a>(path: &Path, bytes: &'a [u8]) -> Result<TetFile<'a>, Exit> {
     let file = TetFile::open(bytes).map_err(|e| {
         match crate::classify_bytes(bytes) {
@@ -45,30 +47,43 @@ pub fn open_tet<'a>(path: &Path, bytes: &'a [u8]) -> Result<TetFile<'a>, Exit> {
         crate::say!("{}: not a readable .tet file: {e}", path.display());
         Exit::of(e.kind.category())
     })?;
-    if let Some(w) = footer_warning(&file) {
+    let reading = tet_alloc::tet::history::reading(file);
+    for w in read_warnings(&reading.problems) {
         eprintln!("tet-host: {}: {w}", path.display());
     }
-    Ok(file)
+    Ok(reading.file)
 }
 
-/// The warning for a history footer that cannot be read, naming the rule broken and
-/// its offset: the tail's (found when the file was opened), else the JSON's or the
-/// spill's (parsed here, bounded by the largest history row).
-pub fn footer_warning(file: &TetFile<'_>) -> Option<String> {
-    let (f, note) = match file.footer_problem() {
-        Some(f) => (f, None),
-        None => tet_alloc::tet::history::check_footer(file)
-            .problems
-            .into_iter()
-            .next()
-            .map(|(f, n)| (f, Some(n)))?,
-    };
-    Some(format!(
-        "warning[{}]: the history footer is unreadable: {}; the chunks are read without it \
-         (`tet-host verify` reports it, `tet-host repair -y` drops it)",
-        f.code.as_str(),
-        report::message(&report::Names::default(), &f, note.as_ref())
-    ))
+/// The warnings for what a reader could not use
+/// ([`tet_alloc::tet::history::Reading::problems`]), naming each rule broken and its
+/// offset: one for the history footer (its first problem: the tail's, else the JSON's
+/// or the spill's), one for a chunk checksum table that cannot be used.
+pub fn read_warnings(problems: &[(Finding, Option<String>)]) -> Vec<String> {
+    let say =
+        |f: &Finding, note: Option<&String>| report::message(&report::Names::default(), f, note);
+    let footer = problems
+        .iter()
+        .find(|(f, _)| f.code != Code::ChecksumTable)
+        .map(|(f, note)| {
+            format!(
+                "warning[{}]: the history footer is unreadable: {}; the chunks are read \
+                 without it (`tet-host verify` reports it, `tet-host repair -y` drops it)",
+                f.code.as_str(),
+                say(f, note.as_ref())
+            )
+        });
+    let table = problems
+        .iter()
+        .find(|(f, _)| f.code == Code::ChecksumTable)
+        .map(|(f, note)| {
+            format!(
+                "warning[{}]: the chunk checksum table cannot be used: {}; the chunks are \
+                 read without their checksums (`tet-host verify` reports it)",
+                f.code.as_str(),
+                say(f, note.as_ref())
+            )
+        });
+    footer.into_iter().chain(table).collect()
 }
 
 /// The memory budget: `cli` when given, else `doc` (a query's `execution` object), else

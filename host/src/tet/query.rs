@@ -361,7 +361,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     }
     let out = match res {
         Ok(out) => out,
-        Err(e) => return fail(path, &e, source),
+        Err(e) => return fail_reading(path, &ds, &e, source),
     };
     if let Some((first, n)) = out.nothing_left {
         let cell = position_coords(&out.shape, first);
@@ -628,7 +628,7 @@ fn print_values(
     }
     let bytes = match select_values(file, p, budget) {
         Ok(b) => b,
-        Err(e) => return fail(path, &e, source),
+        Err(e) => return fail_reading(path, ds, &e, source),
     };
     if let Some(target) = &o.output {
         return match crate::tet::npy::write_raw(target, ds.dtype(), &shape, &bytes) {
@@ -672,7 +672,10 @@ fn print_values(
 }
 
 /// Where the memory budget came from, for the message that says how to raise it.
-fn budget_source(doc: Option<tet_core::tet::ExecutionSettings>, cli: Option<u64>) -> &'static str {
+pub(crate) fn budget_source(
+    doc: Option<tet_core::tet::ExecutionSettings>,
+    cli: Option<u64>,
+) -> &'static str {
     match (cli, doc) {
         (Some(_), _) => "--memory-budget",
         (None, Some(_)) => "the query's execution object",
@@ -687,4 +690,16 @@ fn fail(path: &Path, e: &QueryError, source: &str) -> Exit {
         crate::say!("{}: {e}", path.display());
     }
     Exit::of(e.category())
+}
+
+/// [`fail`] for an error while reading `ds`'s chunks: a chunk that does not decode or
+/// fails its checksum is named with its dataset's name.
+pub fn fail_reading(path: &Path, ds: &Dataset<'_>, e: &QueryError, source: &str) -> Exit {
+    match e {
+        QueryError::Decode(d) => {
+            crate::say!("{}: {}", path.display(), d.named(ds.name()));
+            Exit::of(e.category())
+        }
+        _ => fail(path, e, source),
+    }
 }

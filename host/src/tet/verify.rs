@@ -158,8 +158,10 @@ pub fn decode_pass(table: &ChunkTable<'_>, opts: &DecodeOptions, budget: u64) ->
     let probe: ChunkDecoder<CZstd> = ChunkDecoder::new(CZstd::new(), budget);
     let mut largest = 0u64;
     let mut stored_total = 0u64;
+    let mut zstd_rows = 0u64;
     for r in 0..rows {
         if table.is_zstd(r) {
+            zstd_rows = zstd_rows.saturating_add(1);
             if let Some(row) = usize::try_from(r)
                 .ok()
                 .and_then(|i| table.file().rows().get(i))
@@ -168,6 +170,14 @@ pub fn decode_pass(table: &ChunkTable<'_>, opts: &DecodeOptions, budget: u64) ->
                 stored_total = stored_total.saturating_add(row.stored_byte_len.get());
             }
         }
+    }
+    // A raw file has nothing to decode (its checksums are the checksum pass's): no
+    // pool, no walk over the rows.
+    if zstd_rows == 0 {
+        return DecodePass {
+            corrupt: Vec::new(),
+            operational: None,
+        };
     }
     let wanted = opts
         .threads

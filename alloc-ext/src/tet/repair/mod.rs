@@ -5,11 +5,14 @@
 //! * reserved fields, padding, undefined superblock flag bits and unused coordinate slots
 //!   are zeroed in place;
 //! * unreferenced bytes after the last payload are removed; a valid footer that follows
-//!   them is kept and moved up (its `metadata_ref` adjusted).
+//!   them is kept and moved up (its `metadata_ref` adjusted);
+//! * what the structure pins down is restored (`pinned`): a magic whose structure
+//!   validates with it, a row's coordinates that canonical order makes certain.
 //!
 //! Fixes that lose something (applied only when asked):
 //! * an invalid or truncated footer is dropped (flag cleared, file truncated after the
-//!   payloads): the data stays, the history is lost;
+//!   payloads): the history is lost, and so is any partial payload the end of the file
+//!   cuts (named, with its size);
 //! * a chunk whose payload cannot be decoded is replaced, when asked, by a raw chunk of
 //!   zeros (NaN for float dtypes) appended after the payloads; each loss is recorded as a
 //!   `repair` row in the history footer.
@@ -27,6 +30,8 @@ use tet_core::tet::{Code, Coords, DType, Finding, Span, TetFile, FLAG_HISTORY_FO
 use zerocopy::IntoBytes;
 
 use crate::tet::writer::{footer_tail, Output};
+
+mod pinned;
 
 /// What a fix does.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,9 +140,21 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
     let bytes = inputs.bytes;
     let has = |c: Code| inputs.findings.iter().any(|f| f.code == c);
     let Some(file) = TetFile::parse(bytes, &mut |_: &Finding| {}) else {
-        p.unfixable = inputs.findings.to_vec();
+        // Nothing past the superblock can be read; a magic whose structure validates
+        // once restored is the one fix, and the next check sees the rest.
+        let fix = has(Code::SuperblockMagic)
+            .then(|| pinned::superblock_magic(bytes))
+            .flatten();
+        p.unfixable = inputs
+            .findings
+            .iter()
+            .filter(|f| !(fix.is_some() && f.code == Code::SuperblockMagic))
+            .copied()
+            .collect();
+        p.fixes.extend(fix);
         return p;
     };
+    let mut answered_findings: Vec<Finding> = Vec::new();
     let mut answered: Vec<Code> = Vec::new();
     let fix = |p: &mut Plan, code: Code, lossy: bool, description: String, action: Action| {
         p.fixes.push(Fix {
@@ -282,8 +299,41 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
         }
     }
 
-    // The footer.
-    if inputs.findings.iter().any(|f| is_footer_code(f.code)) {
+    // What the structure pins down.
+    if has(Code::IndexMagic) {
+        if let Some((f, rows)) = pinned::index_magic(&file) {
+            p.fixes.push(f);
+            answered.push(Code::IndexMagic);
+            // Without an index the checksum table's row count could not match; with it
+            // restored, it does.
+            let table_rows = crate::tet::history::check_footer(&file)
+                .checksums
+                .map(|(_, n)| n);
+            if table_rows == Some(rows) {
+                answered.push(Code::ChecksumTable);
+            }
+        }
+    }
+    for (f, findings) in pinned::row_coords(&file, inputs.findings) {
+        p.fixes.push(f);
+        answered_findings.extend(findings);
+    }
+
+    // The footer: its magic restored when the rest of it validates, else dropped. Both
+    // need the index (the drop truncates after the last payload it names).
+    let magic_only = inputs
+        .findings
+        .iter()
+        .filter(|f| is_footer_code(f.code))
+        .all(|f| f.code == Code::FooterMagic);
+    let restored = (has(Code::FooterMagic) && magic_only)
+        .then(|| pinned::footer_magic(&file))
+        .flatten();
+    let index_known = file.index().is_some() || sb.dataset_count() == 0;
+    if let Some(f) = restored {
+        p.fixes.push(f);
+        answered.push(Code::FooterMagic);
+    } else if index_known && inputs.findings.iter().any(|f| is_footer_code(f.code)) {
         let code = inputs
             .findings
             .iter()
@@ -294,10 +344,7 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
             &mut p,
             code,
             true,
-            String::from(
-                "LOSES HISTORY: drop the invalid history footer (clear superblock flag bit 0, \
-                 truncate after the last payload); the data is kept",
-            ),
+            drop_footer_description(&file),
             Action::DropFooter,
         );
         answered.extend(
@@ -308,7 +355,7 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
                 .filter(|c| is_footer_code(*c)),
         );
     }
-    if has(Code::TrailingBytes) {
+    if has(Code::TrailingBytes) && index_known {
         fix(
             &mut p,
             Code::TrailingBytes,
@@ -373,11 +420,65 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
         .iter()
         .filter(|f| {
             let replaced = is_decode_code(f.code) && f.row.is_some_and(|r| zeroed.contains(&r));
-            !(answered.contains(&f.code) || replaced)
+            !(answered.contains(&f.code) || replaced || answered_findings.contains(f))
         })
         .copied()
         .collect();
     p
+}
+
+/// What dropping a broken footer loses, exactly: the history and metadata, and every
+/// payload the end of the file cuts (a file cut inside its last payload keeps only part
+/// of it, which the truncation after the last whole payload drops), each named with the
+/// bytes present.
+fn drop_footer_description(file: &TetFile<'_>) -> String {
+    let floor = file.payload_floor();
+    let limit = file.payload_limit();
+    let names: Vec<(u32, String)> = file
+        .datasets()
+        .map_while(|d| d.ok().map(|d| (d.id().0, String::from(d.name()))))
+        .collect();
+    let mut cut: Vec<String> = Vec::new();
+    let mut lost = 0u64;
+    for (i, row) in file.rows().iter().enumerate() {
+        let start = row.payload_offset.get();
+        let len = row.stored_byte_len.get();
+        let ends_past = start.checked_add(len).is_none_or(|e| e > limit);
+        if start < floor || start >= limit || !ends_past {
+            continue;
+        }
+        let present = limit.saturating_sub(start);
+        lost = lost.saturating_add(present);
+        let id = row.dataset_id.get();
+        let name = names
+            .iter()
+            .find(|(d, _)| u64::from(*d) == id)
+            .map_or("?", |(_, n)| n.as_str());
+        let ndim = file
+            .datasets()
+            .nth(usize::try_from(id).unwrap_or(usize::MAX))
+            .and_then(Result::ok)
+            .map_or(0, |d| d.ndim());
+        let coords =
+            Coords::from_slice(row.coords().get(..ndim).unwrap_or(&[])).unwrap_or_default();
+        cut.push(format!(
+            "the partial payload of dataset {id} '{name}' chunk {coords} (tidx row {i}): {present} \
+             of its {len} bytes, at byte {start:#x}"
+        ));
+    }
+    if cut.is_empty() {
+        return String::from(
+            "LOSES HISTORY: drop the invalid history footer (clear superblock flag bit 0, \
+             truncate after the last payload); every chunk is kept",
+        );
+    }
+    format!(
+        "LOSES HISTORY AND {lost} BYTES OF CUT PAYLOADS: drop the invalid history footer \
+         (clear superblock flag bit 0, truncate after the last whole payload), which also \
+         drops {} (the end of the file cuts it, so it cannot be read either way); every \
+         other chunk is kept",
+        cut.join("; ")
+    )
 }
 
 fn nonzero(bytes: &[u8], at: u64, len: u64) -> bool {
@@ -436,7 +537,7 @@ pub fn apply<O: Output>(
     out: &mut O,
 ) -> Result<(), ApplyError<O::Error>> {
     let bytes = inputs.bytes;
-    let file = TetFile::parse(bytes, &mut |_: &Finding| {}).ok_or(ApplyError::Changed)?;
+    let parsed = TetFile::parse(bytes, &mut |_: &Finding| {});
     let fixes: Vec<&Fix> = plan
         .fixes
         .iter()
@@ -463,13 +564,21 @@ pub fn apply<O: Output>(
             } => zero.push((*row, *dtype, *raw_byte_len, *dataset, *coords, *code)),
         }
     }
+    let file_len = u64_of(bytes.len());
+    let Some(file) = parsed else {
+        // A superblock that does not parse leaves only patches (its magic restored).
+        if remove_trailing || drop_footer || !zero.is_empty() {
+            return Err(ApplyError::Changed);
+        }
+        copy_patched(bytes, 0, file_len, &patches, out)?;
+        return Ok(());
+    };
     let footer_valid =
         file.footer().is_some() && !inputs.findings.iter().any(|f| is_footer_code(f.code));
     // A lost chunk is recorded in the footer; with an invalid footer kept, it cannot be.
     if file.superblock().has_history_footer() && !footer_valid && !drop_footer {
         zero.clear();
     }
-    let file_len = u64_of(bytes.len());
     if !remove_trailing && !drop_footer && zero.is_empty() {
         copy_patched(bytes, 0, file_len, &patches, out)?;
         return Ok(());
