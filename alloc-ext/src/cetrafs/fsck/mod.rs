@@ -212,7 +212,13 @@ fn superblock_copies<D: BlockDevice>(
         if let (Some(e), false, false) =
             (c.problem, located.source == Source::Copy(c.lba), past_end)
         {
-            sink.report(&Finding::new(Code::SuperblockCopy, e));
+            // A block that does not read is the device's failure, as anywhere else.
+            let code = if c.unread {
+                Code::ReadFailed
+            } else {
+                Code::SuperblockCopy
+            };
+            sink.report(&Finding::new(code, e));
         }
     }
 }
