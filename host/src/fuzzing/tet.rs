@@ -114,6 +114,10 @@ pub fn decode_chunk(data: &[u8]) {
 /// when planning or applying fails on a file that opened, or when a plan that claims to
 /// answer every finding leaves a file that does not verify clean.
 pub fn repair_all(data: &[u8]) {
+    repair_round(data, 0);
+}
+
+fn repair_round(data: &[u8], n: u32) {
     use tet_alloc::tet::repair::{apply, plan, Inputs};
     let opts = crate::tet::verify::DecodeOptions {
         deep: true,
@@ -143,6 +147,11 @@ pub fn repair_all(data: &[u8]) {
             panic!("apply failed: {e}");
         }
         return;
+    }
+    // A plan that reads further once applied (a superblock magic restored) is followed
+    // by one more, as `tet-host repair` does.
+    if p.again && p.unfixable.is_empty() && n == 0 {
+        return repair_round(&out, 1);
     }
     if p.unfixable.is_empty() {
         let after = match crate::tet::verify::check_with(&out, &opts) {

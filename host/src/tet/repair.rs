@@ -47,7 +47,24 @@ pub fn repair(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>) -> Exit {
 }
 
 /// `tet-host repair FILE` with file-system steps from `ops` (tests stop them midway).
-pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>, ops: F) -> Exit {
+pub fn repair_with<F: FsOps + Clone>(
+    path: &Path,
+    bytes: &[u8],
+    opts: &RepairOptions<'_>,
+    ops: F,
+) -> Exit {
+    round(path, bytes, opts, ops, 0)
+}
+
+/// One check, plan and write; a plan that says the result reads further (`again`) is
+/// followed by one more round on what it wrote.
+fn round<F: FsOps + Clone>(
+    path: &Path,
+    bytes: &[u8],
+    opts: &RepairOptions<'_>,
+    ops: F,
+    n: u32,
+) -> Exit {
     if let Err(e) = check_can_ask(opts.mode) {
         return e;
     }
@@ -120,7 +137,7 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
         return Exit::Problems;
     }
     let target = opts.output.unwrap_or(path);
-    let mut out = match AtomicFile::create(target, ops) {
+    let mut out = match AtomicFile::create(target, ops.clone()) {
         Ok(o) => o,
         Err(e) => {
             crate::say!("cannot create a file beside {}: {e}", target.display());
@@ -153,6 +170,18 @@ pub fn repair_with<F: FsOps>(path: &Path, bytes: &[u8], opts: &RepairOptions<'_>
         }
     };
     let left = after.found.kept.len();
+    if left > 0 && plan.again && n == 0 {
+        println!(
+            "{}: the restored structure reads further; checking again",
+            target.display()
+        );
+        let next = RepairOptions {
+            output: None,
+            force: true,
+            ..*opts
+        };
+        return round(target, written.bytes(), &next, ops, n.saturating_add(1));
+    }
     if left == 0 && after.operational.is_none() {
         println!("{}: repaired; verifies clean", target.display());
         Exit::Fixed

@@ -85,6 +85,10 @@ pub struct Plan {
     pub fixes: Vec<Fix>,
     /// Findings left as they are (no safe fix, or `zero_bad_chunks` not asked).
     pub unfixable: Vec<Finding>,
+    /// A fix of this plan lets the next check read what this one could not (a
+    /// superblock or index magic restored: nothing past it was read): the caller checks
+    /// the result and plans again.
+    pub again: bool,
 }
 
 /// What the planner needs to know beyond the bytes: what `verify` found.
@@ -151,6 +155,7 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
             .filter(|f| !(fix.is_some() && f.code == Code::SuperblockMagic))
             .copied()
             .collect();
+        p.again = fix.is_some();
         p.fixes.extend(fix);
         return p;
     };
@@ -304,6 +309,8 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
         if let Some((f, rows)) = pinned::index_magic(&file) {
             p.fixes.push(f);
             answered.push(Code::IndexMagic);
+            // The check could read no row past a bad index magic: the next one reads them.
+            p.again = true;
             // Without an index the checksum table's row count could not match; with it
             // restored, it does.
             let table_rows = crate::tet::history::check_footer(&file)
