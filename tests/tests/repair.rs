@@ -569,6 +569,7 @@ fn unrepairable_damage_writes_nothing() {
 }
 
 /// File-system steps that fail from step `fail_at` on (counting every call).
+#[derive(Clone)]
 struct Faulty {
     step: usize,
     fail_at: usize,
