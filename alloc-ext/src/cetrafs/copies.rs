@@ -27,6 +27,8 @@ pub struct CopyState {
     /// Whether the copy's bytes are all zero (never written: repair adds the copy there
     /// without losing anything).
     pub blank: bool,
+    /// Whether the block could not be read at all (`problem` is the device's error).
+    pub unread: bool,
 }
 
 /// Each place `sb`'s geometry puts a copy, with its state (whether or not
@@ -39,6 +41,7 @@ pub fn audit<D: BlockDevice>(dev: &D, sb: &Superblock, buf: &mut Block) -> Vec<C
                 lba,
                 problem: Some(e),
                 blank: false,
+                unread: true,
             },
             Ok(()) => {
                 let bytes = buf
@@ -72,6 +75,7 @@ pub fn audit<D: BlockDevice>(dev: &D, sb: &Superblock, buf: &mut Block) -> Vec<C
                     lba,
                     problem,
                     blank,
+                    unread: false,
                 }
             }
         };

@@ -204,9 +204,21 @@ fn superblock_copies<D: BlockDevice>(
         return;
     }
     for c in crate::cetrafs::copies::audit(dev, &located.sb, buf) {
-        // The copy in use is the superblock: it cannot differ from itself.
-        if let (Some(e), false) = (c.problem, located.source == Source::Copy(c.lba)) {
-            sink.report(&Finding::new(Code::SuperblockCopy, e));
+        // The copy in use is the superblock: it cannot differ from itself. A copy past
+        // the end of an image cut short is the truncation, reported already.
+        let past_end = c
+            .problem
+            .is_some_and(|e| matches!(e.kind, ErrorKind::PastEnd { .. }));
+        if let (Some(e), false, false) =
+            (c.problem, located.source == Source::Copy(c.lba), past_end)
+        {
+            // A block that does not read is the device's failure, as anywhere else.
+            let code = if c.unread {
+                Code::ReadFailed
+            } else {
+                Code::SuperblockCopy
+            };
+            sink.report(&Finding::new(code, e));
         }
     }
 }
