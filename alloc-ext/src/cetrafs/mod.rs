@@ -6,6 +6,7 @@ pub mod copies;
 pub mod fsck;
 pub mod journal;
 pub mod mkfs;
+pub mod names;
 pub mod records;
 pub mod repair;
 #[cfg(feature = "testing")]

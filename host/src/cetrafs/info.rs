@@ -74,6 +74,11 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
             json!({"block": c.lba, "state": state})
         })
         .collect();
+    // Free counts as dumpe2fs gives them: data blocks from the block group descriptors
+    // (cached counts), inodes from the inode bitmap (counted).
+    let data_blocks: u64 = bgs.iter().filter_map(|b| b["data_blocks"].as_u64()).sum();
+    let free_blocks: u64 = bgs.iter().filter_map(|b| b["free_data_blocks"].as_u64()).sum();
+    let free_inodes = free_inodes(fs.device(), sb, &mut bufs.data);
     let raw = sb.raw();
     let label = String::from_utf8_lossy(&raw.label)
         .trim_end_matches('\0')
@@ -93,6 +98,9 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
         "node_capacity": sb.node_capacity(),
         "nodes": nodes,
         "inode_count": sb.inode_count(),
+        "free_inodes": free_inodes,
+        "data_blocks": data_blocks,
+        "free_data_blocks": free_blocks,
         "generation": raw.generation.get(),
         "superblock_copies": if sb.has_copies() { Value::Array(copies.clone()) } else { Value::Array(Vec::new()) },
         "regions": regions,
@@ -106,13 +114,27 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
                 Some(_) => format!(", the image only {}", fs.device().block_count()),
                 None => String::new(),
             };
+            let f = features_json(&sb.features());
+            let words: Vec<&str> = ["compat", "incompat", "ro_compat"]
+                .iter()
+                .flat_map(|k| f[*k].as_array().into_iter().flatten())
+                .filter_map(Value::as_str)
+                .collect();
+            let pct = |part: u64, whole: u64| {
+                if whole == 0 {
+                    0
+                } else {
+                    part.saturating_mul(100) / whole
+                }
+            };
             println!(
-                "image:        {} ({} blocks of 4096 bytes{short})",
+                "image:        {} ({} blocks of 4096 bytes, {}{short})",
                 path.display(),
-                sb.total_blocks()
+                sb.total_blocks(),
+                super::mkfs::human(sb.total_blocks().saturating_mul(4096))
             );
             println!(
-                "format:       cetrafs 0x{:04x}, label '{label}'{}",
+                "format:       cetrafs 0x{:04x}{}",
                 raw.format_version.get(),
                 if sb.read_only() {
                     ", read-only (unknown ro-compat bits)"
@@ -120,8 +142,23 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
                     ""
                 }
             );
+            println!("label:        '{label}'");
             println!("uuid:         {}", super::uuid::format(&raw.uuid));
-            println!("features:     {}", features_json(&sb.features()));
+            println!("features:     {}", words.join(" "));
+            println!(
+                "data blocks:  {free_blocks} free of {data_blocks} ({} % free, {} free)",
+                pct(free_blocks, data_blocks),
+                super::mkfs::human(free_blocks.saturating_mul(4096))
+            );
+            match free_inodes {
+                Some(n) => println!(
+                    "inodes:       {n} free of {} ({} % free)",
+                    sb.inode_count().saturating_sub(1),
+                    pct(n, sb.inode_count().saturating_sub(1))
+                ),
+                None => println!("inodes:       {} (the inode bitmap does not read)", sb.inode_count()),
+            }
+            println!("generation:   {}", raw.generation.get());
             if sb.has_copies() {
                 let listed: Vec<String> = copies
                     .iter()
@@ -173,15 +210,56 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
                 nodes.len(),
                 sb.node_capacity()
             );
-            for j in &journals {
+            for n in &nodes {
                 println!(
-                    "  journal row {:<3} {}  {}",
+                    "  row {:<3} node {}  {}  host '{}'",
+                    n["row"],
+                    n["node_id"],
+                    n["state"].as_str().unwrap_or(""),
+                    n["hostname"].as_str().unwrap_or("")
+                );
+            }
+            let clean = journals.iter().filter(|j| j["state"] == "CLEAN").count();
+            println!("journals:     {} of {} clean", clean, journals.len());
+            for j in &journals {
+                let slots: Vec<String> = j["slots"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(class, n)| format!("{n} {class}"))
+                    .collect();
+                let what = match (j["error"].as_str(), slots.is_empty()) {
+                    (Some(e), _) => e.to_string(),
+                    (None, true) => "no committed transactions".to_string(),
+                    (None, false) => format!("committed slots: {}", slots.join(", ")),
+                };
+                println!(
+                    "  journal row {:<3} {}  {what}",
                     j["row"],
                     j["state"].as_str().unwrap_or("ERROR"),
-                    j["slots"]
                 );
             }
         }
     }
     Exit::Clean
+}
+
+/// Clear bits of the inode bitmap below `inode_count` (inode 0's bit is always set), or
+/// `None` when a bitmap block does not read.
+fn free_inodes(dev: Dev<'_>, sb: &tet_core::cetrafs::Superblock, buf: &mut tet_core::block::Block) -> Option<u64> {
+    let start = sb.raw().inode_bitmap_start.get();
+    let bits = sb.inode_count();
+    let mut free = 0u64;
+    for k in 0..sb.raw().inode_bitmap_blocks.get() {
+        dev.read_block(start.saturating_add(k), buf).ok()?;
+        let base = k.saturating_mul(32768);
+        let here = bits.saturating_sub(base).min(32768);
+        for i in 0..here {
+            let byte = buf.get(usize::try_from(i / 8).ok()?)?;
+            if byte & (1u8 << (i % 8)) == 0 {
+                free = free.saturating_add(1);
+            }
+        }
+    }
+    Some(free)
 }

@@ -227,6 +227,7 @@ fn copy_tree(
     host: &Path,
     seen: &mut Seen,
     skip: &[(u64, u64)],
+    quiet: bool,
 ) -> Result<(), CopyError> {
     let mut entries: Vec<_> = std::fs::read_dir(host)
         .map_err(|e| CopyError::Read(format!("{}: {e}", host.display())))?
@@ -261,7 +262,7 @@ fn copy_tree(
         }
         let ino = if ft.is_dir() {
             let d = b.mkdir(dir, name, 0o755).map_err(|e| built(&e))?;
-            copy_tree(b, d, &path, seen, skip)?;
+            copy_tree(b, d, &path, seen, skip, quiet)?;
             d
         } else if ft.is_symlink() {
             let target = std::fs::read_link(&path).map_err(|e| at(&e))?;
@@ -293,6 +294,13 @@ fn copy_tree(
         }
         {
             use std::os::unix::fs::MetadataExt;
+            // The format's times count up from 1970 (docs/cetrafs.md section 8).
+            if meta.mtime() < 0 && !quiet {
+                crate::report::warn(format!(
+                    "mkfs: {}: modified before 1970; stored as 1970-01-01 00:00:00 UTC",
+                    path.display()
+                ));
+            }
             let mtime = u64::try_from(meta.mtime())
                 .unwrap_or(0)
                 .saturating_mul(1_000_000_000)
@@ -337,6 +345,8 @@ struct FileSink<'f> {
     /// The device, synced at each barrier (none for a new file: it is published whole,
     /// by rename, only once complete).
     sync: Option<&'f File>,
+    /// Progress on standard error (a terminal only), by block handed over.
+    bar: Option<indicatif::ProgressBar>,
 }
 
 const RUN: usize = 1 << 20;
@@ -376,6 +386,9 @@ impl BlockSink for FileSink<'_> {
                 lba.saturating_mul(BLOCK_SIZE_U64),
             )
         };
+        if let Some(b) = &self.bar {
+            b.inc(BLOCK_SIZE_U64);
+        }
         if self.skip_zero && block.iter().all(|b| *b == 0) {
             return Ok(());
         }
@@ -525,8 +538,73 @@ fn confirm_overwrite(image: &Path, force: bool) -> Result<(), Exit> {
     }
 }
 
+/// The most bytes a label holds: the 64-byte field keeps a NUL (as `tune` says).
+pub const LABEL_MAX: usize = 63;
+
+/// Headroom an image sized from its tree gets over what the tree takes: a quarter.
+const HEADROOM_PCT: u64 = 25;
+
+/// A label the field cannot hold, refused before anything is written (mkfs.ext4 refuses
+/// a label longer than its field too): the reason, or `None`.
+pub fn label_problem(l: &str) -> Option<String> {
+    if l.as_bytes().contains(&0) {
+        Some("the label holds a NUL byte (a NUL ends the field)".into())
+    } else if l.len() > LABEL_MAX {
+        Some(format!(
+            "the label is {} bytes; the field holds at most {LABEL_MAX}",
+            l.len()
+        ))
+    } else {
+        None
+    }
+}
+
+/// The size of an image for the tree at `from` when `--size` is not given: the smallest
+/// whole number of MiB whose data area holds what the tree takes plus
+/// [`HEADROOM_PCT`] %, with the default inode count raised to the tree's entries plus
+/// the same headroom. `None` (the message said) when the tree cannot be read.
+fn size_from_tree(o: &MkfsOptions<'_>, from: &Path) -> Result<(u64, Option<u64>), Exit> {
+    let entries = tree_entries(from, 1 << 32);
+    let with_room = |n: u64| n.saturating_add(n.saturating_mul(HEADROOM_PCT) / 100);
+    let inodes = o
+        .inodes
+        .is_none()
+        .then(|| with_room(entries.saturating_add(2)));
+    let mut size: u64 = 8 << 20;
+    for _ in 0..16 {
+        let mut p = params(o, size);
+        if let Some(n) = inodes {
+            p.inodes = p.inodes.max(n);
+        }
+        let mut b = ImageBuilder::new(p.clone());
+        match copy_tree(&mut b, ImageBuilder::ROOT, from, &mut Seen::new(), &[], true) {
+            Ok(()) => {}
+            Err(CopyError::Read(e)) => {
+                crate::say!("mkfs: {e}");
+                return Err(Exit::Operational);
+            }
+            Err(CopyError::OutOfInodes) => {
+                size = size.saturating_mul(2);
+                continue;
+            }
+        }
+        let need = with_room(b.data_blocks_needed());
+        match ImageBuilder::size_for_data(&p, need) {
+            Some(s) if s <= size => return Ok((size, inodes)),
+            Some(s) => size = s.max(size.saturating_add(1 << 20)),
+            None => break,
+        }
+    }
+    crate::say!("mkfs: cannot size an image for {}; pass --size", from.display());
+    Err(Exit::Usage)
+}
+
 /// `tet-host mkfs`.
 pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
+    if let Some(why) = o.label.as_deref().and_then(label_problem) {
+        crate::say!("mkfs: {why}; nothing written");
+        return Exit::Usage;
+    }
     if let Err(e) = confirm_overwrite(image, o.force) {
         return e;
     }
@@ -537,6 +615,9 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
             return Exit::Operational;
         }
     };
+    // Set when the tree sized the image, said in the summary.
+    let mut sized: Option<u64> = None;
+    let mut auto_inodes: Option<u64> = None;
     let size = match (&target, o.size) {
         (Target::Device(_, dev), Some(s)) if s > *dev => {
             crate::say!(
@@ -549,14 +630,28 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
         }
         (Target::Device(_, dev), s) => s.unwrap_or(*dev),
         (Target::File(_), Some(s)) => s,
-        (Target::File(_), None) => {
-            crate::say!(
-                "mkfs: --size is required for an image file (a block device's size is the default)"
-            );
-            return Exit::Usage;
-        }
+        (Target::File(_), None) => match o.from {
+            Some(from) => match size_from_tree(o, from) {
+                Ok((s, inodes)) => {
+                    sized = Some(s);
+                    auto_inodes = inodes;
+                    s
+                }
+                Err(e) => return e,
+            },
+            None => {
+                crate::say!(
+                    "mkfs: --size is required for an image file without --from (a block \
+                     device's size is the default; with --from the tree sizes the image)"
+                );
+                return Exit::Usage;
+            }
+        },
     };
     let mut p = params(o, size);
+    if let Some(n) = auto_inodes {
+        p.inodes = p.inodes.max(n);
+    }
     // Every image its own UUID, unless one is given (identical bytes need `--uuid`).
     p.uuid = match o.uuid.map_or_else(super::uuid::random, Ok) {
         Ok(u) => Some(u),
@@ -576,7 +671,7 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
                 (m.dev(), m.ino())
             })
             .collect();
-        match copy_tree(&mut b, ImageBuilder::ROOT, from, &mut Seen::new(), &skip) {
+        match copy_tree(&mut b, ImageBuilder::ROOT, from, &mut Seen::new(), &skip, false) {
             Ok(()) => {}
             Err(CopyError::Read(e)) => {
                 crate::say!("mkfs: {e}");
@@ -599,7 +694,7 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
     }
     let total = match b.total_blocks() {
         Ok(t) => t,
-        Err(e) => return refuse(&e, o, &p, size),
+        Err(e) => return refuse(&e, o, &p, size, b.data_blocks_needed()),
     };
     let mut result = Ok(());
     let written;
@@ -645,6 +740,17 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
             written: 0,
             held: device.then_some(None),
             sync: target_sync.as_ref().filter(|_| device),
+            // Over the blocks that hold something: the tree's data at most, its inodes
+            // and the metadata regions (a device is written whole, zeros included).
+            bar: o.from.and_then(|_| {
+                let meta = total.saturating_sub(ImageBuilder::data_blocks_of(&p).unwrap_or(0));
+                let blocks = if device {
+                    total
+                } else {
+                    b.data_blocks_needed().saturating_add(meta)
+                };
+                crate::progress::progress_bar(true, blocks.saturating_mul(BLOCK_SIZE_U64))
+            }),
         };
         let built = if let Err(e) = cleared {
             sink.failed = Some(e);
@@ -664,10 +770,13 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
                 sink.written = sink.written.saturating_add(BLOCK_SIZE_U64);
             }
         }
+        if let Some(b) = sink.bar.take() {
+            b.finish_and_clear();
+        }
         written = sink.written;
         match (built, sink.failed.take(), flushed) {
             (Err(_), Some(e), _) | (Ok(_), _, Err(e)) => result = Err(e),
-            (Err(e), None, _) => return refuse(&e, o, &p, size),
+            (Err(e), None, _) => return refuse(&e, o, &p, size, b.data_blocks_needed()),
             (Ok(_), _, Ok(())) => {}
         }
     }
@@ -694,21 +803,47 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
                 json!({"image": image.display().to_string(), "format": "cetrafs", "version": 6,
                        "blocks": total, "block_groups": ImageBuilder::block_groups(&p).unwrap_or(0),
                        "block_group_blocks": p.bg_size_blocks, "zone_groups": p.zone_groups,
-                       "inodes": p.inodes, "bytes_written": written})
+                       "inodes": p.inodes, "bytes_written": written,
+                       "sized_from_tree": sized.is_some()})
             );
             crate::report::printed();
         }
-        _ => println!("{}: cetrafs 0x0006, {total} blocks", image.display()),
+        _ => match sized {
+            Some(s) => println!(
+                "{}: cetrafs 0x0006, {total} blocks ({}, {}: sized from the tree with \
+                 {HEADROOM_PCT} % headroom; --size to choose)",
+                image.display(),
+                human(s),
+                count(p.inodes, "inode")
+            ),
+            None => println!("{}: cetrafs 0x0006, {total} blocks", image.display()),
+        },
     }
     Exit::Clean
 }
 
 /// Explains why the settings give no image, naming what would work (a failed read of
 /// a `--from` file is operational: exit 8).
-fn refuse(e: &Error, o: &MkfsOptions<'_>, p: &Params, size: u64) -> Exit {
+fn refuse(e: &Error, o: &MkfsOptions<'_>, p: &Params, size: u64, need: u64) -> Exit {
     if e.kind == ErrorKind::Io {
         crate::say!("mkfs: {e}");
         return Exit::Operational;
+    }
+    if e.what == "data blocks" {
+        let have = ImageBuilder::data_blocks_of(p).unwrap_or(0);
+        let from = o.from.map_or("the tree".into(), |f| f.display().to_string());
+        let fix = match ImageBuilder::size_for_data(p, need) {
+            Some(s) => format!("pass --size {} or more", human(s)),
+            None => "pass a larger --size".into(),
+        };
+        crate::say!(
+            "mkfs: out of space: {from} takes up to {} of data blocks, a {} image holds {}; \
+             {fix}, or leave --size out to size the image from the tree",
+            human(need.saturating_mul(BLOCK_SIZE_U64)),
+            human(size),
+            human(have.saturating_mul(BLOCK_SIZE_U64))
+        );
+        return Exit::Usage;
     }
     if e.what == "zone groups (more than block groups)" {
         let groups = match e.kind {

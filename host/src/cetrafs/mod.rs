@@ -45,6 +45,28 @@ pub fn reading<D: BlockDevice>(path: &Path, dev: D) -> Substituted<D> {
     }
 }
 
+/// The first path naming each of `inos`, as the filesystem reads after replay (through
+/// the journal overlay and the superblock the search takes), for reports.
+pub fn paths_of(dev: Dev<'_>, inos: &[u64]) -> std::collections::BTreeMap<u64, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    if inos.is_empty() {
+        return out;
+    }
+    let mut b = Buffers::new();
+    let sub = match copies::locate(&dev, &mut b.data, tet_core::cetrafs::ANY_DEVICE, None) {
+        Ok(l) => Substituted::new(dev, &l.sb),
+        Err(_) => return out,
+    };
+    with_journal(&sub, false, |d| {
+        if let Ok(fs) = Fs::open_shortened(d, &mut b.data) {
+            for (ino, p) in tet_alloc::cetrafs::names::paths_of(&fs, inos) {
+                out.entry(ino).or_insert(p);
+            }
+        }
+    });
+    out
+}
+
 /// The warning of a command that reads through a copy because the primary fails.
 pub fn warn_copy(path: &Path, e: &Error, lba: u64) {
     crate::report::warn(format!(
@@ -204,12 +226,24 @@ pub fn describe(e: &Error) -> String {
 /// A finding rendered for printing (the shared shape of [`crate::report`]), with its
 /// cetrafs context: the block holding the field, and the inode when there is one.
 pub fn rendered(f: &Finding) -> Rendered {
+    rendered_at(f, None)
+}
+
+/// [`rendered`], naming the inode by `path` when the walk from the root reached it:
+/// `/dir/a.txt (inode 3): ...`.
+pub fn rendered_at(f: &Finding, path: Option<&[u8]>) -> Rendered {
     let mut context = serde_json::Map::new();
     context.insert("block".into(), json!(f.error.offset / BLOCK_SIZE_U64));
     let mut message = String::new();
     if let Some(ino) = f.ino {
         context.insert("inode".into(), json!(ino));
-        message = format!("inode {ino}: ");
+        message = match path {
+            Some(p) => {
+                context.insert("path".into(), json!(escaped(p)));
+                format!("{} (inode {ino}): ", escaped(p))
+            }
+            None => format!("inode {ino}: "),
+        };
     }
     message.push_str(&describe(&f.error));
     Rendered {
@@ -252,5 +286,99 @@ pub fn with_device(path: &std::path::Path, f: impl FnOnce(Dev<'_>) -> Exit) -> E
             Exit::Usage
         }
         Err(e) => e,
+    }
+}
+
+/// `dev`, each block read advancing a progress bar on standard error (a terminal only):
+/// the progress of a check, which reads every inode block once, the tables, the bitmaps
+/// and the journals, and the tree and directory blocks of what is in use. The bar's
+/// length is that estimate without the tree and directory blocks; past it, it grows.
+pub struct Ticking<D> {
+    dev: D,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl<D: BlockDevice> Ticking<D> {
+    /// `dev` with a bar sized from the superblock the search takes (none when standard
+    /// error is not a terminal, or no superblock passes).
+    pub fn new(dev: D) -> Self {
+        let mut b = Buffers::new();
+        let estimate = copies::locate(&dev, &mut b.data, tet_core::cetrafs::ANY_DEVICE, None)
+            .ok()
+            .map(|l| {
+                let sb = l.sb;
+                let r = sb.raw();
+                let bitmaps: u64 = (0..sb.block_group_count())
+                    .map(|i| tet_core::cetrafs::bitmap_blocks(sb.bg_span(i).1).saturating_add(1))
+                    .sum();
+                [
+                    sb.inode_count(),
+                    u64::from(sb.zone_group_count()),
+                    u64::from(sb.block_group_count()),
+                    r.inode_bitmap_blocks.get(),
+                    r.registry_blocks.get(),
+                    r.pending_blocks.get(),
+                    u64::from(sb.node_capacity()).saturating_mul(sb.node_journal_blocks()),
+                    bitmaps,
+                ]
+                .iter()
+                .fold(0u64, |a, x| a.saturating_add(*x))
+            });
+        let bar = estimate
+            .and_then(|n| crate::progress::progress_bar(true, n.saturating_mul(BLOCK_SIZE_U64)));
+        Ticking { dev, bar }
+    }
+
+    fn tick(&self) {
+        if let Some(b) = &self.bar {
+            b.inc(BLOCK_SIZE_U64);
+            if b.length().is_some_and(|l| b.position() > l) {
+                b.set_length(b.position());
+            }
+        }
+    }
+}
+
+impl<D> Drop for Ticking<D> {
+    fn drop(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for Ticking<D> {
+    fn block_count(&self) -> u64 {
+        self.dev.block_count()
+    }
+    fn read_block(&self, lba: u64, buf: &mut tet_core::block::Block) -> tet_core::Result<()> {
+        self.tick();
+        self.dev.read_block(lba, buf)
+    }
+    fn read_block_prefix(
+        &self,
+        lba: u64,
+        buf: &mut tet_core::block::Block,
+        len: usize,
+    ) -> tet_core::Result<()> {
+        self.tick();
+        self.dev.read_block_prefix(lba, buf, len)
+    }
+}
+
+impl<D: tet_core::block::BlockDeviceMut> tet_core::block::BlockDeviceMut for Ticking<D> {
+    fn write_block(&self, lba: u64, buf: &tet_core::block::Block) -> tet_core::Result<()> {
+        self.dev.write_block(lba, buf)
+    }
+    fn flush(&self) -> tet_core::Result<()> {
+        self.dev.flush()
+    }
+    fn compare_and_write(
+        &self,
+        lba: u64,
+        expected: &[u8; tet_core::block::SECTOR],
+        new: &[u8; tet_core::block::SECTOR],
+    ) -> tet_core::Result<bool> {
+        self.dev.compare_and_write(lba, expected, new)
     }
 }

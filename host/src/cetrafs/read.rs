@@ -32,13 +32,57 @@ fn open_path<'a>(
     let inode = fs.resolve(inner, bufs).map_err(|e| {
         let shown = escaped(inner);
         if e.kind == ErrorKind::NotFound {
-            crate::say!("{}: {shown}: no such file or directory", path.display());
+            match symlink_on_the_way(&fs, inner, bufs) {
+                Some((at, target)) => crate::say!(
+                    "{}: {shown}: {} is a symlink (-> {}); paths in an image are not followed \
+                     through symlinks",
+                    path.display(),
+                    escaped(&at),
+                    escaped(&target)
+                ),
+                None => crate::say!("{}: {shown}: no such file or directory", path.display()),
+            }
         } else {
             crate::say!("{}: {shown}: {}", path.display(), describe(&e));
         }
         Exit::of(e.kind.category())
     })?;
     Ok((fs, inode))
+}
+
+/// The symlink a path goes through, when it does: its path and its target. The one
+/// symlink policy of the reading commands: a symlink is shown as itself (`ls`, `stat`) and
+/// never followed, inside a path or at its end (its target may name anything, on this
+/// host or another), and a path through one says so instead of "no such file".
+fn symlink_on_the_way(
+    fs: &Fs<Dev<'_>>,
+    inner: &[u8],
+    bufs: &mut Buffers,
+) -> Option<(Vec<u8>, Vec<u8>)> {
+    let parts: Vec<&[u8]> = inner.split(|b| *b == b'/').filter(|c| !c.is_empty()).collect();
+    let mut at = Vec::new();
+    for (k, part) in parts.iter().enumerate() {
+        at.push(b'/');
+        at.extend_from_slice(part);
+        let i = fs.resolve(&at, bufs).ok()?;
+        if i.is_symlink() && k.saturating_add(1) < parts.len() {
+            return Some((at, link_target(fs, &i, bufs)));
+        }
+        if !i.is_dir() {
+            return None;
+        }
+    }
+    None
+}
+
+/// A symlink's target (empty when it does not read: the caller reports the path).
+fn link_target(fs: &Fs<Dev<'_>>, i: &Inode, bufs: &mut Buffers) -> Vec<u8> {
+    let mut target = Vec::new();
+    let _ = fs.stream(i, bufs, |b| {
+        target.extend_from_slice(b);
+        ControlFlow::Continue(())
+    });
+    target
 }
 
 /// How `ls` lists.
@@ -257,6 +301,17 @@ fn cat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
         crate::say!("{}: {}: is a directory", path.display(), escaped(inner));
         return Exit::Usage;
     }
+    if f.is_symlink() {
+        let target = link_target(&fs, &f, &mut bufs);
+        crate::say!(
+            "{}: {}: is a symlink (-> {}); symlinks in an image are not followed (`stat` \
+             shows it)",
+            path.display(),
+            escaped(inner),
+            escaped(&target)
+        );
+        return Exit::Usage;
+    }
     let mut stdout = std::io::stdout().lock();
     let fail = |e: &Error| {
         crate::say!("{}: {}: {}", path.display(), escaped(inner), describe(e));
@@ -409,14 +464,46 @@ fn stat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
         crate::say!("{}: {}", path.display(), describe(&e));
         return Exit::of(e.kind.category());
     }
+    // The extent list, as debugfs `stat` shows it (in logical order).
+    let mut extents: Vec<tet_core::cetrafs::Extent> = Vec::new();
+    if let Err(e) = fs.for_each_extent(&i, &mut bufs.tree, |x| {
+        extents.push(x);
+        Ok(ControlFlow::Continue(()))
+    }) {
+        crate::say!("{}: {}", path.display(), describe(&e));
+        return Exit::of(e.kind.category());
+    }
+    extents.sort_by_key(|x| x.logical);
+    let mut target = Vec::new();
+    if i.is_symlink() {
+        if let Err(e) = fs.stream(&i, &mut bufs, |b| {
+            target.extend_from_slice(b);
+            ControlFlow::Continue(())
+        }) {
+            crate::say!("{}: {}", path.display(), describe(&e));
+            return Exit::of(e.kind.category());
+        }
+    }
+    let secs = s.mtime_ns / 1_000_000_000;
+    let when = crate::time::rfc3339(secs);
+    let mtime = format!(
+        "{}.{:09}Z",
+        when.strip_suffix('Z').unwrap_or(&when),
+        s.mtime_ns % 1_000_000_000
+    );
     let mut v = serde_json::Map::new();
     put_name(&mut v, "path", inner);
     let rest = json!({
         "inode": s.ino, "type": type_name(&i), "mode": format!("{:o}", s.mode & 0o7777),
         "uid": s.uid, "gid": s.gid, "nlink": s.nlink, "size": s.size, "blocks": s.blocks,
-        "mtime_ns": s.mtime_ns, "parent": s.parent, "extent_depth": s.depth, "xattrs": xattrs,
+        "mtime_ns": s.mtime_ns, "mtime": mtime, "parent": s.parent, "extent_depth": s.depth,
+        "extents": extents.iter().map(|x| json!({"logical": x.logical, "len": x.len, "physical": x.physical, "uninit": x.uninit})).collect::<Vec<_>>(),
+        "xattrs": xattrs,
     });
     v.extend(rest.as_object().cloned().unwrap_or_default());
+    if i.is_symlink() {
+        put_name(&mut v, "target", &target);
+    }
     let v = Value::Object(v);
     match output {
         Output::Json => crate::report::print_json(&v),
@@ -424,10 +511,31 @@ fn stat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
             for (k, val) in v.as_object().into_iter().flatten() {
                 let shown = match val {
                     _ if k == "path" => escaped(inner),
+                    _ if k == "target" => escaped(&target),
+                    _ if k == "mode" => format!("{} ({})", mode_string(&i, s.mode), val.as_str().unwrap_or("")),
+                    _ if k == "extents" => {
+                        // One line per extent: logical range, physical range, length.
+                        let lines: Vec<String> = extents
+                            .iter()
+                            .map(|x| {
+                                let end = u64::from(x.logical).saturating_add(u64::from(x.len));
+                                format!(
+                                    "\n  logical {}..{end} -> blocks {}..{} ({} block{}{})",
+                                    x.logical,
+                                    x.physical,
+                                    x.physical.saturating_add(u64::from(x.len)),
+                                    x.len,
+                                    if x.len == 1 { "" } else { "s" },
+                                    if x.uninit { ", uninitialized" } else { "" }
+                                )
+                            })
+                            .collect();
+                        format!("{}{}", extents.len(), lines.concat())
+                    }
                     Value::String(s) => s.clone(),
                     _ => val.to_string(),
                 };
-                if k != "path_hex" {
+                if !k.ends_with("_hex") {
                     println!("{k:<13} {shown}");
                 }
             }

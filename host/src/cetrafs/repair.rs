@@ -110,7 +110,12 @@ pub fn repair(
         let key = format!("{} {:#x}", f.action, f.offset);
         asker.ask(f.lossless, f.code.as_str(), f.action, &key)
     };
-    let out = match run(&dev, m, &opts, &mut decide) {
+    // A bar while it runs, on a terminal, unless it asks questions there.
+    let out = match if asking {
+        run(&dev, m, &opts, &mut decide)
+    } else {
+        run(&Ticking::new(&dev), m, &opts, &mut decide)
+    } {
         Ok(o) => o,
         Err(e) => {
             // The library's message; the remedy for a mounted image is this tool's.
@@ -143,6 +148,9 @@ pub fn repair(
     let had = out.found || out.replay.journals > 0;
     if !out.left.is_empty() || (m == Mode::No && had) {
         Exit::Problems
+    } else if m == Mode::No {
+        // What -n would do to an image with nothing wrong (add superblock copies).
+        Exit::Clean
     } else if had || !out.fixes.is_empty() {
         Exit::Fixed
     } else {

@@ -38,15 +38,9 @@ pub fn tune(path: &Path, o: &TuneOptions, output: Output) -> Exit {
         crate::say!("tune: nothing to change; give --label or --uuid");
         return Exit::Usage;
     }
-    if let Some(l) = &o.label {
-        if l.len() >= LABEL_LEN || l.as_bytes().contains(&0) {
-            crate::say!(
-                "tune: the label is {} bytes; the field holds at most {} (and no NUL)",
-                l.len(),
-                LABEL_LEN - 1
-            );
-            return Exit::Usage;
-        }
+    if let Some(why) = o.label.as_deref().and_then(super::mkfs::label_problem) {
+        crate::say!("tune: {why}");
+        return Exit::Usage;
     }
     let dev = match device::FileDevice::open(path) {
         Ok(d) => d,

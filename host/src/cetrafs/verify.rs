@@ -32,7 +32,8 @@ pub fn verify(
         memory_limit,
         superblock,
     };
-    let outcome = fsck::check(dev, &opts, &mut |f: &Finding| {
+    let ticking = Ticking::new(dev);
+    let outcome = fsck::check(&ticking, &opts, &mut |f: &Finding| {
         if operational.is_none()
             && f.severity() == Severity::Error
             && matches!(f.error.kind.category(), Category::Io | Category::Resource)
@@ -66,7 +67,14 @@ pub fn verify(
     } else {
         "clean"
     };
-    let shown: Vec<Rendered> = found.iter().map(rendered).collect();
+    drop(ticking);
+    // Inodes named by their paths, when the walk from the root reaches them.
+    let inos: Vec<u64> = found.iter().filter_map(|f| f.ino).collect();
+    let names = paths_of(dev, &inos);
+    let shown: Vec<Rendered> = found
+        .iter()
+        .map(|f| rendered_at(f, f.ino.and_then(|i| names.get(&i)).map(Vec::as_slice)))
+        .collect();
     match output {
         Output::Json => {
             let v = json!({"file": path.display().to_string(), "format": "cetrafs", "status": status,

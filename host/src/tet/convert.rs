@@ -155,6 +155,12 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
     if let Some(warning) = index_warning(&specs, w.position()) {
         eprintln!("tet-host: {}: warning: {warning}", output.display());
     }
+    // Progress over the source's bytes (standard error, terminal only).
+    let total: u64 = arrays
+        .iter()
+        .map(|(_, a)| u64::try_from(a.data.len()).unwrap_or(0))
+        .sum();
+    let bar = crate::progress::progress_bar(true, total);
     for (i, ((_, a), c)) in arrays.iter().zip(&chunks).enumerate() {
         let grid: Vec<u64> = a
             .shape
@@ -174,6 +180,9 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
                 if let Err(e) = write_batch(&mut w, &batch, o.codec, o.level) {
                     crate::say!("{}: {e}", output.display());
                     return Exit::Operational;
+                }
+                if let Some(b) = &bar {
+                    b.inc(batch.iter().map(|(_, _, t)| u64::try_from(t.len()).unwrap_or(0)).sum());
                 }
                 batch.clear();
             }
@@ -196,6 +205,9 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
         }],
         metadata: numpy_metadata(&arrays),
     };
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
     match w.finish(Some(&footer)).map(|f| f.commit()) {
         Ok(Ok(())) => Exit::Clean,
         Ok(Err(e)) => {

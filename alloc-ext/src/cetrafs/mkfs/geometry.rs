@@ -4,7 +4,12 @@
 use alloc::string::String;
 
 use tet_core::block::BLOCK_SIZE_U64;
-use tet_core::cetrafs::{bitmap_blocks, BITS_PER_BITMAP_BLOCK, PENDING_PER_BLOCK, ROWS_PER_BLOCK};
+use tet_core::arith::u64_of;
+use tet_core::cetrafs::{
+    bitmap_blocks, BITS_PER_BITMAP_BLOCK, DIRENTS_PER_BLOCK, PENDING_PER_BLOCK, ROWS_PER_BLOCK,
+};
+
+use super::tree::Kind;
 use tet_core::{Error, ErrorKind};
 
 use super::{full, invalid, ImageBuilder};
@@ -248,5 +253,69 @@ impl ImageBuilder {
     /// The blocks the image will have (`total_blocks`), or why the parameters give none.
     pub fn total_blocks(&self) -> Result<u64, Error> {
         Geometry::of(&self.params).map(|g| g.total)
+    }
+}
+
+impl ImageBuilder {
+    /// An upper bound on the data blocks the tree takes: every block of every file
+    /// (holes counted as if written), every block of a symlink target, every directory
+    /// block (an empty directory counted as one), one xattr block per inode with xattrs,
+    /// and, for each file or directory past its inode's 4 inline extents, one extent tree
+    /// block per 339 extents and one more (as if every block were its own extent).
+    pub fn data_blocks_needed(&self) -> u64 {
+        let tree = |blocks: u64| {
+            if blocks <= 4 {
+                0
+            } else {
+                blocks.div_ceil(339).saturating_add(1)
+            }
+        };
+        self.nodes.iter().skip(1).fold(0u64, |acc, n| {
+            let own = match &n.kind {
+                Kind::File { data, .. } => {
+                    let b = data.size().div_ceil(BLOCK_SIZE_U64);
+                    b.saturating_add(tree(b))
+                }
+                Kind::Symlink { target } => u64_of(target.len()).div_ceil(BLOCK_SIZE_U64),
+                Kind::Dir { entries } => {
+                    let b = u64_of(entries.len()).div_ceil(u64_of(DIRENTS_PER_BLOCK)).max(1);
+                    b.saturating_add(tree(b))
+                }
+            };
+            acc.saturating_add(own)
+                .saturating_add(u64::from(!n.xattrs.is_empty()))
+        })
+    }
+
+    /// The data blocks an image of `params` offers: its groups' data areas.
+    pub fn data_blocks_of(params: &Params) -> Result<u64, Error> {
+        let g = Geometry::of(params)?;
+        Ok((0..g.b).fold(0u64, |acc, i| acc.saturating_add(g.data_area(i).1)))
+    }
+
+    /// The smallest size (bytes, a whole number of MiB) with `params`' other settings
+    /// whose data area holds `blocks` data blocks, or `None` when none up to 2^50 bytes
+    /// does.
+    pub fn size_for_data(params: &Params, blocks: u64) -> Option<u64> {
+        let fits = |mib: u64| {
+            let mut p = params.clone();
+            p.size_bytes = mib.checked_mul(1 << 20)?;
+            ImageBuilder::data_blocks_of(&p).ok().filter(|d| *d >= blocks)
+        };
+        let mut lo = 1u64;
+        let mut hi = 1u64;
+        while fits(hi).is_none() {
+            lo = hi.saturating_add(1);
+            hi = hi.checked_mul(2).filter(|h| *h <= 1 << 30)?;
+        }
+        while lo < hi {
+            let mid = lo.saturating_add(hi.saturating_sub(lo) / 2);
+            if fits(mid).is_some() {
+                hi = mid;
+            } else {
+                lo = mid.saturating_add(1);
+            }
+        }
+        lo.checked_mul(1 << 20)
     }
 }

@@ -94,6 +94,8 @@ pub(super) fn copies<D: BlockDeviceMut>(
     let states = audit(dev, &sb, &mut buf);
     let mut todo: Vec<(Fix, Vec<u64>)> = Vec::new();
     if sb.has_copies() {
+        // A copy that differs is a finding of the check (a warning): something found.
+        out.found |= states.iter().any(|s| s.problem.is_some());
         for s in states.iter().filter(|s| s.problem.is_some()) {
             let fix = Fix {
                 code: Code::SuperblockCopy,

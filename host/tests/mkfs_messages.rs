@@ -1,0 +1,98 @@
+//! `mkfs` says what is short and by how much, sizes an image from its tree, refuses a
+//! label the field cannot hold, and says what it does with times before 1970.
+
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
+
+mod common;
+use common::run;
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tet-mkfs-msg-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("src/deep/er")).unwrap();
+    for k in 0..40 {
+        std::fs::write(d.join(format!("src/deep/f{k}")), vec![k as u8; 50_000]).unwrap();
+    }
+    std::fs::write(d.join("src/deep/er/big.bin"), vec![1u8; 3 << 20]).unwrap();
+    d
+}
+
+#[test]
+fn a_label_longer_than_the_field_is_refused_before_anything_is_written() {
+    let d = scratch("label");
+    let long = "l".repeat(64);
+    let (code, _, err) = run(&["mkfs", "img", "--size", "8M", "--label", &long], &d);
+    assert_eq!(code, 16, "{err}");
+    assert!(err.contains("the label is 64 bytes; the field holds at most 63"), "{err}");
+    assert!(!d.join("img").exists());
+    let ok = "l".repeat(63);
+    assert_eq!(run(&["mkfs", "img", "--size", "8M", "--label", &ok], &d).0, 0);
+    let (_, out, _) = run(&["info", "--json", "img"], &d);
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["label"], ok);
+    // tune keeps the same rule.
+    let (code, _, err) = run(&["tune", "img", "--label", &long], &d);
+    assert_eq!(code, 16);
+    assert!(err.contains("the field holds at most 63"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn without_size_the_tree_sizes_the_image_with_headroom() {
+    let d = scratch("auto");
+    let (code, out, err) = run(&["mkfs", "img", "--from", "src"], &d);
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("sized from the tree with 25 % headroom; --size to choose"), "{out}");
+    assert_eq!(run(&["verify", "img"], &d).0, 0);
+    let (_, got, _) = run(&["cat", "img", "/deep/er/big.bin"], &d);
+    assert!(got == vec![1u8; 3 << 20]);
+    // Data of about 5 MiB: an image of a few MiB more, not the 64 MiB default.
+    let len = std::fs::metadata(d.join("img")).unwrap().len();
+    assert!((5 << 20..24 << 20).contains(&len), "{len}");
+    let (_, out, _) = run(&["mkfs", "--json", "img2", "--from", "src"], &d);
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["sized_from_tree"], true);
+    // Without --from a file still needs --size.
+    let (code, _, err) = run(&["mkfs", "img3"], &d);
+    assert_eq!(code, 16);
+    assert!(err.contains("--size is required for an image file without --from"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn out_of_space_says_how_much_and_what_size_would_do() {
+    let d = scratch("space");
+    let (code, _, err) = run(&["mkfs", "img", "--size", "4M", "--from", "src"], &d);
+    assert_eq!(code, 16, "{err}");
+    assert!(
+        err.contains("mkfs: out of space: src takes up to ") && err.contains("a 4 MiB image holds"),
+        "{err}"
+    );
+    let want = err
+        .split("pass --size ")
+        .nth(1)
+        .and_then(|r| r.split(" or more").next())
+        .unwrap_or_else(|| panic!("{err}"))
+        .replace(' ', "")
+        .replace("MiB", "M");
+    assert!(!d.join("img").exists());
+    // The size it names works.
+    let (code, _, err) = run(&["mkfs", "img", "--size", &want, "--from", "src"], &d);
+    assert_eq!(code, 0, "{want}: {err}");
+    assert_eq!(run(&["verify", "img"], &d).0, 0);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_time_before_1970_is_stored_as_1970_with_a_warning() {
+    let d = scratch("old");
+    let f = std::fs::File::options().write(true).open(d.join("src/deep/f1")).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH - std::time::Duration::from_secs(86_400 * 365))
+        .unwrap();
+    let (code, _, err) = run(&["mkfs", "img", "--from", "src"], &d);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("src/deep/f1: modified before 1970; stored as 1970-01-01 00:00:00 UTC"), "{err}");
+    assert_eq!(err.matches("before 1970").count(), 1, "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
