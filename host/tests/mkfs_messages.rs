@@ -23,10 +23,16 @@ fn a_label_longer_than_the_field_is_refused_before_anything_is_written() {
     let long = "l".repeat(64);
     let (code, _, err) = run(&["mkfs", "img", "--size", "8M", "--label", &long], &d);
     assert_eq!(code, 16, "{err}");
-    assert!(err.contains("the label is 64 bytes; the field holds at most 63"), "{err}");
+    assert!(
+        err.contains("the label is 64 bytes; the field holds at most 63"),
+        "{err}"
+    );
     assert!(!d.join("img").exists());
     let ok = "l".repeat(63);
-    assert_eq!(run(&["mkfs", "img", "--size", "8M", "--label", &ok], &d).0, 0);
+    assert_eq!(
+        run(&["mkfs", "img", "--size", "8M", "--label", &ok], &d).0,
+        0
+    );
     let (_, out, _) = run(&["info", "--json", "img"], &d);
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["label"], ok);
@@ -43,7 +49,10 @@ fn without_size_the_tree_sizes_the_image_with_headroom() {
     let (code, out, err) = run(&["mkfs", "img", "--from", "src"], &d);
     let out = String::from_utf8(out).unwrap();
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("sized from the tree with 25 % headroom; --size to choose"), "{out}");
+    assert!(
+        out.contains("sized from the tree with 25 % headroom; --size to choose"),
+        "{out}"
+    );
     assert_eq!(run(&["verify", "img"], &d).0, 0);
     let (_, got, _) = run(&["cat", "img", "/deep/er/big.bin"], &d);
     assert!(got == vec![1u8; 3 << 20]);
@@ -56,7 +65,10 @@ fn without_size_the_tree_sizes_the_image_with_headroom() {
     // Without --from a file still needs --size.
     let (code, _, err) = run(&["mkfs", "img3"], &d);
     assert_eq!(code, 16);
-    assert!(err.contains("--size is required for an image file without --from"), "{err}");
+    assert!(
+        err.contains("--size is required for an image file without --from"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -66,7 +78,7 @@ fn out_of_space_says_how_much_and_what_size_would_do() {
     let (code, _, err) = run(&["mkfs", "img", "--size", "4M", "--from", "src"], &d);
     assert_eq!(code, 16, "{err}");
     assert!(
-        err.contains("mkfs: out of space: src takes up to ") && err.contains("a 4 MiB image holds"),
+        err.contains("mkfs: out of space: src takes up to ") && err.contains("a 4.00 MiB image holds 3."),
         "{err}"
     );
     let want = err
@@ -87,12 +99,18 @@ fn out_of_space_says_how_much_and_what_size_would_do() {
 #[test]
 fn a_time_before_1970_is_stored_as_1970_with_a_warning() {
     let d = scratch("old");
-    let f = std::fs::File::options().write(true).open(d.join("src/deep/f1")).unwrap();
+    let f = std::fs::File::options()
+        .write(true)
+        .open(d.join("src/deep/f1"))
+        .unwrap();
     f.set_modified(std::time::UNIX_EPOCH - std::time::Duration::from_secs(86_400 * 365))
         .unwrap();
     let (code, _, err) = run(&["mkfs", "img", "--from", "src"], &d);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("src/deep/f1: modified before 1970; stored as 1970-01-01 00:00:00 UTC"), "{err}");
+    assert!(
+        err.contains("src/deep/f1: modified before 1970; stored as 1970-01-01 00:00:00 UTC"),
+        "{err}"
+    );
     assert_eq!(err.matches("before 1970").count(), 1, "{err}");
     let _ = std::fs::remove_dir_all(&d);
 }

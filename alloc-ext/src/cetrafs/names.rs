@@ -72,7 +72,11 @@ pub(crate) fn walk<D: BlockDevice>(
             p.push(b'/');
             p.extend_from_slice(e.name());
             let first = wanted.partition_point(|(ino, _)| *ino < e.inode);
-            for (_, tag) in wanted.iter().skip(first).take_while(|(ino, _)| *ino == e.inode) {
+            for (_, tag) in wanted
+                .iter()
+                .skip(first)
+                .take_while(|(ino, _)| *ino == e.inode)
+            {
                 if out.try_reserve(1).is_ok() {
                     out.push((*tag, p.clone()));
                 }

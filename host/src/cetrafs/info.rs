@@ -77,7 +77,10 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
     // Free counts as dumpe2fs gives them: data blocks from the block group descriptors
     // (cached counts), inodes from the inode bitmap (counted).
     let data_blocks: u64 = bgs.iter().filter_map(|b| b["data_blocks"].as_u64()).sum();
-    let free_blocks: u64 = bgs.iter().filter_map(|b| b["free_data_blocks"].as_u64()).sum();
+    let free_blocks: u64 = bgs
+        .iter()
+        .filter_map(|b| b["free_data_blocks"].as_u64())
+        .sum();
     let free_inodes = free_inodes(fs.device(), sb, &mut bufs.data);
     let raw = sb.raw();
     let label = String::from_utf8_lossy(&raw.label)
@@ -117,21 +120,19 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
             let f = features_json(&sb.features());
             let words: Vec<&str> = ["compat", "incompat", "ro_compat"]
                 .iter()
-                .flat_map(|k| f[*k].as_array().into_iter().flatten())
+                .flat_map(|k| f.get(*k).and_then(Value::as_array).into_iter().flatten())
                 .filter_map(Value::as_str)
                 .collect();
-            let pct = |part: u64, whole: u64| {
-                if whole == 0 {
-                    0
-                } else {
-                    part.saturating_mul(100) / whole
-                }
-            };
+            let pct =
+                |part: u64, whole: u64| part.saturating_mul(100).checked_div(whole).unwrap_or(0);
             println!(
-                "image:        {} ({} blocks of 4096 bytes, {}{short})",
+                "image:        {} ({} blocks of 4096 bytes{short})",
                 path.display(),
-                sb.total_blocks(),
-                super::mkfs::human(sb.total_blocks().saturating_mul(4096))
+                sb.total_blocks()
+            );
+            println!(
+                "size:         {}",
+                super::mkfs::precise(sb.total_blocks().saturating_mul(4096))
             );
             println!(
                 "format:       cetrafs 0x{:04x}{}",
@@ -146,9 +147,9 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
             println!("uuid:         {}", super::uuid::format(&raw.uuid));
             println!("features:     {}", words.join(" "));
             println!(
-                "data blocks:  {free_blocks} free of {data_blocks} ({} % free, {} free)",
+                "data blocks:  {free_blocks} free of {data_blocks} ({} % free, {})",
                 pct(free_blocks, data_blocks),
-                super::mkfs::human(free_blocks.saturating_mul(4096))
+                super::mkfs::precise(free_blocks.saturating_mul(4096))
             );
             match free_inodes {
                 Some(n) => println!(
@@ -156,7 +157,10 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
                     sb.inode_count().saturating_sub(1),
                     pct(n, sb.inode_count().saturating_sub(1))
                 ),
-                None => println!("inodes:       {} (the inode bitmap does not read)", sb.inode_count()),
+                None => println!(
+                    "inodes:       {} (the inode bitmap does not read)",
+                    sb.inode_count()
+                ),
             }
             println!("generation:   {}", raw.generation.get());
             if sb.has_copies() {
@@ -246,7 +250,11 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
 
 /// Clear bits of the inode bitmap below `inode_count` (inode 0's bit is always set), or
 /// `None` when a bitmap block does not read.
-fn free_inodes(dev: Dev<'_>, sb: &tet_core::cetrafs::Superblock, buf: &mut tet_core::block::Block) -> Option<u64> {
+fn free_inodes(
+    dev: Dev<'_>,
+    sb: &tet_core::cetrafs::Superblock,
+    buf: &mut tet_core::block::Block,
+) -> Option<u64> {
     let start = sb.raw().inode_bitmap_start.get();
     let bits = sb.inode_count();
     let mut free = 0u64;

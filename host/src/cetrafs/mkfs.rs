@@ -75,6 +75,19 @@ pub fn human(bytes: u64) -> String {
     format!("{bytes} bytes")
 }
 
+/// A size to a tenth of its unit, rounded down: `3.8 MiB`, `1.25 GiB` (what `human`
+/// rounds up would overstate what an image holds).
+pub fn precise(bytes: u64) -> String {
+    for (unit, shift) in [("TiB", 40u32), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        let u = 1u64 << shift;
+        if bytes >= u {
+            let hundredths = u128::from(bytes).saturating_mul(100) / u128::from(u);
+            return format!("{}.{:02} {unit}", hundredths / 100, hundredths % 100);
+        }
+    }
+    format!("{bytes} bytes")
+}
+
 /// `1 node`, `4 nodes`.
 fn count(n: u64, what: &str) -> String {
     if n == 1 {
@@ -577,7 +590,14 @@ fn size_from_tree(o: &MkfsOptions<'_>, from: &Path) -> Result<(u64, Option<u64>)
             p.inodes = p.inodes.max(n);
         }
         let mut b = ImageBuilder::new(p.clone());
-        match copy_tree(&mut b, ImageBuilder::ROOT, from, &mut Seen::new(), &[], true) {
+        match copy_tree(
+            &mut b,
+            ImageBuilder::ROOT,
+            from,
+            &mut Seen::new(),
+            &[],
+            true,
+        ) {
             Ok(()) => {}
             Err(CopyError::Read(e)) => {
                 crate::say!("mkfs: {e}");
@@ -595,7 +615,10 @@ fn size_from_tree(o: &MkfsOptions<'_>, from: &Path) -> Result<(u64, Option<u64>)
             None => break,
         }
     }
-    crate::say!("mkfs: cannot size an image for {}; pass --size", from.display());
+    crate::say!(
+        "mkfs: cannot size an image for {}; pass --size",
+        from.display()
+    );
     Err(Exit::Usage)
 }
 
@@ -671,7 +694,14 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
                 (m.dev(), m.ino())
             })
             .collect();
-        match copy_tree(&mut b, ImageBuilder::ROOT, from, &mut Seen::new(), &skip, false) {
+        match copy_tree(
+            &mut b,
+            ImageBuilder::ROOT,
+            from,
+            &mut Seen::new(),
+            &skip,
+            false,
+        ) {
             Ok(()) => {}
             Err(CopyError::Read(e)) => {
                 crate::say!("mkfs: {e}");
@@ -831,7 +861,9 @@ fn refuse(e: &Error, o: &MkfsOptions<'_>, p: &Params, size: u64, need: u64) -> E
     }
     if e.what == "data blocks" {
         let have = ImageBuilder::data_blocks_of(p).unwrap_or(0);
-        let from = o.from.map_or("the tree".into(), |f| f.display().to_string());
+        let from = o
+            .from
+            .map_or("the tree".into(), |f| f.display().to_string());
         let fix = match ImageBuilder::size_for_data(p, need) {
             Some(s) => format!("pass --size {} or more", human(s)),
             None => "pass a larger --size".into(),
@@ -839,9 +871,9 @@ fn refuse(e: &Error, o: &MkfsOptions<'_>, p: &Params, size: u64, need: u64) -> E
         crate::say!(
             "mkfs: out of space: {from} takes up to {} of data blocks, a {} image holds {}; \
              {fix}, or leave --size out to size the image from the tree",
-            human(need.saturating_mul(BLOCK_SIZE_U64)),
-            human(size),
-            human(have.saturating_mul(BLOCK_SIZE_U64))
+            precise(need.saturating_mul(BLOCK_SIZE_U64)),
+            precise(size),
+            precise(have.saturating_mul(BLOCK_SIZE_U64))
         );
         return Exit::Usage;
     }

@@ -59,7 +59,10 @@ fn symlink_on_the_way(
     inner: &[u8],
     bufs: &mut Buffers,
 ) -> Option<(Vec<u8>, Vec<u8>)> {
-    let parts: Vec<&[u8]> = inner.split(|b| *b == b'/').filter(|c| !c.is_empty()).collect();
+    let parts: Vec<&[u8]> = inner
+        .split(|b| *b == b'/')
+        .filter(|c| !c.is_empty())
+        .collect();
     let mut at = Vec::new();
     for (k, part) in parts.iter().enumerate() {
         at.push(b'/');
@@ -512,7 +515,11 @@ fn stat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
                 let shown = match val {
                     _ if k == "path" => escaped(inner),
                     _ if k == "target" => escaped(&target),
-                    _ if k == "mode" => format!("{} ({})", mode_string(&i, s.mode), val.as_str().unwrap_or("")),
+                    _ if k == "mode" => format!(
+                        "{} ({})",
+                        mode_string(&i, s.mode),
+                        val.as_str().unwrap_or("")
+                    ),
                     _ if k == "extents" => {
                         // One line per extent: logical range, physical range, length.
                         let lines: Vec<String> = extents

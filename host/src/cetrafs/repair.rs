@@ -114,7 +114,7 @@ pub fn repair(
     let out = match if asking {
         run(&dev, m, &opts, &mut decide)
     } else {
-        run(&Ticking::new(&dev), m, &opts, &mut decide)
+        run(Ticking::new(&dev), m, &opts, &mut decide)
     } {
         Ok(o) => o,
         Err(e) => {

@@ -3,8 +3,8 @@
 
 use alloc::string::String;
 
-use tet_core::block::BLOCK_SIZE_U64;
 use tet_core::arith::u64_of;
+use tet_core::block::BLOCK_SIZE_U64;
 use tet_core::cetrafs::{
     bitmap_blocks, BITS_PER_BITMAP_BLOCK, DIRENTS_PER_BLOCK, PENDING_PER_BLOCK, ROWS_PER_BLOCK,
 };
@@ -278,7 +278,9 @@ impl ImageBuilder {
                 }
                 Kind::Symlink { target } => u64_of(target.len()).div_ceil(BLOCK_SIZE_U64),
                 Kind::Dir { entries } => {
-                    let b = u64_of(entries.len()).div_ceil(u64_of(DIRENTS_PER_BLOCK)).max(1);
+                    let b = u64_of(entries.len())
+                        .div_ceil(u64_of(DIRENTS_PER_BLOCK))
+                        .max(1);
                     b.saturating_add(tree(b))
                 }
             };
@@ -300,7 +302,9 @@ impl ImageBuilder {
         let fits = |mib: u64| {
             let mut p = params.clone();
             p.size_bytes = mib.checked_mul(1 << 20)?;
-            ImageBuilder::data_blocks_of(&p).ok().filter(|d| *d >= blocks)
+            ImageBuilder::data_blocks_of(&p)
+                .ok()
+                .filter(|d| *d >= blocks)
         };
         let mut lo = 1u64;
         let mut hi = 1u64;

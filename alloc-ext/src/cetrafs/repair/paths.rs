@@ -66,4 +66,3 @@ pub(super) fn name_losses<D: BlockDevice>(fs: &Fs<D>, fixes: &[Fix]) -> Vec<(u64
     }
     out
 }
-
