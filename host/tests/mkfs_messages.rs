@@ -78,7 +78,8 @@ fn out_of_space_says_how_much_and_what_size_would_do() {
     let (code, _, err) = run(&["mkfs", "img", "--size", "4M", "--from", "src"], &d);
     assert_eq!(code, 16, "{err}");
     assert!(
-        err.contains("mkfs: out of space: src takes up to ") && err.contains("a 4.00 MiB image holds 3."),
+        err.contains("mkfs: out of space: src takes up to ")
+            && err.contains("a 4.00 MiB image holds 3."),
         "{err}"
     );
     let want = err
