@@ -81,7 +81,10 @@ pub fn precise(bytes: u64) -> String {
     for (unit, shift) in [("TiB", 40u32), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
         let u = 1u64 << shift;
         if bytes >= u {
-            let hundredths = u128::from(bytes).saturating_mul(100) / u128::from(u);
+            let hundredths = u128::from(bytes)
+                .saturating_mul(100)
+                .checked_div(u128::from(u))
+                .unwrap_or(0);
             return format!("{}.{:02} {unit}", hundredths / 100, hundredths % 100);
         }
     }

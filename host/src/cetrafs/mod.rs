@@ -212,14 +212,20 @@ pub fn put_name(obj: &mut serde_json::Map<String, Value>, key: &str, name: &[u8]
     }
 }
 
-/// An error with its block number spelled out.
+/// An error with its block number spelled out, in the units of a filesystem: a block
+/// another owner holds is named as a block, not as the byte offset the error carries.
 pub fn describe(e: &Error) -> String {
+    let kind = match e.kind {
+        ErrorKind::Overlap { other } if other % BLOCK_SIZE_U64 == 0 => {
+            format!("shares block {} with another owner", other / BLOCK_SIZE_U64)
+        }
+        k => k.to_string(),
+    };
     format!(
-        "{} (block {}, byte {:#x}) {}",
+        "{} (block {}, byte {:#x}) {kind}",
         e.what,
         e.offset / BLOCK_SIZE_U64,
-        e.offset,
-        e.kind
+        e.offset
     )
 }
 
