@@ -86,8 +86,8 @@ pub struct Plan {
     /// Findings left as they are (no safe fix, or `zero_bad_chunks` not asked).
     pub unfixable: Vec<Finding>,
     /// A fix of this plan lets the next check read what this one could not (a
-    /// superblock or index magic restored: nothing past it was read): the caller checks
-    /// the result and plans again.
+    /// superblock or index magic restored: nothing past it was read; a row's coordinates
+    /// set: its chunk was not decoded): the caller checks the result and plans again.
     pub again: bool,
 }
 
@@ -324,6 +324,8 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
     for (f, findings) in pinned::row_coords(&file, inputs.findings) {
         p.fixes.push(f);
         answered_findings.extend(findings);
+        // A row outside the grid was not decoded: the next check decodes it.
+        p.again = true;
     }
 
     // The footer: its magic restored when the rest of it validates, else dropped. Both
