@@ -178,7 +178,7 @@ pub enum Command {
     Tune {
         /// The image (written in place).
         image: PathBuf,
-        /// A new label (at most 63 bytes).
+        /// A new label (at most 64 bytes).
         #[arg(long)]
         label: Option<String>,
         /// A new UUID (32 hex digits, dashes allowed).

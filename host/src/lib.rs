@@ -138,7 +138,10 @@ pub fn classify(head: &[u8], index_magic: Option<[u8; 4]>) -> Result<Format, Str
     }
     Err(match signature::describe(head) {
         _ if head.is_empty() => "it is empty".to_string(),
-        None => "it holds only zeros".to_string(),
+        None => format!(
+            "its first {} KiB hold only zeros",
+            head.len().div_ceil(1024)
+        ),
         Some(what) => format!("it looks like {what}"),
     })
 }
@@ -161,6 +164,12 @@ pub fn classify_bytes(bytes: &[u8]) -> Result<Format, String> {
     classify(head, index_magic)
 }
 
+/// Whether the search of docs/cetrafs.md section 3.1 finds a superblock copy on `dev`.
+fn cetrafs_by_copy(dev: &cetrafs::device::FileDevice) -> bool {
+    let mut buf = [0u8; tet_core::block::BLOCK_SIZE];
+    tet_core::cetrafs::copies::locate(dev, &mut buf, tet_core::cetrafs::ANY_DEVICE, None).is_ok()
+}
+
 /// Opens `path` as a cetrafs image (`Ok(Some)`) or a `.tet` file (`Ok(None)`), damaged
 /// or not (see [`classify`]); a file of neither format is named as what it looks like
 /// and refused with exit 8 ("not ours" is not damage).
@@ -180,6 +189,9 @@ pub fn sniff(path: &std::path::Path) -> Result<Option<cetrafs::device::FileDevic
     match classify(&head, index_magic) {
         Ok(Format::Cetrafs) => Ok(Some(dev)),
         Ok(Format::Tet) => Ok(None),
+        // A cetrafs image whose first blocks are gone, tables and all, still has its
+        // superblock copies further on (docs/cetrafs.md section 3.1).
+        Err(_) if cetrafs_by_copy(&dev) => Ok(Some(dev)),
         Err(what) => {
             crate::say!(
                 "{}: not a .tet file or a cetrafs image: {what}",

@@ -259,7 +259,7 @@ fn mkfs_from_a_directory_round_trips() {
         );
     }
     assert_eq!(info("u1")["generation"], 1);
-    let long = "x".repeat(64);
+    let long = "x".repeat(65);
     assert_eq!(run(&["tune", "u1", "--label", &long], &dir).0, 16);
     assert_eq!(run(&["tune", "u1"], &dir).0, 16);
     let v: serde_json::Value =

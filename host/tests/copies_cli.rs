@@ -123,3 +123,52 @@ fn a_zeroed_block_0_is_a_damaged_image_never_not_an_image() {
     assert!(out == vec![0x5au8; 70_000]);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_wiped_start_tables_and_all_is_found_by_its_copies_and_a_wrong_b_is_refused() {
+    let d = scratch("wiped");
+    let (code, _, err) = run(&["mkfs", "img", "--size", "32M", "--from", "src"], &d);
+    assert_eq!(code, 0, "{err}");
+    let places = copies(&d, "img");
+    let clean = std::fs::read(d.join("img")).unwrap();
+    // A -b that names no copy is the request's fault (16), with the copies listed.
+    let (code, _, err) = run(&["verify", "-b", "23", "img"], &d);
+    assert_eq!(code, 16, "{err}");
+    let list: Vec<String> = places.iter().map(u64::to_string).collect();
+    assert!(
+        err.contains("-b 23: block 23 holds no superblock copy that passes")
+            && err.contains(&format!("this image's copies are in blocks {}", list.join(", "))),
+        "{err}"
+    );
+    assert_eq!(run(&["repair", "-p", "-b", "23", "img"], &d).0, 16);
+    // The first 8 KiB, then the first 20 KiB (the primary and both group tables of this
+    // image: 2 zone groups, 2 block groups) wiped.
+    for kib in [8usize, 20] {
+        let mut img = clean.clone();
+        img[..kib * 1024].fill(0);
+        std::fs::write(d.join("img"), &img).unwrap();
+        let (code, out, err) = run(&["ls", "img", "/sub"], &d);
+        assert_eq!(code, 0, "{kib} KiB: {err}");
+        assert!(String::from_utf8(out).unwrap().contains("data.bin"));
+        let (code, _, err) = run(&["tune", "img", "--label", "x"], &d);
+        assert_eq!(code, 4, "{err}");
+        assert!(err.contains("`tet-host repair img` restores it from the copy in block"), "{err}");
+        assert_eq!(run(&["verify", "img"], &d).0, 4, "{kib} KiB");
+        let (code, out, err) = run(&["repair", "-y", "img"], &d);
+        assert_eq!(code, 1, "{kib} KiB: {}{err}", String::from_utf8_lossy(&out));
+        assert_eq!(run(&["verify", "img"], &d).0, 0, "{kib} KiB");
+        let (_, got, _) = run(&["cat", "img", "/sub/data.bin"], &d);
+        assert!(got == vec![0x5au8; 70_000], "{kib} KiB");
+    }
+    // Every superblock gone: said plainly, with what to try.
+    let mut img = clean.clone();
+    img[..4096].fill(0);
+    for p in &places {
+        img[*p as usize * 4096 + 512] = 0;
+    }
+    std::fs::write(d.join("img"), &img).unwrap();
+    let (code, _, err) = run(&["verify", "img"], &d);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("no superblock copy was found either"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -20,7 +20,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
 #[test]
 fn a_label_longer_than_the_field_is_refused_before_anything_is_written() {
     let d = scratch("label");
-    let long = "l".repeat(64);
+    let long = "l".repeat(65);
     let (code, _, err) = run(&["mkfs", "img", "--size", "8M", "--label", &long], &d);
     assert_eq!(code, 16, "{err}");
     assert!(
@@ -28,7 +28,7 @@ fn a_label_longer_than_the_field_is_refused_before_anything_is_written() {
         "{err}"
     );
     assert!(!d.join("img").exists());
-    let ok = "l".repeat(63);
+    let ok = "l".repeat(64);
     assert_eq!(
         run(&["mkfs", "img", "--size", "8M", "--label", &ok], &d).0,
         0
@@ -39,7 +39,7 @@ fn a_label_longer_than_the_field_is_refused_before_anything_is_written() {
     // tune keeps the same rule.
     let (code, _, err) = run(&["tune", "img", "--label", &long], &d);
     assert_eq!(code, 16);
-    assert!(err.contains("the field holds at most 63"), "{err}");
+    assert!(err.contains("the field holds at most 64"), "{err}");
     let _ = std::fs::remove_dir_all(&d);
 }
 

@@ -36,6 +36,10 @@ pub const COPY_AT: usize = SECTOR;
 /// looks like a descriptor costs this many reads, not the whole device.
 pub const MAX_TABLE_SCAN: u64 = 1 << 22;
 
+/// Most blocks the last step of [`locate`] reads, from block 1 on, looking for a copy in
+/// each: 1 GiB of a device whose start (the primary and the group tables) is gone.
+pub const MAX_COPY_SCAN: u64 = 1 << 18;
+
 /// Most copies a geometry has.
 pub const MAX_COPIES: usize = 3;
 
@@ -276,12 +280,15 @@ impl<D: BlockDevice> Search<'_, D> {
 ///    descriptor by its magic, trying the copy in every block group descriptor's block
 ///    and in the region header block of group 0 and of the last valid descriptor: at
 ///    most `Z + B + 1` blocks and 2 more;
-/// 3. once one copy passes, the other copies its geometry places (at most 2 blocks), and
+/// 3. when neither finds one (the device's start wiped, tables and all), every block from
+///    block 1 on, up to [`MAX_COPY_SCAN`] blocks (1 GiB), for a copy that passes where it
+///    lies;
+/// 4. once one copy passes, the other copies its geometry places (at most 2 blocks), and
 ///    takes the one with the highest `generation`.
 ///
 /// On an image whose tables are where its map says, the search reads at most
 /// `Z + B + 9` blocks ([`Located::reads`]); whatever the image, never more than
-/// [`MAX_TABLE_SCAN`] + 9, and never past the device's end. It holds one block. With no
+/// [`MAX_TABLE_SCAN`] + [`MAX_COPY_SCAN`] + 9, and never past the device's end. It holds one block. With no
 /// valid copy, the primary's error is returned.
 pub fn locate<D: BlockDevice>(
     dev: &D,
@@ -327,7 +334,9 @@ pub fn locate<D: BlockDevice>(
     {
         return Err(e);
     }
-    let found = from_primary_fields(&mut s, buf).or_else(|| from_tables(&mut s, buf));
+    let found = from_primary_fields(&mut s, buf)
+        .or_else(|| from_tables(&mut s, buf))
+        .or_else(|| from_a_scan(&mut s, buf));
     match found {
         Some(f) => {
             let (sb, lba) = s.newest(f, buf);
@@ -361,6 +370,22 @@ fn from_primary_fields<D: BlockDevice>(
         .as_slice()
         .iter()
         .find_map(|&lba| s.copy_at(lba, buf).map(|sb| (sb, lba)))
+}
+
+/// Step 4: every block from 1 on, up to [`MAX_COPY_SCAN`], for a copy that passes where
+/// it lies: what finds a copy when the device's start is wiped, the tables with it (the
+/// first copy in map order, the region header copy of group 0, lies after the inode
+/// table).
+fn from_a_scan<D: BlockDevice>(s: &mut Search<'_, D>, buf: &mut Block) -> Option<(Superblock, u64)> {
+    let end = s.dev.block_count().min(MAX_COPY_SCAN);
+    (1..end).find_map(|lba| {
+        s.reads = s.reads.saturating_add(1);
+        s.dev.read_block(lba, buf).ok()?;
+        if buf.get(COPY_AT..COPY_AT.saturating_add(4)) != Some(&SB_MAGIC[..]) {
+            return None;
+        }
+        Superblock::parse_copy(buf, lba, s.limit).ok().map(|sb| (sb, lba))
+    })
 }
 
 /// Step 2: the zone and block group tables from block 1, while they last.

@@ -175,8 +175,13 @@ pub fn info(path: &Path, dev: Dev<'_>, output: Output) -> Exit {
                     })
                     .collect();
                 println!("sb copies:    {}", listed.join(", "));
-            } else {
+            } else if copies.iter().all(|c| c["state"] == "none") {
                 println!("sb copies:    none (`tet-host repair -p` adds them)");
+            } else {
+                println!(
+                    "sb copies:    none (their places hold other bytes: `tet-host repair -y` \
+                     adds them over those)"
+                );
             }
             println!("regions:");
             for r in &regions {

@@ -554,8 +554,9 @@ fn confirm_overwrite(image: &Path, force: bool) -> Result<(), Exit> {
     }
 }
 
-/// The most bytes a label holds: the 64-byte field keeps a NUL (as `tune` says).
-pub const LABEL_MAX: usize = 63;
+/// The most bytes a label holds: the whole 64-byte field (docs/cetrafs.md section 3: a
+/// label of 64 bytes has no NUL).
+pub const LABEL_MAX: usize = 64;
 
 /// Headroom an image sized from its tree gets over what the tree takes: a quarter.
 const HEADROOM_PCT: u64 = 25;

@@ -106,8 +106,48 @@ fn cannot_mount(path: &Path, e: &Error) -> Exit {
         refuse_shortened(path, e);
     } else {
         crate::say!("{}: cannot mount: {}", path.display(), describe(e));
+        if e.offset < BLOCK_SIZE_U64 {
+            say_no_copy(path);
+        }
     }
     Exit::of(e.kind.category())
+}
+
+/// What to try when the primary superblock fails and the search found no copy.
+pub fn say_no_copy(path: &Path) {
+    crate::say!(
+        "{}: no superblock copy was found either (docs/cetrafs.md section 3.1: the tables \
+         and the first 1 GiB were searched); if you know where one is, pass -b BLOCK to \
+         verify or repair",
+        path.display()
+    );
+}
+
+/// Checks a `-b BLOCK` before a command uses it: the block must hold a copy that passes.
+/// Otherwise says why, and which blocks hold the copies when the image says (exit 16:
+/// the request is wrong, not the image).
+pub fn check_pick(path: &Path, dev: Dev<'_>, lba: u64) -> Result<(), Exit> {
+    let mut b = Buffers::new();
+    let read = dev.read_block(lba, &mut b.data);
+    let parsed = read.and_then(|()| {
+        tet_core::cetrafs::Superblock::parse_copy(&b.data, lba, tet_core::cetrafs::ANY_DEVICE)
+    });
+    let Err(e) = parsed else {
+        return Ok(());
+    };
+    let places = copies::locate(&dev, &mut b.data, tet_core::cetrafs::ANY_DEVICE, None)
+        .map(|l| {
+            let list: Vec<String> =
+                l.sb.copy_blocks().as_slice().iter().map(u64::to_string).collect();
+            format!("; this image's copies are in blocks {}", list.join(", "))
+        })
+        .unwrap_or_default();
+    crate::say!(
+        "{}: -b {lba}: block {lba} holds no superblock copy that passes ({}){places}",
+        path.display(),
+        describe(&e)
+    );
+    Err(Exit::Usage)
 }
 
 /// The warning of a reading command on an image shorter than its filesystem (`e` is

@@ -96,6 +96,11 @@ pub fn repair(
             return Exit::Operational;
         }
     };
+    if let Some(lba) = superblock {
+        if let Err(e) = check_pick(path, &dev, lba) {
+            return e;
+        }
+    }
     let opts = RepairOptions {
         node_id: u64::MAX,
         force,
@@ -277,7 +282,16 @@ fn render(w: &mut impl Write, path: &Path, m: RepairMode, out: &RepairOutcome) -
         }
     }
     if out.replay.journals == 0 && out.fixes.is_empty() && out.left.is_empty() {
-        writeln!(w, "{}: clean, nothing to repair", path.display())?;
+        let held = withheld(out).len();
+        if held == 0 {
+            writeln!(w, "{}: clean, nothing to repair", path.display())?;
+        } else {
+            writeln!(
+                w,
+                "{}: no errors; {held} change(s) above need -y, nothing written",
+                path.display()
+            )?;
+        }
     }
     w.flush()
 }

@@ -22,7 +22,7 @@ const LABEL_LEN: usize = 64;
 /// What to change.
 #[derive(Clone, Debug, Default)]
 pub struct TuneOptions {
-    /// A new label (at most 63 bytes: the field keeps a NUL).
+    /// A new label (at most 64 bytes, the whole field).
     pub label: Option<String>,
     /// A new UUID.
     pub uuid: Option<[u8; 16]>,
@@ -51,7 +51,21 @@ pub fn tune(path: &Path, o: &TuneOptions, output: Output) -> Exit {
     };
     let fs = match open_fs_to_write(path, &dev) {
         Ok(f) => f,
-        Err(e) => return e,
+        Err(e) => {
+            // A primary that fails while a copy passes: repair restores it first.
+            let mut b = Buffers::new();
+            if let Ok(l) = copies::locate(&dev, &mut b.data, dev.block_count(), None) {
+                if let copies::Source::Copy(lba) = l.source {
+                    crate::say!(
+                        "{}: not changed: the primary superblock fails its checks; \
+                         `tet-host repair {}` restores it from the copy in block {lba} first",
+                        path.display(),
+                        path.display()
+                    );
+                }
+            }
+            return e;
+        }
     };
     if !o.force {
         let mut bufs = Buffers::new();

@@ -28,6 +28,11 @@ pub fn verify(
     let mut dropped: u64 = 0;
     let mut operational: Option<Finding> = None;
     let mut short: Option<Finding> = None;
+    if let Some(lba) = superblock {
+        if let Err(e) = check_pick(path, dev, lba) {
+            return e;
+        }
+    }
     let opts = fsck::Options {
         memory_limit,
         superblock,
@@ -58,6 +63,15 @@ pub fn verify(
             "{}: checked through the superblock copy in block {lba}",
             path.display()
         ));
+    }
+    // A primary that fails with no copy found: say what is left to try.
+    let unmounted = !outcome.cross_checked
+        && found.first().is_some_and(|f| {
+            use tet_core::cetrafs::Code;
+            f.error.offset < 4096 && matches!(f.code, Code::Mount | Code::Checksum | Code::Magic)
+        });
+    if unmounted && outcome.superblock == tet_core::cetrafs::copies::Source::Primary {
+        say_no_copy(path);
     }
     let (errors, warnings) = (outcome.summary.errors, outcome.summary.warnings);
     let status = if errors > 0 {
