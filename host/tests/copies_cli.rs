@@ -81,11 +81,12 @@ fn a_damaged_label_byte_reads_through_a_copy_and_repair_restores_it() {
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(code, 4);
     assert_eq!(v["superblock"]["copy"], places[2]);
-    let (code, out, _) = run(&["verify", "-b", "7", "img"], &d);
-    assert_eq!(code, 4);
-    assert!(String::from_utf8(out)
-        .unwrap()
-        .contains("superblock_copy.magic"));
+    let (code, _, err) = run(&["verify", "-b", "7", "img"], &d);
+    assert_eq!(code, 16);
+    assert!(
+        err.contains("block 7 holds no superblock copy that passes (superblock_copy.magic"),
+        "{err}"
+    );
     // repair -p restores the primary from the copy; everything reads as before.
     let (code, out, err) = run(&["repair", "-p", "img"], &d);
     let out = String::from_utf8(out).unwrap();
@@ -137,7 +138,10 @@ fn a_wiped_start_tables_and_all_is_found_by_its_copies_and_a_wrong_b_is_refused(
     let list: Vec<String> = places.iter().map(u64::to_string).collect();
     assert!(
         err.contains("-b 23: block 23 holds no superblock copy that passes")
-            && err.contains(&format!("this image's copies are in blocks {}", list.join(", "))),
+            && err.contains(&format!(
+                "this image's copies are in blocks {}",
+                list.join(", ")
+            )),
         "{err}"
     );
     assert_eq!(run(&["repair", "-p", "-b", "23", "img"], &d).0, 16);
@@ -152,7 +156,10 @@ fn a_wiped_start_tables_and_all_is_found_by_its_copies_and_a_wrong_b_is_refused(
         assert!(String::from_utf8(out).unwrap().contains("data.bin"));
         let (code, _, err) = run(&["tune", "img", "--label", "x"], &d);
         assert_eq!(code, 4, "{err}");
-        assert!(err.contains("`tet-host repair img` restores it from the copy in block"), "{err}");
+        assert!(
+            err.contains("`tet-host repair img` restores it from the copy in block"),
+            "{err}"
+        );
         assert_eq!(run(&["verify", "img"], &d).0, 4, "{kib} KiB");
         let (code, out, err) = run(&["repair", "-y", "img"], &d);
         assert_eq!(code, 1, "{kib} KiB: {}{err}", String::from_utf8_lossy(&out));

@@ -24,7 +24,7 @@ fn a_label_longer_than_the_field_is_refused_before_anything_is_written() {
     let (code, _, err) = run(&["mkfs", "img", "--size", "8M", "--label", &long], &d);
     assert_eq!(code, 16, "{err}");
     assert!(
-        err.contains("the label is 64 bytes; the field holds at most 63"),
+        err.contains("the label is 65 bytes; the field holds at most 64"),
         "{err}"
     );
     assert!(!d.join("img").exists());

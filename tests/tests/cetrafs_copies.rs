@@ -387,7 +387,13 @@ fn the_search_is_bounded_and_takes_the_newest_copy() {
     // finds group 0's region header copy.
     let mut img = clean.clone();
     img[..17 * BLOCK_SIZE].fill(0);
-    let l = locate(&MemDevice::new(&img), &mut [0; BLOCK_SIZE], ANY_DEVICE, None).unwrap();
+    let l = locate(
+        &MemDevice::new(&img),
+        &mut [0; BLOCK_SIZE],
+        ANY_DEVICE,
+        None,
+    )
+    .unwrap();
     assert_eq!(l.source, Source::Copy(sb.bg_regions_start()));
     assert!(l.reads <= sb.bg_regions_start() + 16, "{} reads", l.reads);
     // Copies that disagree: the highest generation wins.

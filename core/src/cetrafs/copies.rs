@@ -376,7 +376,10 @@ fn from_primary_fields<D: BlockDevice>(
 /// it lies: what finds a copy when the device's start is wiped, the tables with it (the
 /// first copy in map order, the region header copy of group 0, lies after the inode
 /// table).
-fn from_a_scan<D: BlockDevice>(s: &mut Search<'_, D>, buf: &mut Block) -> Option<(Superblock, u64)> {
+fn from_a_scan<D: BlockDevice>(
+    s: &mut Search<'_, D>,
+    buf: &mut Block,
+) -> Option<(Superblock, u64)> {
     let end = s.dev.block_count().min(MAX_COPY_SCAN);
     (1..end).find_map(|lba| {
         s.reads = s.reads.saturating_add(1);
@@ -384,7 +387,9 @@ fn from_a_scan<D: BlockDevice>(s: &mut Search<'_, D>, buf: &mut Block) -> Option
         if buf.get(COPY_AT..COPY_AT.saturating_add(4)) != Some(&SB_MAGIC[..]) {
             return None;
         }
-        Superblock::parse_copy(buf, lba, s.limit).ok().map(|sb| (sb, lba))
+        Superblock::parse_copy(buf, lba, s.limit)
+            .ok()
+            .map(|sb| (sb, lba))
     })
 }
 

@@ -85,6 +85,28 @@ pub fn warn_copy(path: &Path, e: &Error, lba: u64) {
 /// [`crate::sniff`], which already told images from other files.
 fn open_fs<D: BlockDevice>(path: &Path, dev: D) -> Result<Fs<D>, Exit> {
     let mut b = Buffers::new();
+    // The group tables matter to allocation only: a reader whose tables fail reads
+    // without them, with a warning (repair rebuilds them from the geometry).
+    let tables_fail = match Fs::open_shortened(&dev, &mut b.data) {
+        // (Damage only: a device that fails to read is reported as it is.)
+        Err(e)
+            if e.offset >= BLOCK_SIZE_U64
+                && e.kind.category() == tet_core::Category::Corrupt
+                && Fs::open_for_read(&dev, &mut b.data).is_ok() =>
+        {
+            Some(e)
+        }
+        _ => None,
+    };
+    if let Some(e) = tables_fail {
+        crate::report::warn(format!(
+            "{}: the group tables fail their checks ({}); reading without them (`tet-host \
+             repair` rebuilds them)",
+            path.display(),
+            describe(&e)
+        ));
+        return Fs::open_for_read(dev, &mut b.data).map_err(|e| cannot_mount(path, &e));
+    }
     let fs = Fs::open_shortened(dev, &mut b.data).map_err(|e| cannot_mount(path, &e))?;
     if let Some(e) = fs.shortened() {
         warn_shortened(path, &e);
@@ -138,7 +160,11 @@ pub fn check_pick(path: &Path, dev: Dev<'_>, lba: u64) -> Result<(), Exit> {
     let places = copies::locate(&dev, &mut b.data, tet_core::cetrafs::ANY_DEVICE, None)
         .map(|l| {
             let list: Vec<String> =
-                l.sb.copy_blocks().as_slice().iter().map(u64::to_string).collect();
+                l.sb.copy_blocks()
+                    .as_slice()
+                    .iter()
+                    .map(u64::to_string)
+                    .collect();
             format!("; this image's copies are in blocks {}", list.join(", "))
         })
         .unwrap_or_default();
