@@ -148,10 +148,11 @@ fn repair_round(data: &[u8], n: u32) {
         }
         return;
     }
-    // A plan that reads further once applied (a superblock magic restored) is followed
-    // by one more, as `tet-host repair` does.
-    if p.again && p.unfixable.is_empty() && n == 0 {
-        return repair_round(&out, 1);
+    // A plan that reads further once applied (a magic restored, a row's coordinates set)
+    // is followed by another, up to 4 rounds (superblock, index, rows, chunks), as
+    // `tet-host repair` does.
+    if p.again && n < 3 {
+        return repair_round(&out, n.saturating_add(1));
     }
     if p.unfixable.is_empty() {
         let after = match crate::tet::verify::check_with(&out, &opts) {

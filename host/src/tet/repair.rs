@@ -57,7 +57,8 @@ pub fn repair_with<F: FsOps + Clone>(
 }
 
 /// One check, plan and write; a plan that says the result reads further (`again`) is
-/// followed by one more round on what it wrote.
+/// followed by another round on what it wrote, up to 4 in all (a superblock magic, then
+/// the index magic, then rows' coordinates, then the chunks they reach).
 fn round<F: FsOps + Clone>(
     path: &Path,
     bytes: &[u8],
@@ -170,7 +171,7 @@ fn round<F: FsOps + Clone>(
         }
     };
     let left = after.found.kept.len();
-    if left > 0 && plan.again && n == 0 {
+    if left > 0 && plan.again && n < 3 {
         println!(
             "{}: the restored structure reads further; checking again",
             target.display()

@@ -339,6 +339,14 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
         .then(|| pinned::footer_magic(&file))
         .flatten();
     let index_known = file.index().is_some() || sb.dataset_count() == 0;
+    // A chunk replaced is recorded in the footer, which the restore makes readable only
+    // once written: the replacements wait for the next round.
+    let defer_zero = restored.is_some()
+        && inputs.zero_bad_chunks
+        && inputs.findings.iter().any(|f| is_decode_code(f.code));
+    if defer_zero {
+        p.again = true;
+    }
     if let Some(f) = restored {
         p.fixes.push(f);
         answered.push(Code::FooterMagic);
@@ -379,7 +387,7 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
     }
 
     // Undecodable chunks.
-    if inputs.zero_bad_chunks {
+    if inputs.zero_bad_chunks && !defer_zero {
         let table = crate::tet::scan::ChunkTable::new(file).ok();
         for f in inputs.findings.iter().filter(|f| is_decode_code(f.code)) {
             let (Some(row), Some(t)) = (f.row, table.as_ref()) else {
