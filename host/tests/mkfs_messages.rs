@@ -115,3 +115,37 @@ fn a_time_before_1970_is_stored_as_1970_with_a_warning() {
     assert_eq!(err.matches("before 1970").count(), 1, "{err}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// What a terminal shows while `tet-host ARGS` runs there (through `script`): the
+/// progress bars of the commands that run long are drawn on standard error.
+fn terminal(d: &std::path::Path, args: &str) -> (Option<i32>, String) {
+    let bin = env!("CARGO_BIN_EXE_tet-host");
+    let out = std::process::Command::new("script")
+        .args(["-qec", &format!("'{bin}' {args}"), "/dev/null"])
+        .current_dir(d)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn long_commands_draw_progress_on_a_terminal_only() {
+    let d = scratch("progress");
+    std::fs::write(d.join("src/big.bin"), vec![3u8; 96 << 20]).unwrap();
+    for (args, what) in [
+        ("mkfs img --from src", "mkfs --from"),
+        ("verify img", "cetrafs verify"),
+        ("repair -p img", "cetrafs repair"),
+    ] {
+        let (code, shown) = terminal(&d, args);
+        assert!(matches!(code, Some(0 | 1)), "{what}: {code:?} {shown}");
+        // The bar: elapsed time, then bytes done of the total.
+        assert!(shown.contains("00:00:0") && shown.contains("iB/"), "{what}: {shown:?}");
+    }
+    // Off a terminal, nothing of the bar reaches standard error.
+    let (code, _, err) = run(&["verify", "img"], &d);
+    assert_eq!(code, 0);
+    assert!(!err.contains("iB/"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
