@@ -126,7 +126,10 @@ fn terminal(d: &std::path::Path, args: &str) -> (Option<i32>, String) {
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
 }
 
 #[test]
@@ -141,7 +144,10 @@ fn long_commands_draw_progress_on_a_terminal_only() {
         let (code, shown) = terminal(&d, args);
         assert!(matches!(code, Some(0 | 1)), "{what}: {code:?} {shown}");
         // The bar: elapsed time, then bytes done of the total.
-        assert!(shown.contains("00:00:0") && shown.contains("iB/"), "{what}: {shown:?}");
+        assert!(
+            shown.contains("00:00:0") && shown.contains("iB/"),
+            "{what}: {shown:?}"
+        );
     }
     // Off a terminal, nothing of the bar reaches standard error.
     let (code, _, err) = run(&["verify", "img"], &d);
