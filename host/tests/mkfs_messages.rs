@@ -149,6 +149,20 @@ fn long_commands_draw_progress_on_a_terminal_only() {
             "{what}: {shown:?}"
         );
     }
+    // convert and export, over a 16 MiB array.
+    let npy = common::npy("<f4", false, &[2048, 2048], &vec![0u8; 16 << 20]);
+    std::fs::write(d.join("a.npy"), npy).unwrap();
+    for (args, what) in [
+        ("convert a.npy a.tet", "convert"),
+        ("export a.tet --dataset a out.npy", "export"),
+    ] {
+        let (code, shown) = terminal(&d, args);
+        assert_eq!(code, Some(0), "{what}: {shown}");
+        assert!(
+            shown.contains("00:00:0") && shown.contains("iB/"),
+            "{what}: {shown:?}"
+        );
+    }
     // Off a terminal, nothing of the bar reaches standard error.
     let (code, _, err) = run(&["verify", "img"], &d);
     assert_eq!(code, 0);

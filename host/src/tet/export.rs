@@ -33,7 +33,13 @@ pub fn export(
             return Exit::of(e.category());
         }
     };
-    let values = match crate::tet::query::select_values(&file, &p, budget) {
+    // Progress over the bytes decoded (standard error, terminal only).
+    let bar = crate::progress::progress_bar(true, p.decode_bytes);
+    let selected = crate::tet::query::select_values(&file, &p, budget, bar.as_ref());
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let values = match selected {
         Ok(v) => v,
         Err(e) => return crate::tet::query::fail_reading(path, &ds, &e, source),
     };

@@ -164,6 +164,7 @@ pub fn select_values<'f>(
     file: &TetFile<'f>,
     plan_: &ReadPlan<'f>,
     budget: u64,
+    bar: Option<&indicatif::ProgressBar>,
 ) -> Result<Vec<u8>, QueryError> {
     let ds = &plan_.dataset;
     let size = ds.dtype().size();
@@ -182,6 +183,9 @@ pub fn select_values<'f>(
     let mut dec = ChunkDecoder::new(CZstd::new(), budget);
     for (i, part) in plan_.parts.iter().enumerate() {
         let tile = decode_part(file, plan_, i, &mut dec)?;
+        if let Some(b) = bar {
+            b.inc(u64::try_from(tile.len()).unwrap_or(0));
+        }
         for_each_run(ds, &plan_.selection, part, |r| {
             // Output index of the run's first element (row-major over the selection).
             let mut idx = 0u64;
@@ -626,7 +630,12 @@ fn print_values(
         );
         return Exit::Usage;
     }
-    let bytes = match select_values(file, p, budget) {
+    let bar = crate::progress::progress_bar(true, p.decode_bytes);
+    let selected = select_values(file, p, budget, bar.as_ref());
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let bytes = match selected {
         Ok(b) => b,
         Err(e) => return fail_reading(path, ds, &e, source),
     };
