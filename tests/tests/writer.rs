@@ -317,7 +317,7 @@ proptest! {
         let errors = [
             run(&f, &p, Operation::Reduce(Reduce::Sum), &scalar, 2, 1 << 30).err(),
             run(&f, &p, Operation::Median, &median, 2, 1 << 30).err(),
-            select_values(&f, &p, 1 << 30).err(),
+            select_values(&f, &p, 1 << 30, None).err(),
         ];
         for e in errors {
             let Some(QueryError::Decode(d)) = e else {
@@ -334,7 +334,7 @@ proptest! {
         if raw {
             let plain = TetFile::open(&bad).unwrap();
             let p = plan(&plain, ds, &[]).unwrap();
-            prop_assert!(select_values(&plain, &p, 1 << 30).is_ok());
+            prop_assert!(select_values(&plain, &p, 1 << 30, None).is_ok());
         }
     }
 }
