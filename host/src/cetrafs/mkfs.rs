@@ -675,6 +675,13 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
             }
         },
     };
+    // With --from and no --inodes, the image gets an inode for each entry of the tree
+    // and the same headroom, whatever its size's default (a tree of many small files
+    // would otherwise run out of inodes in an image with room to spare).
+    if let (Some(from), None, None) = (o.from, o.inodes, auto_inodes) {
+        let n = tree_entries(from, 1 << 32).saturating_add(2);
+        auto_inodes = Some(n.saturating_add(n.saturating_mul(HEADROOM_PCT) / 100));
+    }
     let mut p = params(o, size);
     if let Some(n) = auto_inodes {
         p.inodes = p.inodes.max(n);
