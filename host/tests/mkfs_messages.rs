@@ -177,15 +177,20 @@ fn a_tree_of_many_small_files_gets_the_inodes_it_needs() {
     for k in 0..2000 {
         std::fs::write(d.join(format!("many/f{k}")), b"x").unwrap();
     }
-    // 16 MiB gives 256 inodes by default: the tree's 2,000 entries raise it.
-    let (code, _, err) = run(&["mkfs", "img", "--size", "16M", "--from", "many"], &d);
+    // 32 MiB gives 512 inodes by default: the tree's 2,000 entries raise it.
+    let (code, _, err) = run(&["mkfs", "img", "--size", "32M", "--from", "many"], &d);
     assert_eq!(code, 0, "{err}");
     let (_, out, _) = run(&["info", "--json", "img"], &d);
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert!(v["inode_count"].as_u64().unwrap() >= 2002, "{v}");
     assert_eq!(run(&["verify", "img"], &d).0, 0);
     // An explicit --inodes is kept, and too few is said so.
-    let (code, _, err) = run(&["mkfs", "img2", "--size", "16M", "--inodes", "100", "--from", "many"], &d);
+    let (code, _, err) = run(
+        &[
+            "mkfs", "img2", "--size", "32M", "--inodes", "100", "--from", "many",
+        ],
+        &d,
+    );
     assert_eq!(code, 16);
     assert!(err.contains("pass --inodes 2002 or more"), "{err}");
     let _ = std::fs::remove_dir_all(&d);
