@@ -190,8 +190,10 @@ pub fn sniff(path: &std::path::Path) -> Result<Option<cetrafs::device::FileDevic
         Ok(Format::Cetrafs) => Ok(Some(dev)),
         Ok(Format::Tet) => Ok(None),
         // A cetrafs image whose first blocks are gone, tables and all, still has its
-        // superblock copies further on (docs/cetrafs.md section 3.1).
-        Err(_) if cetrafs_by_copy(&dev) => Ok(Some(dev)),
+        // superblock copies further on (docs/cetrafs.md section 3.1). Searched only when
+        // the start holds nothing at all: a file that looks like something else is
+        // named at once, without a scan of its first GiB.
+        Err(_) if head.iter().all(|b| *b == 0) && cetrafs_by_copy(&dev) => Ok(Some(dev)),
         Err(what) => {
             crate::say!(
                 "{}: not a .tet file or a cetrafs image: {what}",

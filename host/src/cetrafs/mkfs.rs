@@ -587,33 +587,36 @@ fn size_from_tree(o: &MkfsOptions<'_>, from: &Path) -> Result<(u64, Option<u64>)
         .inodes
         .is_none()
         .then(|| with_room(entries.saturating_add(2)));
-    let mut size: u64 = 8 << 20;
-    for _ in 0..16 {
+    let with_inodes = |size: u64| {
         let mut p = params(o, size);
         if let Some(n) = inodes {
             p.inodes = p.inodes.max(n);
         }
-        let mut b = ImageBuilder::new(p.clone());
-        match copy_tree(
-            &mut b,
-            ImageBuilder::ROOT,
-            from,
-            &mut Seen::new(),
-            &[],
-            true,
-        ) {
-            Ok(()) => {}
-            Err(CopyError::Read(e)) => {
-                crate::say!("mkfs: {e}");
-                return Err(Exit::Operational);
-            }
-            Err(CopyError::OutOfInodes) => {
-                size = size.saturating_mul(2);
-                continue;
-            }
+        p
+    };
+    // One walk of the tree: what it takes does not depend on the geometry.
+    let mut size: u64 = 8 << 20;
+    let mut b = ImageBuilder::new(with_inodes(size));
+    match copy_tree(
+        &mut b,
+        ImageBuilder::ROOT,
+        from,
+        &mut Seen::new(),
+        &[],
+        true,
+    ) {
+        Ok(()) => {}
+        Err(CopyError::Read(e)) => {
+            crate::say!("mkfs: {e}");
+            return Err(Exit::Operational);
         }
-        let need = with_room(b.data_blocks_needed());
-        match ImageBuilder::size_for_data(&p, need) {
+        // Only a given --inodes can be too few: the build says so with the numbers.
+        Err(CopyError::OutOfInodes) => return Ok((size, inodes)),
+    }
+    let need = with_room(b.data_blocks_needed());
+    // The defaults a size gives change with it: settle on one whose data area holds it.
+    for _ in 0..16 {
+        match ImageBuilder::size_for_data(&with_inodes(size), need) {
             Some(s) if s <= size => return Ok((size, inodes)),
             Some(s) => size = s.max(size.saturating_add(1 << 20)),
             None => break,
