@@ -513,3 +513,73 @@ fn verify_lists_the_first_findings_and_counts_the_rest() {
     assert_eq!(v["errors"].as_u64().unwrap(), 10_000 + not_listed);
     assert!(not_listed >= 101, "{not_listed}");
 }
+
+/// The block number of byte `at` of inode `ino`'s block.
+fn inode_byte(img: &[u8], ino: u64, at: usize) -> usize {
+    use zerocopy::FromBytes;
+    let (sb, _) = tet_core::cetrafs::raw::RawSuperblock::read_from_prefix(img).unwrap();
+    (sb.inode_table_start.get() + ino) as usize * 4096 + at
+}
+
+#[test]
+fn a_shared_block_names_both_owners_by_path() {
+    let dir = scratch("shared");
+    std::fs::create_dir_all(dir.join("src/json")).unwrap();
+    std::fs::create_dir_all(dir.join("src/special")).unwrap();
+    std::fs::write(dir.join("src/json/scanner.py"), vec![b's'; 9000]).unwrap();
+    std::fs::write(dir.join("src/special/mid.bin"), vec![b'm'; 5000]).unwrap();
+    let (code, _, err) = run(&["mkfs", "img", "--size", "8M", "--from", "src"], &dir);
+    assert_eq!(code, 0, "{err}");
+    let stat = |p: &str| -> serde_json::Value {
+        serde_json::from_slice(&run(&["stat", "--json", "img", p], &dir).1).unwrap()
+    };
+    let (a, b) = (stat("/json/scanner.py"), stat("/special/mid.bin"));
+    let (a_ino, b_ino) = (a["inode"].as_u64().unwrap(), b["inode"].as_u64().unwrap());
+    let shared = a["extents"][0]["physical"].as_u64().unwrap();
+    // mid.bin's one extent (inline slot 0, physical at byte 116 + 8) now points at
+    // scanner.py's first block; checksums mended, so only the ownership is wrong.
+    let mut img = std::fs::read(dir.join("img")).unwrap();
+    let at = inode_byte(&img, b_ino, 116 + 8);
+    img[at..at + 8].copy_from_slice(&shared.to_le_bytes());
+    reseal(&mut img);
+    std::fs::write(dir.join("img"), &img).unwrap();
+    let (code, out, _) = run(&["verify", "img"], &dir);
+    let out = text(out);
+    assert_eq!(code, 4, "{out}");
+    // Whichever inode the scan met second is the one reported; the other is named.
+    let (first, second) = if a_ino < b_ino {
+        (
+            format!("/json/scanner.py (inode {a_ino})"),
+            format!("/special/mid.bin (inode {b_ino})"),
+        )
+    } else {
+        (
+            format!("/special/mid.bin (inode {b_ino})"),
+            format!("/json/scanner.py (inode {a_ino})"),
+        )
+    };
+    let line = out
+        .lines()
+        .find(|l| l.contains("[block-shared]"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains(&format!("{second}: ")), "{line}");
+    assert!(
+        line.contains(&format!("shares block {shared} with {first}")),
+        "{line}"
+    );
+    let (_, out, _) = run(&["verify", "--json", "img"], &dir);
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "block-shared")
+        .unwrap();
+    let first_ino = a_ino.min(b_ino);
+    assert_eq!(
+        f["context"]["other_inodes"],
+        serde_json::json!([first_ino]),
+        "{f}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -162,3 +162,27 @@ fn nothing_is_written_outside_dest() {
     assert_eq!(code, 4, "{}", String::from_utf8_lossy(&out));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_failed_extract_creates_nothing() {
+    let d = scratch("nothing");
+    std::fs::create_dir_all(d.join("tree")).unwrap();
+    std::fs::write(d.join("tree/a"), b"a").unwrap();
+    let (code, _, err) = run(&["mkfs", "img", "--size", "8M", "--from", "tree"], &d);
+    assert_eq!(code, 0, "{err}");
+    // A path the image does not hold: said as ls says it, and DEST is not made.
+    let (code, _, err) = run(&["extract", "img", "/nope", "out"], &d);
+    assert_eq!(code, 8, "{err}");
+    assert!(err.contains("/nope: no such file or directory"), "{err}");
+    assert!(!d.join("out").exists());
+    // An image that does not mount: nothing made either.
+    std::fs::write(d.join("zero.img"), vec![0u8; 1 << 20]).unwrap();
+    let (code, _, err) = run(&["extract", "zero.img", "out"], &d);
+    assert_ne!(code, 0, "{err}");
+    assert!(!d.join("out").exists(), "{err}");
+    // The same request that succeeds makes it.
+    let (code, _, err) = run(&["extract", "img", "/a", "out"], &d);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read(d.join("out/a")).unwrap(), b"a");
+    let _ = std::fs::remove_dir_all(&d);
+}

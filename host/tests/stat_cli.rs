@@ -48,8 +48,10 @@ fn stat_shows_time_mode_and_extents_and_symlinks_are_never_followed() {
         (Some("symlink"), Some("d/a.txt"))
     );
     // Never followed: at the end of a path or inside one, and said so.
+    // What the image holds at a path is not a file: a request the data cannot satisfy
+    // (8), as a missing path is, never a usage error.
     let (code, out, err) = run(&["cat", "img", "/ln"], &d);
-    assert_eq!((code, out.len()), (16, 0));
+    assert_eq!((code, out.len()), (8, 0));
     assert!(
         err.contains("/ln: is a symlink (-> d/a.txt); symlinks in an image are not followed"),
         "{err}"
@@ -64,5 +66,8 @@ fn stat_shows_time_mode_and_extents_and_symlinks_are_never_followed() {
     let (code, _, err) = run(&["cat", "img", "/nope/x"], &d);
     assert_eq!(code, 8);
     assert!(err.contains("no such file or directory"), "{err}");
+    let (code, out, err) = run(&["cat", "img", "/d"], &d);
+    assert_eq!((code, out.len()), (8, 0));
+    assert!(err.ends_with("/d: is a directory\n"), "{err}");
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -97,3 +97,46 @@ pub(crate) fn walk<D: BlockDevice>(
         }
     }
 }
+
+/// At most this many blocks are looked up by [`owners_of`] (a report of more shared
+/// blocks names the other owners of the first ones only).
+const OWNER_LOOKUPS: usize = 1 << 16;
+
+/// Every inode whose data extents or xattr block hold one of `blocks`, as
+/// `(block, inode)` sorted by block then inode: one pass over the inode table, for
+/// naming both owners of a block owned twice. Inodes that do not read are skipped.
+pub fn owners_of<D: BlockDevice>(fs: &Fs<D>, blocks: &[u64]) -> Vec<(u64, u64)> {
+    let mut wanted: Vec<u64> = blocks.iter().copied().take(OWNER_LOOKUPS).collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    if wanted.is_empty() {
+        return out;
+    }
+    let mut bufs = Buffers::new();
+    let record = |b: u64, ino: u64, out: &mut Vec<(u64, u64)>| {
+        if out.try_reserve(1).is_ok() {
+            out.push((b, ino));
+        }
+    };
+    for ino in 1..fs.superblock().inode_count() {
+        let Ok(inode) = fs.inode(ino, &mut bufs.data) else {
+            continue;
+        };
+        let x = inode.raw().xattr_block.get();
+        if x != 0 && wanted.binary_search(&x).is_ok() {
+            record(x, ino, &mut out);
+        }
+        let _ = fs.for_each_extent(&inode, &mut bufs.tree, |e| {
+            let end = e.physical.saturating_add(u64::from(e.len));
+            let first = wanted.partition_point(|b| *b < e.physical);
+            for b in wanted.iter().skip(first).take_while(|b| **b < end) {
+                record(*b, ino, &mut out);
+            }
+            Ok(ControlFlow::Continue(()))
+        });
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}

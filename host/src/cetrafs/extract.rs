@@ -235,7 +235,9 @@ pub fn extract(
 }
 
 fn extract_in(path: &Path, dev: Dev<'_>, inner: &[u8], dest: &Path, output: Output) -> Exit {
-    match std::fs::symlink_metadata(dest) {
+    // DEST is checked first and made last: nothing is created for an image that does
+    // not mount or a path it does not hold.
+    let create = match std::fs::symlink_metadata(dest) {
         Ok(m) if !m.is_dir() => {
             crate::say!("{}: exists and is not a directory", dest.display());
             return Exit::Usage;
@@ -247,26 +249,20 @@ fn extract_in(path: &Path, dev: Dev<'_>, inner: &[u8], dest: &Path, output: Outp
             );
             return Exit::Usage;
         }
-        Ok(_) => {}
-        Err(_) => {
-            if let Err(e) = std::fs::create_dir(dest) {
-                crate::say!("cannot create {}: {e}", dest.display());
-                return Exit::Operational;
-            }
-        }
-    }
-    let fs = match open_fs(path, dev) {
-        Ok(f) => f,
-        Err(e) => return e,
+        Ok(_) => false,
+        Err(_) => true,
     };
     let mut bufs = Buffers::new();
-    let top = match fs.resolve(inner, &mut bufs) {
-        Ok(i) => i,
-        Err(e) => {
-            crate::say!("{}: {}: {}", path.display(), escaped(inner), describe(&e));
-            return Exit::of(e.kind.category());
-        }
+    let (fs, top) = match super::read::open_path(path, dev, inner, &mut bufs) {
+        Ok(r) => r,
+        Err(e) => return e,
     };
+    if create {
+        if let Err(e) = std::fs::create_dir(dest) {
+            crate::say!("cannot create {}: {e}", dest.display());
+            return Exit::Operational;
+        }
+    }
     // The process's effective uid is the owner of what it creates.
     let owners = std::fs::metadata(dest).is_ok_and(|m| m.uid() == 0);
     let mut x = Extractor {

@@ -45,11 +45,39 @@ pub fn reading<D: BlockDevice>(path: &Path, dev: D) -> Substituted<D> {
     }
 }
 
-/// The first path naming each of `inos`, as the filesystem reads after replay (through
-/// the journal overlay and the superblock the search takes), for reports.
-pub fn paths_of(dev: Dev<'_>, inos: &[u64]) -> std::collections::BTreeMap<u64, Vec<u8>> {
-    let mut out = std::collections::BTreeMap::new();
-    if inos.is_empty() {
+/// What a report names its findings' inodes by: the first path of each, and the
+/// inodes that own each block found owned twice.
+#[derive(Default)]
+pub struct Names {
+    /// The first path the walk from the root found for each inode.
+    pub paths: std::collections::BTreeMap<u64, Vec<u8>>,
+    /// Every inode whose extents (or xattr block) hold each shared block.
+    pub owners: std::collections::BTreeMap<u64, Vec<u64>>,
+}
+
+impl Names {
+    /// The path of `ino`, when the walk reached it.
+    pub fn path(&self, ino: u64) -> Option<&[u8]> {
+        self.paths.get(&ino).map(Vec::as_slice)
+    }
+
+    /// `/path (inode N)`, or `inode N` when no path reaches it.
+    pub fn inode(&self, ino: u64) -> String {
+        match self.path(ino) {
+            Some(p) => format!("{} (inode {ino})", escaped(p)),
+            None => format!("inode {ino}"),
+        }
+    }
+}
+
+/// The names a report of `found` needs, as the filesystem reads after replay (through
+/// the journal overlay and the superblock the search takes): paths for the inodes the
+/// findings are about, and the other owners of each block owned twice (with theirs).
+pub fn names_for(dev: Dev<'_>, found: &[Finding]) -> Names {
+    let mut out = Names::default();
+    let mut inos: Vec<u64> = found.iter().filter_map(|f| f.ino).collect();
+    let shared: Vec<u64> = found.iter().filter_map(shared_block).collect();
+    if inos.is_empty() && shared.is_empty() {
         return out;
     }
     let mut b = Buffers::new();
@@ -59,12 +87,28 @@ pub fn paths_of(dev: Dev<'_>, inos: &[u64]) -> std::collections::BTreeMap<u64, V
     };
     with_journal(&sub, false, |d| {
         if let Ok(fs) = Fs::open_shortened(d, &mut b.data) {
-            for (ino, p) in tet_alloc::cetrafs::names::paths_of(&fs, inos) {
-                out.entry(ino).or_insert(p);
+            for (block, ino) in tet_alloc::cetrafs::names::owners_of(&fs, &shared) {
+                out.owners.entry(block).or_default().push(ino);
+                inos.push(ino);
+            }
+            for (ino, p) in tet_alloc::cetrafs::names::paths_of(&fs, &inos) {
+                out.paths.entry(ino).or_insert(p);
             }
         }
     });
     out
+}
+
+/// The block a block-shared finding says is owned twice.
+fn shared_block(f: &Finding) -> Option<u64> {
+    match f.error.kind {
+        ErrorKind::Overlap { other }
+            if f.code == tet_core::cetrafs::Code::BlockShared && other % BLOCK_SIZE_U64 == 0 =>
+        {
+            Some(other / BLOCK_SIZE_U64)
+        }
+        _ => None,
+    }
 }
 
 /// The warning of a command that reads through a copy because the primary fails.
@@ -281,10 +325,17 @@ pub fn put_name(obj: &mut serde_json::Map<String, Value>, key: &str, name: &[u8]
 /// An error with its block number spelled out, in the units of a filesystem: a block
 /// another owner holds is named as a block, not as the byte offset the error carries.
 pub fn describe(e: &Error) -> String {
+    describe_with(e, None)
+}
+
+/// [`describe`], naming the other owner of a shared block when it is known.
+fn describe_with(e: &Error, other_owner: Option<&str>) -> String {
     let kind = match e.kind {
-        ErrorKind::Overlap { other } if other % BLOCK_SIZE_U64 == 0 => {
-            format!("shares block {} with another owner", other / BLOCK_SIZE_U64)
-        }
+        ErrorKind::Overlap { other } if other % BLOCK_SIZE_U64 == 0 => format!(
+            "shares block {} with {}",
+            other / BLOCK_SIZE_U64,
+            other_owner.unwrap_or("another owner")
+        ),
         k => k.to_string(),
     };
     format!(
@@ -298,26 +349,44 @@ pub fn describe(e: &Error) -> String {
 /// A finding rendered for printing (the shared shape of [`crate::report`]), with its
 /// cetrafs context: the block holding the field, and the inode when there is one.
 pub fn rendered(f: &Finding) -> Rendered {
-    rendered_at(f, None)
+    rendered_at(f, &Names::default())
 }
 
-/// [`rendered`], naming the inode by `path` when the walk from the root reached it:
-/// `/dir/a.txt (inode 3): ...`.
-pub fn rendered_at(f: &Finding, path: Option<&[u8]>) -> Rendered {
+/// [`rendered`], naming the inode by its path when the walk from the root reached it
+/// (`/dir/a.txt (inode 3): ...`), and the other owner of a shared block when one is
+/// known (`shares block 1179 with /b.bin (inode 166)`).
+pub fn rendered_at(f: &Finding, names: &Names) -> Rendered {
     let mut context = serde_json::Map::new();
     context.insert("block".into(), json!(f.error.offset / BLOCK_SIZE_U64));
     let mut message = String::new();
     if let Some(ino) = f.ino {
         context.insert("inode".into(), json!(ino));
-        message = match path {
-            Some(p) => {
-                context.insert("path".into(), json!(escaped(p)));
-                format!("{} (inode {ino}): ", escaped(p))
-            }
-            None => format!("inode {ino}: "),
-        };
+        if let Some(p) = names.path(ino) {
+            context.insert("path".into(), json!(escaped(p)));
+        }
+        message = format!("{}: ", names.inode(ino));
     }
-    message.push_str(&describe(&f.error));
+    // The other owners of a shared block: every owner the lookup found but this one.
+    let others: Vec<u64> = shared_block(f)
+        .and_then(|b| names.owners.get(&b))
+        .map(|o| o.iter().copied().filter(|i| Some(*i) != f.ino).collect())
+        .unwrap_or_default();
+    let other_owner = match others[..] {
+        [] => None,
+        [one] => Some(names.inode(one)),
+        [one, ref rest @ ..] => Some(format!("{} and {} more", names.inode(one), rest.len())),
+    };
+    if !others.is_empty() {
+        context.insert("other_inodes".into(), json!(others));
+        let paths: Vec<String> = others
+            .iter()
+            .filter_map(|i| names.path(*i).map(escaped))
+            .collect();
+        if !paths.is_empty() {
+            context.insert("other_paths".into(), json!(paths));
+        }
+    }
+    message.push_str(&describe_with(&f.error, other_owner.as_deref()));
     Rendered {
         code: f.code.as_str(),
         severity: f.severity(),

@@ -22,7 +22,7 @@ fn type_name(inode: &Inode) -> &'static str {
 }
 
 /// Mounts the image and resolves `inner`: the start of `ls`, `cat` and `stat`.
-fn open_path<'a>(
+pub(super) fn open_path<'a>(
     path: &Path,
     dev: Dev<'a>,
     inner: &[u8],
@@ -302,7 +302,7 @@ fn cat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
     };
     if f.is_dir() {
         crate::say!("{}: {}: is a directory", path.display(), escaped(inner));
-        return Exit::Usage;
+        return Exit::Operational;
     }
     if f.is_symlink() {
         let target = link_target(&fs, &f, &mut bufs);
@@ -313,7 +313,7 @@ fn cat_in(path: &Path, dev: Dev<'_>, inner: &[u8], output: Output) -> Exit {
             escaped(inner),
             escaped(&target)
         );
-        return Exit::Usage;
+        return Exit::Operational;
     }
     let mut stdout = std::io::stdout().lock();
     let fail = |e: &Error| {

@@ -83,12 +83,8 @@ pub fn verify(
     };
     drop(ticking);
     // Inodes named by their paths, when the walk from the root reaches them.
-    let inos: Vec<u64> = found.iter().filter_map(|f| f.ino).collect();
-    let names = paths_of(dev, &inos);
-    let shown: Vec<Rendered> = found
-        .iter()
-        .map(|f| rendered_at(f, f.ino.and_then(|i| names.get(&i)).map(Vec::as_slice)))
-        .collect();
+    let names = names_for(dev, &found);
+    let shown: Vec<Rendered> = found.iter().map(|f| rendered_at(f, &names)).collect();
     match output {
         Output::Json => {
             let v = json!({"file": path.display().to_string(), "format": "cetrafs", "status": status,
