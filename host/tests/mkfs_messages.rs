@@ -195,3 +195,40 @@ fn a_tree_of_many_small_files_gets_the_inodes_it_needs() {
     assert!(err.contains("pass --inodes 2002 or more"), "{err}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn xattrs_past_the_images_limits_are_named_with_the_limit() {
+    let d = std::env::temp_dir().join(format!("tet-mkfs-msg-xattr-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("src")).unwrap();
+    let f = d.join("src/tagged");
+    std::fs::write(&f, b"x").unwrap();
+    if xattr::set(&f, "user.probe", b"1").is_err() {
+        eprintln!("skipped: this filesystem keeps no user xattrs");
+        return;
+    }
+    for k in 0..13 {
+        xattr::set(&f, format!("user.k{k:02}"), b"v").unwrap();
+    }
+    let (code, _, err) = run(&["mkfs", "img", "--size", "8M", "--from", "src"], &d);
+    assert_eq!(code, 8, "{err}");
+    assert!(
+        err.contains("src/tagged: has 1")
+            && err.contains(" xattrs; a cetrafs inode holds at most 12"),
+        "{err}"
+    );
+    assert!(!err.contains("buffer too small"), "{err}");
+    for k in 0..13 {
+        xattr::remove(&f, format!("user.k{k:02}")).unwrap();
+    }
+    xattr::set(&f, "user.probe", &[7u8; 300]).unwrap();
+    let (code, _, err) = run(&["mkfs", "img", "--size", "8M", "--from", "src"], &d);
+    assert_eq!(code, 8, "{err}");
+    assert!(
+        err.contains(
+            "xattr user.probe: its value is 300 bytes; a cetrafs xattr value holds at most 256"
+        ),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

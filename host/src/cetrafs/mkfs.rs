@@ -328,14 +328,11 @@ fn copy_tree(
             if let Ok(names) = xattr::list(&path) {
                 let mut names: Vec<_> = names.collect();
                 names.sort();
+                let count = names.len();
                 for k in names {
                     if let Ok(Some(v)) = xattr::get(&path, &k) {
                         b.set_xattr(ino, k.as_encoded_bytes(), &v).map_err(|e| {
-                            CopyError::Read(format!(
-                                "{}: xattr {}: {e}",
-                                path.display(),
-                                k.to_string_lossy()
-                            ))
+                            CopyError::Read(xattr_problem(&path, &k, &v, count, &e))
                         })?;
                     }
                 }
@@ -926,4 +923,38 @@ fn refuse(e: &Error, o: &MkfsOptions<'_>, p: &Params, size: u64, need: u64) -> E
     }
     crate::say!("mkfs: {e}");
     Exit::Usage
+}
+
+/// Why the xattr `key` (of `count` on `path`) does not fit an image, in the image's
+/// limits (docs/cetrafs.md: one xattr block per inode).
+fn xattr_problem(
+    path: &Path,
+    key: &std::ffi::OsStr,
+    value: &[u8],
+    count: usize,
+    e: &tet_core::Error,
+) -> String {
+    let k = key.to_string_lossy();
+    let bytes = key.as_encoded_bytes();
+    let why = if count > tet_core::cetrafs::XATTRS_PER_BLOCK {
+        format!(
+            "has {count} xattrs; a cetrafs inode holds at most {} (one xattr block)",
+            tet_core::cetrafs::XATTRS_PER_BLOCK
+        )
+    } else if bytes.len() > 64 {
+        format!(
+            "xattr {k}: its name is {} bytes; a cetrafs xattr name holds at most 64",
+            bytes.len()
+        )
+    } else if value.len() > 256 {
+        format!(
+            "xattr {k}: its value is {} bytes; a cetrafs xattr value holds at most 256",
+            value.len()
+        )
+    } else if !bytes.contains(&b'.') {
+        format!("xattr {k}: a cetrafs xattr name needs a namespace (`user.`, `trusted.`, ...)")
+    } else {
+        format!("xattr {k}: {e}")
+    };
+    format!("{}: {why}", path.display())
 }
