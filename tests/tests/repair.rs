@@ -108,15 +108,20 @@ fn decoded(bytes: &[u8]) -> Vec<(u32, Vec<u64>, Option<Vec<u8>>)> {
     let Some(file) = TetFile::parse(bytes, &mut |_: &tet_core::tet::Finding| {}) else {
         return Vec::new();
     };
+    // A chunk whose stored bytes fail their checksum does not read either.
+    let sums = tet_alloc::tet::history::check_footer(&file)
+        .checksums
+        .and_then(|(o, n)| tet_core::tet::ChecksumTable::parse(&file, o, n).ok());
     let t = ChunkTable::new(file).unwrap();
     let mut dec = ChunkDecoder::new(Ruzstd::new(), 1 << 30);
     let mut out: Vec<_> = (0..t.rows())
         .filter_map(|r| t.chunk(r))
         .map(|c| {
+            let sound = sums.as_ref().is_none_or(|s| s.check(&c).is_ok());
             (
                 c.dataset.0,
                 c.coords.as_slice().to_vec(),
-                dec.decode(&c).ok().map(|b| b.to_vec()),
+                dec.decode(&c).ok().filter(|_| sound).map(|b| b.to_vec()),
             )
         })
         .collect();
@@ -532,6 +537,50 @@ fn undecodable_chunks_are_left_or_zeroed_with_a_history_row() {
     tet_tests::assert_peer_readable(&fixed);
     assert_eq!(last["params"]["finding"], found[0].as_str());
     assert_eq!(v["metadata"]["datasets"]["t"]["attrs"]["units"], "K");
+}
+
+#[test]
+fn a_raw_chunk_failing_its_checksum_is_replaced_and_stays_checksummed() {
+    let b = base();
+    let file = TetFile::open(&b).unwrap();
+    // Row 1 is temperature chunk (0, 1), raw: one flipped bit only the checksum sees.
+    let r = file.rows()[1];
+    assert_eq!(r.codec.get(), 0);
+    let mut bad = b.clone();
+    bad[r.payload_offset.get() as usize] ^= 0x01;
+    let found = findings(&bad);
+    assert_eq!(
+        found.iter().map(|f| (f.code, f.row)).collect::<Vec<_>>(),
+        vec![(Code::ChunkChecksum, Some(1))]
+    );
+    contract(
+        "raw chunk, left",
+        &bad,
+        Exit::Problems,
+        Exit::Problems,
+        false,
+    );
+    let fixed = contract(
+        "raw chunk, replaced",
+        &bad,
+        Exit::Problems,
+        Exit::Fixed,
+        true,
+    );
+    let f = TetFile::open(&fixed).unwrap();
+    let v = tet_tests::values(&f, "temperature");
+    // The shape is (2, 3) in (2, 2) chunks: column 2 is chunk (0, 1), now NaN.
+    assert_eq!(v[..2], [1.0, 2.0]);
+    assert!(v[2].is_nan() && v[5].is_nan(), "{v:?}");
+    assert_eq!(v[3..5], [4.0, 5.0]);
+    // The replacement carries a checksum: its entry points at the new payload.
+    let (o, n) = tet_alloc::tet::history::check_footer(&f).checksums.unwrap();
+    let t = tet_core::tet::ChecksumTable::parse(&f, o, n).unwrap();
+    assert_eq!(t.covered(&f), f.rows().len() as u64);
+    let row = f.rows()[1];
+    assert_ne!(row.payload_offset.get(), r.payload_offset.get());
+    assert!(t.expected(1, row.payload_offset.get()).is_some());
+    tet_tests::assert_peer_readable(&fixed);
 }
 
 #[test]

@@ -208,14 +208,7 @@ fn report_plan(bytes: &[u8], plan: &Plan, chosen: &[bool], mode: Mode) {
     let file = TetFile::parse(bytes, &mut |_: &tet_core::tet::Finding| {});
     let names = Names::for_findings(file.as_ref(), &plan.unfixable);
     for f in &plan.unfixable {
-        let hint = if matches!(
-            f.code,
-            tet_core::tet::Code::ZstdFrame
-                | tet_core::tet::Code::ZstdWindow
-                | tet_core::tet::Code::DecodedLength
-                | tet_core::tet::Code::ContentChecksum
-                | tet_core::tet::Code::ZstdTrailing
-        ) {
+        let hint = if tet_alloc::tet::repair::is_bad_chunk_code(f.code) {
             " (--zero-bad-chunks -y replaces the chunk)"
         } else {
             " (no safe fix)"

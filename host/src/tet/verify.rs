@@ -111,7 +111,10 @@ pub fn check_with(bytes: &[u8], opts: &DecodeOptions) -> Result<Checked, Error> 
     // A frame that does not decode is named by its decode finding; the checksum speaks
     // for raw chunks and for frames whose own checks pass.
     for f in mismatched {
-        if !f.row.is_some_and(|r| checked.bad_rows.contains(&r)) {
+        if let Some(r) = f.row.filter(|r| !checked.bad_rows.contains(r)) {
+            checked.found.report(&f);
+            checked.bad_rows.push(r);
+        } else if f.row.is_none() {
             checked.found.report(&f);
         }
     }

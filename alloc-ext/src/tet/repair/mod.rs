@@ -131,6 +131,12 @@ fn is_decode_code(c: Code) -> bool {
     )
 }
 
+/// Whether a finding says a chunk's payload cannot be trusted: it does not decode, or
+/// its stored bytes differ from their checksum. `--zero-bad-chunks` replaces such chunks.
+pub fn is_bad_chunk_code(c: Code) -> bool {
+    is_decode_code(c) || c == Code::ChunkChecksum
+}
+
 fn zero_patch(offset: u64, len: u64) -> Action {
     Action::Patch {
         offset,
@@ -343,7 +349,7 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
     // once written: the replacements wait for the next round.
     let defer_zero = restored.is_some()
         && inputs.zero_bad_chunks
-        && inputs.findings.iter().any(|f| is_decode_code(f.code));
+        && inputs.findings.iter().any(|f| is_bad_chunk_code(f.code));
     if defer_zero {
         p.again = true;
     }
@@ -389,7 +395,7 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
     // Undecodable chunks.
     if inputs.zero_bad_chunks && !defer_zero {
         let table = crate::tet::scan::ChunkTable::new(file).ok();
-        for f in inputs.findings.iter().filter(|f| is_decode_code(f.code)) {
+        for f in inputs.findings.iter().filter(|f| is_bad_chunk_code(f.code)) {
             let (Some(row), Some(t)) = (f.row, table.as_ref()) else {
                 continue;
             };
@@ -436,7 +442,7 @@ pub fn plan(inputs: &Inputs<'_, '_>) -> Plan {
         .findings
         .iter()
         .filter(|f| {
-            let replaced = is_decode_code(f.code) && f.row.is_some_and(|r| zeroed.contains(&r));
+            let replaced = is_bad_chunk_code(f.code) && f.row.is_some_and(|r| zeroed.contains(&r));
             !(answered.contains(&f.code) || replaced || answered_findings.contains(f))
         })
         .copied()
@@ -518,6 +524,26 @@ fn fill_element(d: DType) -> Vec<u8> {
         DType::F64 => 0x7ff8_0000_0000_0000u64.to_le_bytes().to_vec(),
         other => alloc::vec![0u8; usize::try_from(other.size()).unwrap_or(1)],
     }
+}
+
+/// The CRC-32C of `len` bytes of `d`'s fill (NaN or zeros), as a replaced chunk holds.
+fn fill_crc(d: DType, len: u64) -> u32 {
+    let e = fill_element(d);
+    let mut crc = tet_core::checksum::Crc32c::new();
+    let mut left = len;
+    let mut buf = Vec::new();
+    while u64_of(buf.len()) < len.min(u64_of(COPY_WINDOW)) {
+        buf.extend_from_slice(&e);
+    }
+    while left > 0 {
+        let n = usize::try_from(left.min(u64_of(buf.len()))).unwrap_or(0);
+        let Some(piece) = buf.get(..n).filter(|p| !p.is_empty()) else {
+            break;
+        };
+        crc.update(piece);
+        left = left.saturating_sub(u64_of(n));
+    }
+    crc.finish()
 }
 
 /// Why applying failed.
@@ -649,6 +675,36 @@ pub fn apply<O: Output>(
             patches.push((row_at.saturating_add(off::row::PAYLOAD_OFFSET), b));
             new_payloads.push((*dtype, *raw_len));
             pos = pos.saturating_add(*raw_len);
+        }
+    }
+    // A replaced chunk keeps a checksum: its entry in the chunk checksum table (which
+    // lies before the body's end, so it is copied with it) is repointed at the new
+    // payload, with the CRC-32C of the fill it holds. The table goes with a dropped
+    // footer; an unusable one is left to its own finding.
+    if keep_footer {
+        let sums = crate::tet::history::check_footer(&file)
+            .checksums
+            .and_then(|(o, n)| tet_core::tet::ChecksumTable::parse(&file, o, n).ok());
+        if let Some(t) = sums {
+            let mut at_pos = body_end;
+            for (row, dtype, raw_len, _, _, _) in &zero {
+                let entry = row
+                    .checked_mul(tet_core::tet::CHECKSUM_ENTRY_LEN)
+                    .and_then(|x| x.checked_add(t.offset()));
+                let table_end = t.offset().saturating_add(t.len());
+                let inside = |e: &u64| {
+                    e.checked_add(tet_core::tet::CHECKSUM_ENTRY_LEN)
+                        .is_some_and(|end| end <= table_end)
+                };
+                if let Some(entry) = entry.filter(inside) {
+                    let mut b = Vec::new();
+                    b.extend_from_slice(&at_pos.to_le_bytes());
+                    b.extend_from_slice(&fill_crc(*dtype, *raw_len).to_le_bytes());
+                    b.extend_from_slice(&0u32.to_le_bytes());
+                    patches.push((entry, b));
+                }
+                at_pos = at_pos.saturating_add(*raw_len);
+            }
         }
     }
     let history_rows: Vec<Value> = zero
