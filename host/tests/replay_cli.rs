@@ -133,7 +133,7 @@ fn repair_conventions_on_a_cetrafs_image() {
     // Each finding once, with the fix that answers it.
     assert!(
         out.lines().any(
-            |l| l.starts_with("would fix[link-count] inode 2: inode.nlink")
+            |l| l.starts_with("would fix[link-count] /a (inode 2): inode.nlink")
                 && l.ends_with("-> nlink set to the references counted = 1")
         ),
         "{out}"

@@ -132,6 +132,8 @@ pub fn repair(
             return Exit::of(e.category());
         }
     };
+    // The inodes of what is left, named by their paths as the image now reads.
+    let names = names_for(&dev, &out.left);
     match output {
         Output::Json => {
             println!(
@@ -139,13 +141,19 @@ pub fn repair(
                 json!({"file": path.display().to_string(), "mode": format!("{m:?}").to_lowercase(),
                        "replayed_journals": out.replay.journals, "rounds": out.rounds,
                        "fixes": out.fixes.iter().map(|f| json!({"code": f.code.as_str(), "action": f.action, "offset": f.offset, "value": f.value, "lossless": f.lossless, "paths": out.names.iter().filter(|(at, _)| *at == f.offset).map(|(_, p)| escaped(p)).collect::<Vec<_>>()})).collect::<Vec<_>>(),
-                       "left": out.left.iter().map(|f| rendered(f).json()).collect::<Vec<_>>(),
+                       "left": out.left.iter().map(|f| rendered_at(f, &names).json()).collect::<Vec<_>>(),
                        "needs_yes": withheld(&out).iter().map(|f| json!({"code": f.code.as_str(), "action": f.action, "offset": f.offset, "value": f.value})).collect::<Vec<_>>()})
             );
             crate::report::printed();
         }
         _ => {
-            if let Err(e) = render(&mut io::BufWriter::new(io::stdout().lock()), path, m, &out) {
+            if let Err(e) = render(
+                &mut io::BufWriter::new(io::stdout().lock()),
+                path,
+                m,
+                &out,
+                &names,
+            ) {
                 return crate::cli::stdout_failed(&e);
             }
         }
@@ -179,7 +187,13 @@ fn withheld(out: &RepairOutcome) -> Vec<Fix> {
 }
 
 /// The human report: replay, fixes, findings left, and what `-y` would do about them.
-fn render(w: &mut impl Write, path: &Path, m: RepairMode, out: &RepairOutcome) -> io::Result<()> {
+fn render(
+    w: &mut impl Write,
+    path: &Path,
+    m: RepairMode,
+    out: &RepairOutcome,
+    names: &Names,
+) -> io::Result<()> {
     let verb = if m == RepairMode::No {
         "would fix"
     } else {
@@ -229,7 +243,7 @@ fn render(w: &mut impl Write, path: &Path, m: RepairMode, out: &RepairOutcome) -
     let value = |x: &Fix| x.value.map(|v| format!(" = {v}")).unwrap_or_default();
     if m == RepairMode::No {
         for f in &out.left {
-            let r = rendered(f);
+            let r = rendered_at(f, names);
             match out
                 .fixes
                 .iter()
@@ -264,7 +278,7 @@ fn render(w: &mut impl Write, path: &Path, m: RepairMode, out: &RepairOutcome) -
     }
     if m != RepairMode::No {
         for f in &out.left {
-            writeln!(w, "{}", rendered(f).line_as("left"))?;
+            writeln!(w, "{}", rendered_at(f, names).line_as("left"))?;
         }
     }
     let held = withheld(out);
