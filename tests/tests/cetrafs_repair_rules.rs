@@ -1224,3 +1224,73 @@ fn what_a_lossy_fix_loses_is_named_by_its_path() {
     );
     assert!(out.left.is_empty(), "{:?}", out.left);
 }
+
+/// The root inode zeroed: `-p` leaves it (the root's mode, owner and times are lost);
+/// `-y` makes a new root over the directory blocks the old one owned, so every name
+/// below it reads back at its path, byte for byte, and nothing goes to /lost+found.
+#[test]
+fn a_zeroed_root_is_rebuilt_over_its_own_blocks() {
+    let clean = populated();
+    let names = known(&clean);
+    let mut img = clean.clone();
+    let at = inode_at(&img, ROOT);
+    img[at..at + B].fill(0);
+    let found = errors(&img);
+    assert!(found.iter().any(|f| f.code == Code::RootInode), "{found:?}");
+    let out = run_repair(&mut img, Mode::Preen);
+    // -p changes nothing while the root is lost: counts without it would be wrong.
+    assert_eq!(out.fixes, vec![]);
+    assert_eq!(img[at..at + B], [0u8; B][..]);
+    assert!(out.left.iter().any(|f| f.code == Code::RootInode));
+    assert!(out.withheld.iter().any(|f| f.code == Code::RootInode));
+    let out = run_repair(&mut img, Mode::Yes);
+    assert!(out.left.is_empty(), "{:?}", out.left);
+    let rebuilt = out
+        .fixes
+        .iter()
+        .find(|f| f.code == Code::RootInode)
+        .unwrap();
+    let top = names.iter().filter(|k| k.entries.len() == 1).count() as u64;
+    assert_eq!(
+        rebuilt.value,
+        Some(top),
+        "every entry of the root kept its name"
+    );
+    assert_eq!(errors(&img), vec![]);
+    let fs = open(&img).unwrap();
+    for k in &names {
+        assert_eq!(
+            seen(&fs, &k.path).as_ref(),
+            Some(&k.seen),
+            "{}",
+            String::from_utf8_lossy(&k.path)
+        );
+    }
+    assert!(fs
+        .resolve(b"/lost+found", &mut Buffers::new())
+        .is_err_and(|e| e.kind == tet_core::ErrorKind::NotFound));
+}
+
+/// The root zeroed and its one directory block too: the new root is empty, and what it
+/// held is found under /lost+found by inode number.
+#[test]
+fn a_root_lost_with_its_blocks_sends_its_children_to_lost_found() {
+    let mut img = populated();
+    let at = inode_at(&img, ROOT);
+    let root_blocks = mapped(&open(&img).unwrap(), ROOT).unwrap().blocks;
+    let big = ino_of(&img, b"/big");
+    img[at..at + B].fill(0);
+    for b in root_blocks {
+        img[b as usize * B..(b as usize + 1) * B].fill(0);
+    }
+    let out = run_repair(&mut img, Mode::Yes);
+    assert!(out.left.is_empty(), "{:?}", out.left);
+    assert_eq!(errors(&img), vec![]);
+    let fs = open(&img).unwrap();
+    let path = format!("/lost+found/{big}");
+    let dir = fs.resolve(path.as_bytes(), &mut Buffers::new()).unwrap();
+    assert!(dir.is_dir());
+    assert!(fs
+        .resolve(format!("{path}/f000").as_bytes(), &mut Buffers::new())
+        .is_ok());
+}

@@ -49,7 +49,7 @@ fn free_slot<D: BlockDeviceMut>(
 
 /// A data block free in the bitmap (as this round's patches leave it) and owned by
 /// nothing: its block group, its index there, and its block number.
-fn free_data_block<D: BlockDeviceMut>(
+pub(super) fn free_data_block<D: BlockDeviceMut>(
     fs: &Fs<D>,
     own: &OwnershipMap,
     patches: &mut Patches<'_, D>,

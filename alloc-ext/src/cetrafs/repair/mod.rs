@@ -37,6 +37,7 @@ mod lost_found;
 mod patches;
 mod paths;
 mod plan;
+mod root;
 mod superblock;
 mod tables;
 mod unreadable;

@@ -14,6 +14,7 @@ use super::dir_blocks::{changes_entries, fix_dir_blocks};
 use super::entries::fix_one;
 use super::lost_found::reconnect_orphans;
 use super::patches::Patches;
+use super::root::rebuild_root;
 use super::unreadable::fix_unreadable;
 use super::Fix;
 use crate::cetrafs::fsck::{self, OwnershipMap};
@@ -27,6 +28,12 @@ pub(super) fn plan<D: BlockDeviceMut>(
     fixes: &mut Vec<Fix>,
 ) -> Result<(), Error> {
     let has = |c: Code| found.iter().any(|f| f.code == c);
+    // A root that does not read first, alone: every other family reads the tree from it.
+    if let Some(own) = own {
+        if rebuild_root(fs, found, own, patches, fixes)? {
+            return Ok(());
+        }
+    }
     // The inode bitmap first: which inodes are in use decides every rebuild after it.
     mark_inodes(fs, found, patches, fixes)?;
     // Bitmaps and counters, rebuilt from the ownership map.
