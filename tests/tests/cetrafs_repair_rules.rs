@@ -1225,6 +1225,36 @@ fn what_a_lossy_fix_loses_is_named_by_its_path() {
     assert!(out.left.is_empty(), "{:?}", out.left);
 }
 
+/// The same file in a directory no path reaches (its parent's entry cleared): the entry
+/// removed is named by the inode of the directory holding it, as debugfs writes one.
+#[test]
+fn an_entry_removed_in_an_unreached_directory_is_named_by_its_directory_inode() {
+    let clean = populated();
+    let ino = ino_of(&clean, b"/d4/sub/g3");
+    let sub = ino_of(&clean, b"/d4/sub");
+    let mut img = clean.clone();
+    let (lba, off) = entry_of(&img, b"/", b"d4");
+    let at = lba as usize * B + off;
+    img[at..at + 266].fill(0);
+    let at = inode_at(&img, ino);
+    img[at..at + B].fill(0);
+    reseal(&mut img);
+    let out = run_repair(&mut img, Mode::Yes);
+    let removed: Vec<&Vec<u8>> = out
+        .fixes
+        .iter()
+        .filter(|f| f.action.starts_with("entry naming an inode not in use"))
+        .flat_map(|f| out.names.iter().filter(move |(o, _)| *o == f.offset))
+        .map(|(_, p)| p)
+        .collect();
+    assert_eq!(
+        removed,
+        [&format!("<{sub}>/g3").into_bytes()],
+        "{:?}",
+        out.fixes
+    );
+}
+
 /// The root inode zeroed: `-p` leaves it (the root's mode, owner and times are lost);
 /// `-y` makes a new root over the directory blocks the old one owned, so every name
 /// below it reads back at its path, byte for byte, and nothing goes to /lost+found.

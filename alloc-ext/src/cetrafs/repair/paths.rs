@@ -2,6 +2,7 @@
 //! inode cleared or stripped of its xattrs, and the name an entry removed held, so the
 //! report says which file is lost, not only which block.
 
+use alloc::format;
 use alloc::vec::Vec;
 
 use tet_core::block::{Block, BlockDevice, BLOCK_SIZE, BLOCK_SIZE_U64};
@@ -11,7 +12,7 @@ use zerocopy::FromBytes;
 
 use super::unreadable::{CLEARED, XATTRS_DROPPED};
 use super::Fix;
-use crate::cetrafs::names::walk;
+use crate::cetrafs::names::{owners_of, walk};
 
 /// The paths of `fixes` that lose something, as `(fix offset, path)`: for an inode
 /// cleared or stripped of its xattrs, every path naming it (walked from the root); for an
@@ -36,6 +37,18 @@ pub(super) fn name_losses<D: BlockDevice>(fs: &Fs<D>, fixes: &[Fix]) -> Vec<(u64
         let runs = (!removals.is_empty()).then_some(&mut runs);
         walk(fs, &wanted, &mut out, &mut dirs, runs);
     }
+    // Blocks of directories the walk did not reach: named by the inode that maps them,
+    // as debugfs writes one (`<45>/name`), found in one pass over the inodes.
+    let unreached: Vec<u64> = removals
+        .iter()
+        .map(|f| f.offset / BLOCK_SIZE_U64)
+        .filter(|lba| !runs.iter().any(|(a, b, _)| lba >= a && lba < b))
+        .collect();
+    let owners = if unreached.is_empty() {
+        Vec::new()
+    } else {
+        owners_of(fs, &unreached)
+    };
     let mut blk: Block = [0; BLOCK_SIZE];
     for f in removals {
         let lba = f.offset / BLOCK_SIZE_U64;
@@ -53,13 +66,20 @@ pub(super) fn name_losses<D: BlockDevice>(fs: &Fs<D>, fixes: &[Fix]) -> Vec<(u64
         let Some(name) = e.name.get(..len).filter(|n| !n.is_empty()) else {
             continue;
         };
-        // The directory holding the block, when the walk reached it.
-        let mut path = runs
+        // The directory holding the block: its path when the walk reached it, else the
+        // inode mapping the block, else nothing known (`<?>`).
+        let reached = runs
             .iter()
             .find(|(a, b, _)| lba >= *a && lba < *b)
             .and_then(|(_, _, d)| dirs.get(*d))
-            .cloned()
-            .unwrap_or_default();
+            .cloned();
+        let mut path = reached.unwrap_or_else(|| {
+            let at = owners.partition_point(|(b, _)| *b < lba);
+            match owners.get(at) {
+                Some((b, dir)) if *b == lba => format!("<{dir}>").into_bytes(),
+                _ => b"<?>".to_vec(),
+            }
+        });
         path.push(b'/');
         path.extend_from_slice(name);
         out.push((f.offset, path));
