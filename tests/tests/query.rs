@@ -742,3 +742,72 @@ fn ddof_is_checked_before_nan() {
     );
     assert!(matches!(got.unwrap().values[..], [Value::F64(v)] if v.is_nan()));
 }
+
+/// A time mean over a cube chunked one step at a time: every chunk adds to one output
+/// box, which `tet-host` folds in stripes on every thread. The result is bit-identical
+/// for any thread count, to the library's one-thread `execute`, and with a budget that
+/// leaves room for one stripe at a time; and it is the mean.
+#[test]
+fn one_box_of_many_chunks_folds_in_stripes_with_the_same_bits() {
+    let (t, y, x) = (140u64, 6u64, 5u64);
+    let specs = [DatasetSpec {
+        name: "a",
+        dtype: DType::F32,
+        shape: &[t, y, x],
+        chunk_shape: &[1, y, x],
+    }];
+    let vals: Vec<f32> = (0..t * y * x)
+        .map(|i| ((i * 7919 % 1000) as f32) / 7.0 - 60.0)
+        .collect();
+    let data: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut w = Writer::new(Vec::new(), &specs).unwrap();
+    // Raw chunks: decoding takes none of the budget, so the tight one below holds the
+    // boxes alone.
+    w.write_array(DatasetId(0), &data, Codec::Raw).unwrap();
+    let bytes = w.finish(None).unwrap();
+    let f = TetFile::open(&bytes).unwrap();
+    let ds = f.dataset("a").unwrap();
+    let sl = [Slice::default(), Slice::default(), Slice::default()];
+    let p = plan(&f, ds, &sl).unwrap();
+    let ax = Axes::new(3, Some(&[0])).unwrap();
+    assert!(p.parts.len() > tet_alloc::tet::query::STRIPE_PARTS * 4);
+    for op in [
+        Reduce::Mean,
+        Reduce::Sum,
+        Reduce::Var(1),
+        Reduce::Min,
+        Reduce::NanMean,
+    ] {
+        let op = Operation::Reduce(op);
+        let one = run(&f, &p, op, &ax, 1, 1 << 30).map_err(|e| e.to_string());
+        for threads in [2, 3, 4] {
+            let many = run(&f, &p, op, &ax, threads, 1 << 30).map_err(|e| e.to_string());
+            assert_eq!(bits(&one), bits(&many), "{op:?} -j {threads}");
+        }
+        // Room for the group's box and one stripe's only: one stripe at a time.
+        let tight = tet_alloc::tet::query::groups_bytes(&p, &ax);
+        let small = run(&f, &p, op, &ax, 4, tight).map_err(|e| e.to_string());
+        assert_eq!(bits(&one), bits(&small), "{op:?} under a tight budget");
+        let mut dec = tet_alloc::tet::decode::ChunkDecoder::new(
+            tet_alloc::tet::decode::Ruzstd::new(),
+            1 << 30,
+        );
+        let lib =
+            tet_alloc::tet::query::execute(&f, &p, op, &ax, &mut dec).map_err(|e| e.to_string());
+        assert_eq!(bits(&one), bits(&lib), "{op:?}: library and host");
+    }
+    let mean = run(&f, &p, Operation::Reduce(Reduce::Mean), &ax, 2, 1 << 30).unwrap();
+    for cell in 0..(y * x) as usize {
+        let want: f64 = (0..t as usize)
+            .map(|k| f64::from(vals[k * (y * x) as usize + cell]))
+            .sum::<f64>()
+            / t as f64;
+        let Value::F64(got) = mean.values[cell] else {
+            panic!("{:?}", mean.values[cell])
+        };
+        assert!(
+            (got - want).abs() <= 1e-9 * want.abs().max(1.0),
+            "{cell}: {got} {want}"
+        );
+    }
+}

@@ -15,8 +15,8 @@ use rayon::prelude::*;
 use serde_json::{json, Value as Json};
 use tet_alloc::tet::decode::ChunkDecoder;
 use tet_alloc::tet::query::{
-    chunk_partial, decode_part, describe, execute, finish, groups, plan, position_coords, Axes,
-    Operation, Output, QueryError, ReadPlan,
+    chunk_partial, decode_part, describe, execute, finish, groups, groups_bytes, plan,
+    position_coords, Axes, Group, MergePiece, Operation, Output, QueryError, ReadPlan,
 };
 use tet_core::tet::fold::{Acc, Value};
 use tet_core::tet::select::for_each_run;
@@ -130,19 +130,73 @@ pub fn run_with<'f>(
         }
         Operation::Reduce(r) => {
             let mut gs = groups(plan_, axes, budget)?;
-            gs.par_iter_mut().try_for_each_init(
-                || ChunkDecoder::new(CZstd::new(), budget),
-                |dec, g| -> Result<(), QueryError> {
-                    for i in g.parts.clone() {
-                        let tile = decode_part(file, plan_, i, dec)?;
-                        if let Some(part) = plan_.parts.get(i) {
-                            g.fold_chunk(plan_, axes, part, tile, r);
-                        }
-                        tick(i);
+            let fold_into = |dec: &mut ChunkDecoder<CZstd>,
+                             g: &mut Group,
+                             parts: &[usize]|
+             -> Result<(), QueryError> {
+                for &i in parts {
+                    let tile = decode_part(file, plan_, i, dec)?;
+                    if let Some(part) = plan_.parts.get(i) {
+                        g.fold_chunk(plan_, axes, part, tile, r);
                     }
-                    Ok(())
-                },
-            )?;
+                    tick(i);
+                }
+                // One stripe folded (a group of a few parts is one): its plain sums join
+                // the box's totals, as the library flushes them.
+                g.flush(r);
+                Ok(())
+            };
+            // Groups of a few parts fold on one thread each, all groups at once.
+            gs.par_iter_mut()
+                .filter(|g| !g.striped())
+                .try_for_each_init(
+                    || ChunkDecoder::new(CZstd::new(), budget),
+                    |dec, g| {
+                        let parts = g.parts.clone();
+                        fold_into(dec, g, &parts)
+                    },
+                )?;
+            // A group of many parts (one output box that every chunk adds to, as a time
+            // mean over a cube chunked one step at a time) folds its stripes on every
+            // thread, a wave at a time, merged in stripe order: the library's bits.
+            let threads = rayon::current_num_threads().max(1);
+            for g in gs.iter_mut().filter(|g| g.striped()) {
+                // The budget counted one stripe's box beside each group's; more boxes in
+                // flight only where it has room for them.
+                let spare = budget
+                    .saturating_sub(groups_bytes(plan_, axes))
+                    .checked_div(g.box_bytes().max(1))
+                    .unwrap_or(0);
+                let wave = usize::try_from(spare)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(1)
+                    .min(threads)
+                    .max(1);
+                let stripes: Vec<Vec<usize>> = g.stripes().map(<[usize]>::to_vec).collect();
+                for (w, batch) in stripes.chunks(wave).enumerate() {
+                    let boxes: Vec<Group> = batch
+                        .par_iter()
+                        .map_init(
+                            || ChunkDecoder::new(CZstd::new(), budget),
+                            |dec, stripe| -> Result<Group, QueryError> {
+                                let mut b = g.empty_box(plan_, axes, r);
+                                fold_into(dec, &mut b, stripe)?;
+                                Ok(b)
+                            },
+                        )
+                        .collect::<Result<Vec<Group>, QueryError>>()?;
+                    for (k, b) in boxes.into_iter().enumerate() {
+                        if w == 0 && k == 0 {
+                            g.take_first(r, b);
+                        } else {
+                            // Each cell merges on its own: pieces on every thread.
+                            g.merge_pieces(r, &b, MERGE_PIECE)
+                                .into_par_iter()
+                                .for_each(MergePiece::run);
+                        }
+                    }
+                }
+            }
             let shape = axes.out_shape(plan_.selection.shape().as_slice());
             let cells = shape.iter().fold(1u64, |a, n| a.saturating_mul(*n));
             let mut out = vec![Acc::new(); usize::try_from(cells).unwrap_or(0)];
@@ -157,6 +211,9 @@ pub fn run_with<'f>(
         }
     })
 }
+
+/// Output cells a piece of a box merge covers (a few hundred KiB of accumulators).
+const MERGE_PIECE: usize = 4096;
 
 /// The selected elements themselves, row-major, as raw little-endian bytes (at most
 /// `budget` bytes).

@@ -107,23 +107,28 @@ pub struct Group {
     /// The box's accumulators, row-major over the kept axes.
     pub cells: Vec<Acc>,
     /// Per-chunk plain sums and NaN counts for the float sum kernel (reused).
-    scratch: Vec<(f64, u64, u64)>,
+    scratch: SumScratch,
 }
 
-/// Splits a plan into groups for a partial-axis reduction, in the order of their kept
-/// coordinates. Output memory (one [`Acc`] per output cell) is checked against `budget`.
-pub fn groups(plan: &ReadPlan<'_>, axes: &Axes, budget: u64) -> Result<Vec<Group>, QueryError> {
+/// Bytes a partial-axis reduction of `plan` holds: for each output cell its accumulator
+/// in a group box, the scratch of the float sum kernel, its slot in the scattered output,
+/// and (a group folded in stripes) one stripe's box beside the group's.
+pub fn groups_bytes(plan: &ReadPlan<'_>, axes: &Axes) -> u64 {
     let sel_shape = plan.selection.shape();
     let out_cells = axes
         .out_shape(sel_shape.as_slice())
         .iter()
         .fold(1u64, |a, n| a.saturating_mul(*n));
-    // Each output cell: its accumulator in a group box, the scratch of the float sum
-    // kernel, and its slot in the scattered output.
     let per_cell = core::mem::size_of::<Acc>()
-        .saturating_mul(2)
-        .saturating_add(core::mem::size_of::<(f64, u64, u64)>());
-    let needed = out_cells.saturating_mul(u64_of(per_cell));
+        .saturating_mul(3)
+        .saturating_add(core::mem::size_of::<(f64, u64, u64)>().saturating_mul(2));
+    out_cells.saturating_mul(u64_of(per_cell))
+}
+
+/// Splits a plan into groups for a partial-axis reduction, in the order of their kept
+/// coordinates. Output memory (one [`Acc`] per output cell) is checked against `budget`.
+pub fn groups(plan: &ReadPlan<'_>, axes: &Axes, budget: u64) -> Result<Vec<Group>, QueryError> {
+    let needed = groups_bytes(plan, axes);
     if needed > budget {
         return Err(QueryError::Budget {
             needed,
@@ -161,7 +166,7 @@ pub fn groups(plan: &ReadPlan<'_>, axes: &Axes, budget: u64) -> Result<Vec<Group
                     parts: Vec::new(),
                     origin,
                     cells: vec![Acc::new(); n],
-                    scratch: Vec::new(),
+                    scratch: SumScratch::default(),
                 });
                 let g = out.len().saturating_sub(1);
                 by_key.insert(key, g);
@@ -184,7 +189,172 @@ pub fn groups(plan: &ReadPlan<'_>, axes: &Axes, budget: u64) -> Result<Vec<Group
     Ok(sorted)
 }
 
+/// The float sum kernel's plain per-cell sums, element counts and NaN counts since the
+/// last [`Group::flush`] (allocated on the first chunk the kernel folds).
+#[derive(Clone, Debug, Default)]
+struct SumScratch {
+    sums: Vec<f64>,
+    nans: Vec<u64>,
+    /// Elements each cell took: the same for every cell, as every chunk of a group
+    /// spans the whole box along the kept axes.
+    count: u64,
+}
+
+/// Whether `op` over `plan` folds through the float sum kernel: a float sum or mean
+/// whose last axis is kept (runs along it spread over distinct output cells).
+fn sum_kernel(plan: &ReadPlan<'_>, axes: &Axes, op: Reduce) -> bool {
+    let dtype = plan.dataset.dtype();
+    matches!(dtype, DType::F16 | DType::F32 | DType::F64)
+        && axes.kept(plan.dataset.ndim().saturating_sub(1))
+        && matches!(
+            op,
+            Reduce::Sum | Reduce::NanSum | Reduce::Mean | Reduce::NanMean
+        )
+}
+
+/// Adds plain per-cell sums to `cells`' compensated totals, each cell's block once.
+fn absorb(cells: &mut [Acc], op: Reduce, sc: &SumScratch) {
+    absorb_sums(cells, op, &sc.sums, &sc.nans, sc.count);
+}
+
+fn absorb_sums(cells: &mut [Acc], op: Reduce, sums: &[f64], nans: &[u64], count: u64) {
+    if count == 0 {
+        return;
+    }
+    for (acc, (s, nan)) in cells.iter_mut().zip(sums.iter().zip(nans)) {
+        acc.add_sum_block(op, *s, count, *nan);
+    }
+}
+
+/// What a piece of a later box holds.
+#[derive(Debug)]
+enum Later<'a> {
+    Cells(&'a [Acc]),
+    Sums(&'a [f64], &'a [u64], u64),
+}
+
+/// One piece of a box merge ([`Group::merge_pieces`]).
+#[derive(Debug)]
+pub struct MergePiece<'a> {
+    op: Reduce,
+    into: &'a mut [Acc],
+    from: Later<'a>,
+}
+
+impl MergePiece<'_> {
+    /// Merges the piece.
+    pub fn run(self) {
+        match self.from {
+            Later::Cells(c) => {
+                for (a, o) in self.into.iter_mut().zip(c) {
+                    a.merge(self.op, o);
+                }
+            }
+            Later::Sums(s, k, count) => absorb_sums(self.into, self.op, s, k, count),
+        }
+    }
+}
+
+/// A group of more parts than this folds them in stripes of this many consecutive parts,
+/// each into a box of its own, and merges the boxes in stripe order: a scheduler can fold
+/// the stripes of one group on several threads (a time mean over a cube chunked one step
+/// at a time is one group of every chunk), and the result does not depend on how many
+/// it uses. A constant, so the bits of a result never depend on the machine.
+pub const STRIPE_PARTS: usize = 32;
+
 impl Group {
+    /// The group's parts in stripes of [`STRIPE_PARTS`], in grid order; a group of at
+    /// most that many parts is one stripe, folded straight into its box.
+    pub fn stripes(&self) -> core::slice::Chunks<'_, usize> {
+        self.parts.chunks(STRIPE_PARTS)
+    }
+
+    /// Whether the group folds in several stripes (and needs a box for each).
+    pub fn striped(&self) -> bool {
+        self.parts.len() > STRIPE_PARTS
+    }
+
+    /// Output cells of the box.
+    fn width(&self) -> usize {
+        let n = self
+            .origin
+            .iter()
+            .fold(1u64, |a, (_, c)| a.saturating_mul(*c));
+        usize::try_from(n).unwrap_or(usize::MAX)
+    }
+
+    /// An empty box over the same output cells, for one stripe of the parts: for an
+    /// operation of the float sum kernel only its plain sums (a stripe's chunks add there,
+    /// and [`Group::merge_box`] adds them to the totals), else a full box of
+    /// accumulators.
+    pub fn empty_box(&self, plan: &ReadPlan<'_>, axes: &Axes, op: Reduce) -> Group {
+        let cells = if sum_kernel(plan, axes, op) {
+            Vec::new()
+        } else {
+            vec![Acc::new(); self.cells.len()]
+        };
+        Group {
+            parts: Vec::new(),
+            origin: self.origin.clone(),
+            cells,
+            scratch: SumScratch::default(),
+        }
+    }
+
+    /// Merges the box of a later stripe (flushed) into this one: the first stripe folds
+    /// straight into the group's box, each later one into a box of its own merged here in
+    /// stripe order, by every scheduler. A box of plain sums joins the totals as
+    /// [`Group::flush`] adds them.
+    pub fn merge_box(&mut self, op: Reduce, later: &Group) {
+        for p in self.merge_pieces(op, later, usize::MAX) {
+            p.run();
+        }
+    }
+
+    /// [`Group::merge_box`] as independent pieces of at most `cells` output cells each,
+    /// which a scheduler may run on any threads in any order (each cell's merge is its
+    /// own): the same bits.
+    pub fn merge_pieces<'a>(
+        &'a mut self,
+        op: Reduce,
+        later: &'a Group,
+        cells: usize,
+    ) -> Vec<MergePiece<'a>> {
+        let n = cells.max(1);
+        let sc = &later.scratch;
+        let from: Vec<Later<'a>> = if later.cells.is_empty() {
+            sc.sums
+                .chunks(n)
+                .zip(sc.nans.chunks(n))
+                .map(|(s, k)| Later::Sums(s, k, sc.count))
+                .collect()
+        } else {
+            later.cells.chunks(n).map(Later::Cells).collect()
+        };
+        self.cells
+            .chunks_mut(n)
+            .zip(from)
+            .map(|(into, from)| MergePiece { op, into, from })
+            .collect()
+    }
+
+    /// Takes a box folded (and flushed) from the first stripe as this group's box; a box
+    /// of plain sums is added to the group's empty totals.
+    pub fn take_first(&mut self, op: Reduce, first: Group) {
+        if first.cells.is_empty() {
+            self.merge_box(op, &first);
+        } else {
+            self.cells = first.cells;
+        }
+    }
+
+    /// Bytes one stripe's box takes at most (accumulators and the sum kernel's sums).
+    pub fn box_bytes(&self) -> u64 {
+        let per =
+            core::mem::size_of::<Acc>().saturating_add(core::mem::size_of::<(f64, u64, u64)>());
+        u64_of(self.cells.len()).saturating_mul(u64_of(per))
+    }
+
     /// Folds the selected elements of `part` (whose decoded tile is `tile`) into the box.
     pub fn fold_chunk(
         &mut self,
@@ -196,16 +366,8 @@ impl Group {
     ) {
         let ndim = plan.dataset.ndim();
         let dtype = plan.dataset.dtype();
-        let last = ndim.saturating_sub(1);
-        let last_kept = axes.kept(last);
-        let float = matches!(dtype, DType::F16 | DType::F32 | DType::F64);
-        let sum_kernel = float
-            && last_kept
-            && matches!(
-                op,
-                Reduce::Sum | Reduce::NanSum | Reduce::Mean | Reduce::NanMean
-            );
-        if sum_kernel {
+        let last_kept = axes.kept(ndim.saturating_sub(1));
+        if sum_kernel(plan, axes, op) {
             self.fold_chunk_sum(plan, axes, part, tile, op);
             return;
         }
@@ -225,9 +387,8 @@ impl Group {
         });
     }
 
-    /// The float sum kernel: the chunk's elements are summed per output cell in plain
-    /// `f64` (a chunk holds at most a few thousand per cell), then each cell's chunk sum
-    /// joins its compensated total once.
+    /// The float sum kernel: the chunk's elements are added per output cell to plain
+    /// `f64` sums, which join each cell's compensated total at [`Group::flush`].
     fn fold_chunk_sum(
         &mut self,
         plan: &ReadPlan<'_>,
@@ -238,46 +399,49 @@ impl Group {
     ) {
         let ndim = plan.dataset.ndim();
         let dtype = plan.dataset.dtype();
-        let n = self.cells.len();
-        self.scratch.clear();
-        self.scratch.resize(n, (0.0, 0, 0));
-        let mut sums = vec![0f64; 0];
-        let mut nans = vec![0u64; 0];
+        let n = self.width();
+        let sc = &mut self.scratch;
+        if sc.sums.len() != n {
+            sc.sums = vec![0.0; n];
+            sc.nans = vec![0; n];
+        }
+        // Each cell takes one element per selected index of the chunk along the reduced
+        // axes.
+        let per_cell = (0..ndim).filter(|d| !axes.kept(*d)).fold(1u64, |a, d| {
+            a.saturating_mul(part.count.get(d).copied().unwrap_or(0))
+        });
+        sc.count = sc.count.saturating_add(per_cell);
         let origin = &self.origin;
-        let scratch = &mut self.scratch;
         let skip = op.skips_nan();
         for_each_run(&plan.dataset, &plan.selection, part, |r| {
             let local = box_index(origin, axes, ndim, &r.ordinals);
             let at = usize::try_from(local).unwrap_or(usize::MAX);
             let len = usize::try_from(r.count).unwrap_or(0);
             let end = at.saturating_add(len);
-            let Some(cells) = scratch.get_mut(at..end) else {
+            let (Some(sums), Some(nans)) = (sc.sums.get_mut(at..end), sc.nans.get_mut(at..end))
+            else {
                 return;
             };
-            sums.clear();
-            sums.resize(len, 0.0);
-            nans.clear();
-            nans.resize(len, 0);
-            Acc::spread_sum(
-                &mut sums,
-                &mut nans,
-                dtype,
-                tile,
-                r.tile_index,
-                r.tile_stride,
-                skip,
-            );
-            for ((c, s), k) in cells.iter_mut().zip(&sums).zip(&nans) {
-                c.0 += *s;
-                c.1 = c.1.saturating_add(1);
-                c.2 = c.2.saturating_add(*k);
-            }
+            // Each element of a run along the kept last axis goes to its own cell.
+            Acc::spread_sum(sums, nans, dtype, tile, r.tile_index, r.tile_stride, skip);
         });
-        for (acc, (s, counted, nan)) in self.cells.iter_mut().zip(&self.scratch) {
-            if *counted > 0 {
-                acc.add_sum_block(op, *s, *counted, *nan);
-            }
+    }
+
+    /// Adds the float sum kernel's plain per-cell sums to the box's compensated totals
+    /// and clears them. A scheduler calls it after each stripe (before merging or
+    /// scattering the box): the sums of a stripe's chunks (at most [`STRIPE_PARTS`], each
+    /// a few thousand elements a cell) are added in plain `f64` and join each cell's
+    /// total once, so a chunk costs one pass over the small sums, not over the box.
+    pub fn flush(&mut self, op: Reduce) {
+        if self.cells.is_empty() {
+            // A box of plain sums: they wait for the group's merge.
+            return;
         }
+        absorb(&mut self.cells, op, &self.scratch);
+        let sc = &mut self.scratch;
+        sc.sums.fill(0.0);
+        sc.nans.fill(0);
+        sc.count = 0;
     }
 
     /// Copies the box's results into `out` (row-major over the output shape).

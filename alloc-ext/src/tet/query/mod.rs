@@ -22,7 +22,9 @@ mod quantile;
 use quantile::quantile;
 pub use quantile::{numpy_median, numpy_quantile};
 
-pub use fold::{chunk_partial, finish, groups, Axes, Group, Output};
+pub use fold::{
+    chunk_partial, finish, groups, groups_bytes, Axes, Group, MergePiece, Output, STRIPE_PARTS,
+};
 pub use plan::{describe, plan, position_coords, ReadPlan};
 
 use alloc::vec;
@@ -244,10 +246,27 @@ pub fn execute<'f, B: FrameBackend>(
         Operation::Reduce(r) => {
             let mut gs = groups(plan, axes, budget)?;
             for g in gs.iter_mut() {
-                for i in g.parts.clone() {
-                    let tile = decode_part(file, plan, i, dec)?;
-                    if let Some(part) = plan.parts.get(i) {
-                        g.fold_chunk(plan, axes, part, tile, r);
+                // The first stripe folds into the group's box, each later one into its
+                // own box merged in stripe order (as `tet-host` folds them: the same
+                // bits), so at most two boxes are held.
+                let stripes: Vec<Vec<usize>> = g.stripes().map(<[usize]>::to_vec).collect();
+                for (k, stripe) in stripes.iter().enumerate() {
+                    let mut later = (k > 0).then(|| g.empty_box(plan, axes, r));
+                    for &i in stripe {
+                        let tile = decode_part(file, plan, i, dec)?;
+                        if let Some(part) = plan.parts.get(i) {
+                            later
+                                .as_mut()
+                                .unwrap_or(g)
+                                .fold_chunk(plan, axes, part, tile, r);
+                        }
+                    }
+                    match later {
+                        Some(mut b) => {
+                            b.flush(r);
+                            g.merge_box(r, &b);
+                        }
+                        None => g.flush(r),
                     }
                 }
             }
