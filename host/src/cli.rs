@@ -282,6 +282,22 @@ pub enum Command {
         /// Replace the output file when it exists.
         #[arg(long)]
         force: bool,
+        /// Dimension names, one per axis: [DATASET:]time,lat,lon (repeatable; without
+        /// DATASET, every array of the input).
+        #[arg(long, value_name = "[DATASET:]NAMES")]
+        dims: Vec<String>,
+        /// An attribute: [DATASET:]KEY=VALUE, e.g. units=K or time:calendar=standard
+        /// (repeatable; `_FillValue` marks missing elements for null_count and nan_*).
+        #[arg(long, value_name = "[DATASET:]KEY=VALUE")]
+        attr: Vec<String>,
+        /// A coordinate: [DATASET:]DIM=FILE.npy (a 1-D array, stored as dataset DIM) or
+        /// DIM=MEMBER of an .npz input (repeatable).
+        #[arg(long, value_name = "[DATASET:]DIM=SOURCE")]
+        coord: Vec<String>,
+        /// Inline coordinate labels: [DATASET:]DIM=A,B,C (at most 64, the other
+        /// implementation's limit; larger coordinates are datasets, --coord).
+        #[arg(long, value_name = "[DATASET:]DIM=LABELS")]
+        labels: Vec<String>,
     },
     /// Write a dataset, or a selection of it, to a NumPy .npy file.
     Export {

@@ -253,6 +253,10 @@ fn dispatch(command: Command) -> Exit {
             level,
             name,
             force,
+            dims,
+            attr,
+            coord,
+            labels,
         } => {
             let chunk = match chunk.as_deref().map(tet::convert::parse_chunk).transpose() {
                 Ok(c) => c,
@@ -274,6 +278,12 @@ fn dispatch(command: Command) -> Exit {
                     level,
                     name,
                     force,
+                    meta: tet::convert::MetaArgs {
+                        dims,
+                        attrs: attr,
+                        coords: coord,
+                        labels,
+                    },
                 },
             )
         }
