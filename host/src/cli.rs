@@ -82,6 +82,13 @@ pub enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Also print each .tet dataset's axis metadata: dimension names, coordinates
+        /// (length, first and last values) and attributes.
+        #[arg(long)]
+        metadata: bool,
+        /// Also print the .tet footer's history rows.
+        #[arg(long)]
+        history: bool,
     },
     /// Create a cetrafs image (deterministic), optionally populated from a directory.
     Mkfs {

@@ -47,12 +47,25 @@ fn main() -> ExitCode {
 /// Runs one command.
 fn dispatch(command: Command) -> Exit {
     match command {
-        Command::Info { file, json } => {
+        Command::Info {
+            file,
+            json,
+            metadata,
+            history,
+        } => {
             let out = if json { Output::Json } else { Output::Human };
+            let more = tet::info::More { metadata, history };
             match sniff(&file) {
                 Err(e) => e,
+                Ok(Some(_)) if metadata || history => {
+                    tet_host::say!(
+                        "{}: --metadata and --history are for .tet files; this is a cetrafs image",
+                        file.display()
+                    );
+                    Exit::Usage
+                }
                 Ok(Some(dev)) => cetrafs::info::info(&file, &cetrafs::reading(&file, dev), out),
-                Ok(None) => with_input(&file, |b| tet::info::info(&file, b, out)),
+                Ok(None) => with_input(&file, |b| tet::info::info_with(&file, b, out, more)),
             }
         }
         Command::Mkfs {
