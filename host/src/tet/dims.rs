@@ -27,6 +27,20 @@ pub struct Resolved {
     pub name: Option<&'static str>,
 }
 
+impl Resolved {
+    /// The output as the query names it: `null_count` over an integer dataset runs as
+    /// a sum of 0/1 indicators, its count given here as `u64`.
+    pub fn finish(&self, out: &mut tet_alloc::tet::query::Output) {
+        if self.name == Some("null_count") {
+            for v in &mut out.values {
+                if let tet_core::tet::fold::Value::I64(n) = v {
+                    *v = tet_core::tet::fold::Value::U64(u64::try_from(*n).unwrap_or(0));
+                }
+            }
+        }
+    }
+}
+
 /// Most coordinate values loaded from a coordinate dataset (64 Mi values, 512 MiB).
 const MAX_COORD_VALUES: u64 = 1 << 26;
 
@@ -98,6 +112,11 @@ pub fn decode_values(dtype: DType, bytes: &[u8]) -> Values {
     }
 }
 
+/// The reductions a missing-value marker changes: the `nan_*` family.
+fn masks(r: Reduce) -> bool {
+    r.skips_nan() || matches!(r, Reduce::NanCount)
+}
+
 fn is_float(d: DType) -> bool {
     matches!(d, DType::F16 | DType::F32 | DType::F64)
 }
@@ -114,7 +133,7 @@ pub fn resolve(
         a.as_ref()
             .is_some_and(|a| a.iter().any(|x| matches!(x, AxisRef::Name(_))))
     });
-    let nan_op = matches!(doc.op, Some((Operation::Reduce(r), _)) if r.skips_nan());
+    let nan_op = matches!(doc.op, Some((Operation::Reduce(r), _)) if masks(r));
     let needs = named || !doc.by_value.is_empty() || doc.null_count.is_some() || nan_op;
     let all = if needs { metadata(file) } else { Ok(None) };
     // An unreadable footer stops only what needs it; `nan_*` then run on the elements as
@@ -199,7 +218,7 @@ pub fn resolve(
             });
             name = Some("null_count");
         } else if let Operation::Reduce(r) = o {
-            if r.skips_nan() {
+            if masks(r) {
                 if let Ok(Some(m)) = marker() {
                     if is_float(ds.dtype()) {
                         if !m.float.is_nan() {

@@ -29,6 +29,16 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
     info_with(path, bytes, output, More::default())
 }
 
+fn at<'v>(v: &'v Value, k: &str) -> &'v Value {
+    v.get(k).unwrap_or(&Value::Null)
+}
+
+fn set(v: &mut Value, k: &str, x: Value) {
+    if let Some(o) = v.as_object_mut() {
+        o.insert(k.to_string(), x);
+    }
+}
+
 /// One coordinate value as JSON.
 fn coord_value(v: &Values, i: usize) -> Value {
     match v {
@@ -79,11 +89,11 @@ pub fn metadata_json(file: &TetFile<'_>) -> Value {
                         Values::Ints(x) => x.len(),
                         Values::Floats(x) => x.len(),
                     };
-                    e["len"] = json!(n);
-                    e["first"] = coord_value(&v, 0);
-                    e["last"] = coord_value(&v, n.saturating_sub(1));
+                    set(&mut e, "len", json!(n));
+                    set(&mut e, "first", coord_value(&v, 0));
+                    set(&mut e, "last", coord_value(&v, n.saturating_sub(1)));
                 }
-                Err(why) => e["error"] = json!(why),
+                Err(why) => set(&mut e, "error", json!(why)),
             }
             coords.push(e);
         }
@@ -146,21 +156,24 @@ fn print_more(v: &Value) {
                 s("created_at")
             );
         }
-        let list = m["datasets"].as_array().cloned().unwrap_or_default();
+        let list = at(m, "datasets").as_array().cloned().unwrap_or_default();
         if list.is_empty() && m.get("error").is_none() {
             println!("metadata:    no dimension names, coordinates or attrs");
         }
         for d in list {
-            println!("metadata of {}:", d["dataset"].as_str().unwrap_or_default());
-            if let Some(n) = d["dims"].as_array() {
+            println!(
+                "metadata of {}:",
+                at(&d, "dataset").as_str().unwrap_or_default()
+            );
+            if let Some(n) = at(&d, "dims").as_array() {
                 let n: Vec<&str> = n.iter().filter_map(Value::as_str).collect();
                 println!("  dims:   ({})", n.join(", "));
             }
-            for c in d["coords"].as_array().into_iter().flatten() {
-                let name = c["dim"]
+            for c in at(&d, "coords").as_array().into_iter().flatten() {
+                let name = at(c, "dim")
                     .as_str()
-                    .map_or_else(|| format!("axis {}", c["axis"]), str::to_string);
-                let from = match c["dataset"].as_str() {
+                    .map_or_else(|| format!("axis {}", at(c, "axis")), str::to_string);
+                let from = match at(c, "dataset").as_str() {
                     Some(ds) => format!("dataset {ds}"),
                     None => "labels".to_string(),
                 };
@@ -168,11 +181,13 @@ fn print_more(v: &Value) {
                     Some(e) => println!("  coord:  {name} ({from}): {}", e.as_str().unwrap_or("")),
                     None => println!(
                         "  coord:  {name} ({from}), {} value(s), {} .. {}",
-                        c["len"], c["first"], c["last"]
+                        at(c, "len"),
+                        at(c, "first"),
+                        at(c, "last")
                     ),
                 }
             }
-            for (k, val) in d["attrs"].as_object().into_iter().flatten() {
+            for (k, val) in at(&d, "attrs").as_object().into_iter().flatten() {
                 println!("  attr:   {k} = {}", val.as_str().unwrap_or_default());
             }
         }
@@ -184,7 +199,7 @@ fn print_more(v: &Value) {
                 println!("history:");
                 for r in rows {
                     let s = |k: &str| r[k].as_str().unwrap_or("-").to_string();
-                    let params = r["params"]
+                    let params = at(r, "params")
                         .as_object()
                         .map(|p| {
                             p.iter()
@@ -203,7 +218,7 @@ fn print_more(v: &Value) {
             }
             None => println!(
                 "history:     {}",
-                h["error"].as_str().unwrap_or("unreadable")
+                at(h, "error").as_str().unwrap_or("unreadable")
             ),
         }
     }
@@ -331,10 +346,10 @@ pub fn info_with(path: &Path, bytes: &[u8], output: Output, more: More) -> Exit 
     });
     let mut v = v;
     if more.metadata {
-        v["metadata"] = metadata_json(&file);
+        set(&mut v, "metadata", metadata_json(&file));
     }
     if more.history {
-        v["history"] = history_json(&file);
+        set(&mut v, "history", history_json(&file));
     }
     match output {
         Output::Json => crate::report::print_json(&v),

@@ -376,14 +376,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
         Ok(out) => out,
         Err(e) => return fail_reading(path, &ds, &e, source),
     };
-    if resolved.name == Some("null_count") {
-        // An integer dataset's count is a sum of 0/1 indicators.
-        for v in &mut out.values {
-            if let Value::I64(n) = v {
-                *v = Value::U64(u64::try_from(*n).unwrap_or(0));
-            }
-        }
-    }
+    resolved.finish(&mut out);
     if let Some((first, n)) = out.nothing_left {
         let cell = position_coords(&out.shape, first);
         eprintln!(
