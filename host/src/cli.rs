@@ -321,6 +321,10 @@ pub enum Command {
         /// Replace the output file when it exists.
         #[arg(long)]
         force: bool,
+        /// Also write OUTPUT.coords.json: the dataset's dimension names, attrs and, per
+        /// axis with a coordinate, its values at the selected indices.
+        #[arg(long)]
+        coords: bool,
         #[command(flatten)]
         memory: MemoryArgs,
     },

@@ -306,6 +306,7 @@ fn dispatch(command: Command) -> Exit {
             output,
             selection,
             force,
+            coords,
             memory,
         } => {
             let sel = match selection
@@ -320,7 +321,7 @@ fn dispatch(command: Command) -> Exit {
                 }
             };
             with_input_mode(&file, memory.no_mmap, |b| {
-                tet::export::export(
+                tet::export::export_with(
                     &file,
                     b,
                     &dataset,
@@ -328,6 +329,7 @@ fn dispatch(command: Command) -> Exit {
                     &output,
                     memory.memory_budget,
                     force,
+                    coords,
                 )
             })
         }

@@ -228,7 +228,10 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
         })
         .collect();
     if let Some(c) = &o.chunk {
-        if let Some((name, a)) = arrays.iter().find(|(_, a)| a.shape.len() != c.len()) {
+        if let Some((name, a)) = arrays
+            .iter()
+            .find(|(n, a)| a.shape.len() != c.len() && data_names.contains(n))
+        {
             crate::say!(
                 "--chunk has {} axes but array '{name}' has {}",
                 c.len(),
@@ -247,6 +250,27 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
             chunk_shape: c,
         })
         .collect();
+    // The metadata's rules, checked before any data is written (the writer checks them
+    // again when it finishes).
+    let shape_of = |name: &str| {
+        specs
+            .iter()
+            .find(|d| d.name == name)
+            .map(|d| d.shape.to_vec())
+    };
+    let problem = tet_alloc::tet::meta::parse(metadata.as_bytes(), 0)
+        .map_err(|e| e.message)
+        .and_then(
+            |m| match tet_alloc::tet::meta::check(&m, &shape_of).first() {
+                Some(p) => Err(p.to_string()),
+                None => Ok(()),
+            },
+        )
+        .and_then(|()| interop::check_metadata(&metadata).map_err(|e| format!("metadata: {e}")));
+    if let Err(e) = problem {
+        crate::say!("{}: {e}", input.display());
+        return Exit::Usage;
+    }
     let out = match AtomicFile::create(output, RealFs) {
         Ok(f) => f,
         Err(e) => {
