@@ -573,13 +573,14 @@ impl Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "metadata.datasets[{:?}].{}: {}",
-            self.dataset,
-            self.field.rsplit('.').next().unwrap_or(self.field),
-            self.message
-        )
+        match self.field.strip_prefix("metadata.datasets.") {
+            Some(key) => write!(
+                f,
+                "metadata.datasets[{:?}].{key}: {}",
+                self.dataset, self.message
+            ),
+            None => write!(f, "metadata.datasets[{:?}]: {}", self.dataset, self.message),
+        }
     }
 }
 
@@ -733,12 +734,19 @@ pub fn offset(file: &TetFile<'_>) -> u64 {
 
 /// Every metadata finding of `file`, each with its note: `metadata-shape` when the
 /// metadata does not parse in these shapes, else one per broken rule. Nothing when the
-/// footer JSON itself is invalid (that is `footer-json`'s).
+/// footer JSON or the spill is invalid or misplaced (`footer-json`, `metadata-spill`).
 pub fn findings(file: &TetFile<'_>) -> Vec<(Finding, String)> {
-    if file
-        .footer()
-        .is_none_or(|f| crate::tet::history::parse(f.history_json()).is_err())
-    {
+    let Some(footer) = file.footer() else {
+        return Vec::new();
+    };
+    // A footer JSON or spill that is not valid, or a spill outside the room before the
+    // footer, is `footer-json`'s or `metadata-spill`'s.
+    let checked = crate::tet::history::check_footer(file);
+    let misplaced = checked.history.as_ref().is_some_and(|h| {
+        h.metadata_ref
+            .is_some_and(|(o, l)| o.checked_add(l).is_none_or(|e| e > footer.json_offset()))
+    });
+    if !checked.problems.is_empty() || checked.history.is_none() || misplaced {
         return Vec::new();
     }
     match read(file) {

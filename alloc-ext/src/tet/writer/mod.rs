@@ -533,7 +533,7 @@ impl<O: Output> Writer<O> {
 
     /// The footer's axis metadata ([`crate::tet::meta`]) follows the rules against the
     /// datasets declared: one name per axis, unique names, coordinates as long as their
-    /// axis, referenced datasets that exist and are 1-D.
+    /// axis, referenced datasets that exist and are 1-D (the error-severity rules).
     fn check_axis_metadata(&self, text: &str) -> Result<(), WriteError<O::Error>> {
         let m = crate::tet::meta::parse(text.as_bytes(), 0)
             .map_err(|e| WriteError::Footer(alloc::format!("metadata: {}", e.message)))?;
@@ -543,7 +543,13 @@ impl<O: Output> Writer<O> {
                 .find(|(n, _)| n == name)
                 .map(|(_, s)| s.clone())
         };
-        match crate::tet::meta::check(&m, &shape_of).first() {
+        // Warnings (an entry for a dataset the file lacks, a marker that is not a number)
+        // are the reader's to report; errors are refused.
+        let problems = crate::tet::meta::check(&m, &shape_of);
+        match problems
+            .iter()
+            .find(|p| p.code.severity() == tet_core::tet::Severity::Error)
+        {
             Some(p) => Err(WriteError::Footer(alloc::format!("{p}"))),
             None => Ok(()),
         }
