@@ -50,7 +50,7 @@ fn base() -> Vec<u8> {
             at: "2026-11-30T00:00:00Z".into(),
             params: Vec::new(),
         }],
-        metadata: Some(r#"{"datasets":{"temperature":{"attrs":{"units":"K"}}}}"#.into()),
+        metadata: Some(r#"{"datasets":{"t":{"attrs":{"units":"K"}}}}"#.into()),
     };
     w.finish(Some(&footer)).unwrap()
 }

@@ -53,7 +53,6 @@ codes! {
     MetadataSpill = "metadata-spill", Error, "`metadata_ref` does not name a valid span between the payloads and `history_json`.";
     ChecksumTable = "checksum-table", Error, "The chunk checksum table the metadata names does not lie between the index and the end of the payload area, or has a row count other than the index's.";
     MetadataShape = "metadata-shape", Error, "The footer `metadata` is not in the shapes readers take (`datasets[name]` with `dim_names`, `coords`, `tet_coords`, `attrs`), or passes a reader's cap (8 names, 65536 labels, 1 KiB strings).";
-    MetadataDataset = "metadata-dataset", Warning, "`metadata.datasets` names a dataset the file does not have.";
     MetadataDims = "metadata-dims", Error, "A dataset's `dim_names` does not give one nonempty, unique, non-numeric name per axis.";
     MetadataCoords = "metadata-coords", Error, "A coordinate names no axis, is not as long as its axis, or references a dataset that is missing or not 1-D.";
     MetadataAttrs = "metadata-attrs", Warning, "A dataset's `_FillValue` or `missing_value` attr is not a number.";
