@@ -41,8 +41,8 @@ impl Resolved {
     }
 }
 
-/// Most coordinate values loaded from a coordinate dataset (64 Mi values, 512 MiB).
-const MAX_COORD_VALUES: u64 = 1 << 26;
+/// Most coordinate values loaded from a coordinate dataset (16 Mi values).
+const MAX_COORD_VALUES: u64 = 1 << 24;
 
 /// Reads the file's axis metadata; `Err` when it is there but unreadable.
 pub fn metadata(file: &TetFile<'_>) -> Result<Option<Metadata>, String> {
@@ -81,10 +81,55 @@ pub fn coord_values(file: &TetFile<'_>, c: &Coord, budget: u64) -> Result<Values
             "coordinate dataset {name:?} has {n} values (at most {MAX_COORD_VALUES} are loaded)"
         ));
     }
+    // The stored elements and the values compared (16 bytes each), under the budget.
+    let needed = n.saturating_mul(ds.dtype().size().saturating_add(16));
+    if needed > budget {
+        return Err(format!(
+            "coordinate dataset {name:?} needs {needed} bytes to compare its {n} values, over \
+             the memory budget of {budget} bytes"
+        ));
+    }
     let p = plan(file, ds, &[]).map_err(|e| format!("coordinate dataset {name:?}: {e}"))?;
     let bytes = crate::tet::query::select_values(file, &p, budget, None)
         .map_err(|e| format!("coordinate dataset {name:?}: {e}"))?;
     Ok(decode_values(ds.dtype(), &bytes))
+}
+
+/// A coordinate's length and its first and last values, reading no more than those two
+/// elements of a coordinate dataset (`info --metadata`).
+pub fn coord_ends(
+    file: &TetFile<'_>,
+    c: &Coord,
+    budget: u64,
+) -> Result<(u64, Values, Values), String> {
+    let name = match c {
+        Coord::Labels(l) => {
+            let one = |x: Option<&String>| Values::Labels(x.cloned().into_iter().collect());
+            let n = u64::try_from(l.len()).unwrap_or(u64::MAX);
+            return Ok((n, one(l.first()), one(l.last())));
+        }
+        Coord::Dataset(n) => n,
+    };
+    let ds = file
+        .dataset(name)
+        .map_err(|_| format!("coordinate dataset {name:?} is not in the file"))?;
+    if ds.ndim() != 1 {
+        return Err(format!("coordinate dataset {name:?} is not 1-D"));
+    }
+    let n: u64 = ds.shape().product();
+    let at = |i: u64| -> Result<Values, String> {
+        let start = i64::try_from(i).map_err(|_| "coordinate too long".to_string())?;
+        let sel = [Slice {
+            start: Some(start),
+            stop: Some(start.saturating_add(1)),
+            step: None,
+        }];
+        let p = plan(file, ds, &sel).map_err(|e| format!("coordinate dataset {name:?}: {e}"))?;
+        let b = crate::tet::query::select_values(file, &p, budget, None)
+            .map_err(|e| format!("coordinate dataset {name:?}: {e}"))?;
+        Ok(decode_values(ds.dtype(), &b))
+    };
+    Ok((n, at(0)?, at(n.saturating_sub(1))?))
 }
 
 /// Little-endian elements of `dtype` as coordinate values.

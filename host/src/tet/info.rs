@@ -82,16 +82,11 @@ pub fn metadata_json(file: &TetFile<'_>) -> Value {
                 Coord::Dataset(n) => ("dataset", json!(n)),
             };
             let mut e = json!({"axis": d, "dim": dim, "storage": storage, "dataset": source});
-            match crate::tet::dims::coord_values(file, c, budget) {
-                Ok(v) => {
-                    let n = match &v {
-                        Values::Labels(l) => l.len(),
-                        Values::Ints(x) => x.len(),
-                        Values::Floats(x) => x.len(),
-                    };
+            match crate::tet::dims::coord_ends(file, c, budget) {
+                Ok((n, first, last)) => {
                     set(&mut e, "len", json!(n));
-                    set(&mut e, "first", coord_value(&v, 0));
-                    set(&mut e, "last", coord_value(&v, n.saturating_sub(1)));
+                    set(&mut e, "first", coord_value(&first, 0));
+                    set(&mut e, "last", coord_value(&last, 0));
                 }
                 Err(why) => set(&mut e, "error", json!(why)),
             }
