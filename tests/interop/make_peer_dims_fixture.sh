@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Writes tests/tests/data/peer/zarr_fill.tet with the other implementation of layout v1
-# (github.com/thicclatka/tetration, CLI `tet`): a Zarr v3 store whose arrays carry CF
-# attributes (`units`, `long_name`, `_FillValue`, `missing_value`), converted by its
-# `tet convert`, and prints its own answers to queries that use them (null_count,
-# nan_mean), which tests/tests/dims.rs holds as the expected values. Run by hand.
+# Writes two fixtures with the other implementation of layout v1
+# (github.com/thicclatka/tetration, CLI `tet`) and prints its own answers to queries on
+# them, which tests/tests/dims.rs holds (where the data agree) as the expected values:
 #
-# Its `convert` takes dimension names and coordinate labels only from NetCDF and HDF5
-# inputs (build features this checkout's binary lacks), so this fixture has attrs only;
-# the other direction (its `tet` reading our dim_names, coords and attrs) is in
-# check_peer.sh.
+# * tests/tests/data/peer/zarr_fill.tet: a Zarr v3 store whose arrays carry CF attrs
+#   (`units`, `long_name`, `_FillValue`, `missing_value`), converted by its `tet convert`
+#   (which takes dimension names and labels only from NetCDF and HDF5, build features
+#   its binary here lacks);
+# * tests/tests/data/peer/session_dims.tet: `dim_names`, coordinate labels and attrs
+#   written by its session writer (`TetWriterSession`, its public API), through a
+#   ten-line program compiled with rustc against the library its release build left
+#   (target/release/libtetration.rlib; no download).
+#
+# The other direction (its `tet` reading our dims, coords and attrs) is check_peer.sh.
+# Run by hand.
 #
 #   PEER_TET=/path/to/tet bash tests/interop/make_peer_dims_fixture.sh
 set -eu
@@ -56,3 +61,43 @@ for q in '{"dataset": "sst", "null_count": []}' '{"dataset": "sst", "null_count"
     echo "$q => $("$peer" query "$q" -t "$work/out.tet" -x -q 2>/dev/null | head -1)"
 done
 cp out.tet "$here/tests/tests/data/peer/zarr_fill.tet"
+
+release=$(dirname "$peer")
+cat > fix.rs <<'RS'
+use std::collections::BTreeMap;
+use tetration::catalog::{CoordAxisV1, TetDatasetWrite, TetWriterSession};
+
+fn main() {
+    let out = std::env::args().nth(1).expect("output path");
+    let mut s = TetWriterSession::create(&out);
+    s.metadata.tool = Some("tetration session (fixture)".to_owned());
+    s.push_history_event("write", "peer dims fixture");
+    let mut v: Vec<f32> = (0..12).map(|i| i as f32 * 1.5).collect();
+    v[4] = -9999.0;
+    v[9] = -9999.0;
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let mut d = TetDatasetWrite::f32_row_major("temperature", &[4, 3], &[2, 3], bytes).unwrap();
+    d.attrs.insert("units".to_owned(), "K".to_owned());
+    d.attrs.insert("_FillValue".to_owned(), "-9999".to_owned());
+    d.dim_names = Some(vec!["time".to_owned(), "station".to_owned()]);
+    let labels = |l: &[&str]| CoordAxisV1 { labels: l.iter().map(|s| s.to_string()).collect() };
+    let mut c = BTreeMap::new();
+    c.insert("time".to_owned(), labels(&["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]));
+    c.insert("station".to_owned(), labels(&["A", "B", "C"]));
+    d.coords = Some(c);
+    s.push_dataset(d).unwrap();
+    s.commit().unwrap();
+}
+RS
+rustc --edition 2024 -O -C panic=abort -L "$release/deps" \
+    --extern tetration="$release/libtetration.rlib" fix.rs -o fix
+./fix "$work/dims.tet"
+"$peer" verify --deep -q dims.tet
+"$peer" info dims.tet | sed -n '/datasets:/,$p'
+for q in '{"dataset": "temperature", "mean": "time"}' '{"dataset": "temperature", "sum": {"axes": ["station"]}}' \
+         '{"dataset": "temperature", "selection": [{"start_label": "2024-01-02", "stop_label": "2024-01-04"}, {"start_label": "B"}], "sum": []}' \
+         '{"dataset": "temperature", "null_count": []}' '{"dataset": "temperature", "null_count": "station"}' \
+         '{"dataset": "temperature", "max": "time"}'; do
+    echo "$q => $("$peer" query "$q" -t "$work/dims.tet" -x -q 2>/dev/null | head -1)"
+done
+cp dims.tet "$here/tests/tests/data/peer/session_dims.tet"

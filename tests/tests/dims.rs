@@ -399,6 +399,81 @@ fn peer_file_with_cf_attrs() {
     assert_eq!(v(r#"{"dataset": "obs", "sum": []}"#), "[I64(77)]");
 }
 
+/// `tests/tests/data/peer/session_dims.tet`, written by the other implementation's
+/// session writer (tests/interop/make_peer_dims_fixture.sh): `temperature` (f32 4×3,
+/// chunks 2×3) holds 1.5·i with -9999 at flat indices 4 and 9, `dim_names` (time,
+/// station), labels for both axes, `units` and `_FillValue` attrs. Its own answers (the
+/// script prints them), which ours equal: mean over time [-2496.375, -2493, 9.75], sum
+/// over station [4.5, -9987, 31.5, -9967.5], the label selection's sum -9969, null_count
+/// 2, max over time [9, 15, 16.5]. Its null_count over station is [0, 0, 0, 0]; the data
+/// say [0, 1, 0, 1].
+#[test]
+fn peer_file_with_dims_coords_and_attrs() {
+    let bytes = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/peer/session_dims.tet"
+    ))
+    .unwrap();
+    let file = TetFile::open(&bytes).unwrap();
+    assert!(meta::findings(&file).is_empty());
+    let m = meta::read(&file).unwrap().unwrap();
+    let d = m.dataset("temperature").unwrap();
+    assert_eq!(
+        d.dim_names.as_deref(),
+        Some(&["time".to_string(), "station".to_string()][..])
+    );
+    assert_eq!(
+        d.coord(1),
+        Some(&Coord::Labels(vec!["A".into(), "B".into(), "C".into()]))
+    );
+    let v = |q: &str| format!("{:?}", answer(&bytes, q).unwrap().1.values);
+    assert_eq!(
+        v(r#"{"dataset": "temperature", "mean": "time"}"#),
+        "[F64(-2496.375), F64(-2493.0), F64(9.75)]"
+    );
+    assert_eq!(
+        v(r#"{"dataset": "temperature", "sum": {"axes": ["station"]}}"#),
+        "[F64(4.5), F64(-9987.0), F64(31.5), F64(-9967.5)]"
+    );
+    let (sel, out) = answer(
+        &bytes,
+        r#"{"dataset": "temperature", "selection": [{"start_label": "2024-01-02", "stop_label": "2024-01-04"}, {"start_label": "B"}], "sum": []}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        (sel[0].start, sel[0].stop, sel[1].start),
+        (Some(1), Some(3), Some(1))
+    );
+    assert_eq!(format!("{:?}", out.values), "[F64(-9969.0)]");
+    assert_eq!(
+        v(r#"{"dataset": "temperature", "null_count": []}"#),
+        "[U64(2)]"
+    );
+    assert_eq!(
+        v(r#"{"dataset": "temperature", "null_count": "station"}"#),
+        "[U64(0), U64(1), U64(0), U64(1)]"
+    );
+    assert_eq!(
+        v(r#"{"dataset": "temperature", "max": "time"}"#),
+        "[F64(9.0), F64(15.0), F64(16.5)]"
+    );
+    // By name and by number alike, for every operation.
+    for op in OPS {
+        for (names, nums) in [
+            ("\"time\"", "0"),
+            ("\"station\"", "1"),
+            ("[\"time\", \"station\"]", "[0, 1]"),
+        ] {
+            let q = |a: &str| format!(r#"{{"dataset": "temperature", "{op}": {{"axes": {a}}}}}"#);
+            assert_eq!(
+                format!("{:?}", answer(&bytes, &q(names))),
+                format!("{:?}", answer(&bytes, &q(nums))),
+                "{op} {names}"
+            );
+        }
+    }
+}
+
 /// `bytes` with its footer JSON replaced by `json` (the payload area is unchanged, so
 /// only the footer differs).
 fn with_footer(bytes: &[u8], json: &str) -> Vec<u8> {
