@@ -115,6 +115,14 @@ fn convert_info_query_verify() {
     let b = query("w.tet", r#"{"dataset": "temp", "sum": 0}"#);
     assert_eq!(a, b);
     assert_eq!(a.0, 0, "{}", a.2);
+    // TOML takes the same keys.
+    let t = query("w.tet", "dataset = \"temp\"\nsum = \"time\"\n");
+    assert_eq!(t, b);
+    let t = query(
+        "w.tet",
+        "dataset = \"temp\"\ncount = []\n[[selection]]\nstart_label = 1704070800\n",
+    );
+    assert_eq!(t.1, "temp count = 18\n", "{}", t.2);
     let a = query(
         "w.tet",
         r#"{"dataset": "temp", "selection": [{"start_label": 1704070800, "stop_label": 1704078000}, {"start_label": 5.0}, {"stop_label": "east"}], "count": []}"#,
