@@ -82,6 +82,13 @@ pub enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Also print each .tet dataset's axis metadata: dimension names, coordinates
+        /// (length, first and last values) and attributes.
+        #[arg(long)]
+        metadata: bool,
+        /// Also print the .tet footer's history rows.
+        #[arg(long)]
+        history: bool,
     },
     /// Create a cetrafs image (deterministic), optionally populated from a directory.
     Mkfs {
@@ -282,6 +289,22 @@ pub enum Command {
         /// Replace the output file when it exists.
         #[arg(long)]
         force: bool,
+        /// Dimension names, one per axis: [DATASET:]time,lat,lon (repeatable; without
+        /// DATASET, every array of the input).
+        #[arg(long, value_name = "[DATASET:]NAMES")]
+        dims: Vec<String>,
+        /// An attribute: [DATASET:]KEY=VALUE, e.g. units=K or time:calendar=standard
+        /// (repeatable; `_FillValue` marks missing elements for null_count and nan_*).
+        #[arg(long, value_name = "[DATASET:]KEY=VALUE")]
+        attr: Vec<String>,
+        /// A coordinate: [DATASET:]DIM=FILE.npy (a 1-D array, stored as dataset DIM) or
+        /// DIM=MEMBER of an .npz input (repeatable).
+        #[arg(long, value_name = "[DATASET:]DIM=SOURCE")]
+        coord: Vec<String>,
+        /// Inline coordinate labels: [DATASET:]DIM=A,B,C (at most 64, the other
+        /// implementation's limit; larger coordinates are datasets, --coord).
+        #[arg(long, value_name = "[DATASET:]DIM=LABELS")]
+        labels: Vec<String>,
     },
     /// Write a dataset, or a selection of it, to a NumPy .npy file.
     Export {
@@ -298,6 +321,10 @@ pub enum Command {
         /// Replace the output file when it exists.
         #[arg(long)]
         force: bool,
+        /// Also write OUTPUT.coords.json: the dataset's dimension names, attrs and, per
+        /// axis with a coordinate, its values at the selected indices.
+        #[arg(long)]
+        coords: bool,
         #[command(flatten)]
         memory: MemoryArgs,
     },

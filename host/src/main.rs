@@ -47,12 +47,25 @@ fn main() -> ExitCode {
 /// Runs one command.
 fn dispatch(command: Command) -> Exit {
     match command {
-        Command::Info { file, json } => {
+        Command::Info {
+            file,
+            json,
+            metadata,
+            history,
+        } => {
             let out = if json { Output::Json } else { Output::Human };
+            let more = tet::info::More { metadata, history };
             match sniff(&file) {
                 Err(e) => e,
+                Ok(Some(_)) if metadata || history => {
+                    tet_host::say!(
+                        "{}: --metadata and --history are for .tet files; this is a cetrafs image",
+                        file.display()
+                    );
+                    Exit::Usage
+                }
                 Ok(Some(dev)) => cetrafs::info::info(&file, &cetrafs::reading(&file, dev), out),
-                Ok(None) => with_input(&file, |b| tet::info::info(&file, b, out)),
+                Ok(None) => with_input(&file, |b| tet::info::info_with(&file, b, out, more)),
             }
         }
         Command::Mkfs {
@@ -253,6 +266,10 @@ fn dispatch(command: Command) -> Exit {
             level,
             name,
             force,
+            dims,
+            attr,
+            coord,
+            labels,
         } => {
             let chunk = match chunk.as_deref().map(tet::convert::parse_chunk).transpose() {
                 Ok(c) => c,
@@ -274,6 +291,12 @@ fn dispatch(command: Command) -> Exit {
                     level,
                     name,
                     force,
+                    meta: tet::convert::MetaArgs {
+                        dims,
+                        attrs: attr,
+                        coords: coord,
+                        labels,
+                    },
                 },
             )
         }
@@ -283,6 +306,7 @@ fn dispatch(command: Command) -> Exit {
             output,
             selection,
             force,
+            coords,
             memory,
         } => {
             let sel = match selection
@@ -297,7 +321,7 @@ fn dispatch(command: Command) -> Exit {
                 }
             };
             with_input_mode(&file, memory.no_mmap, |b| {
-                tet::export::export(
+                tet::export::export_with(
                     &file,
                     b,
                     &dataset,
@@ -305,6 +329,7 @@ fn dispatch(command: Command) -> Exit {
                     &output,
                     memory.memory_budget,
                     force,
+                    coords,
                 )
             })
         }

@@ -35,6 +35,7 @@ fn converted_files_carry_string_params() {
             level: 3,
             name: None,
             force: true,
+            meta: Default::default(),
         };
         assert_eq!(convert(&input, &out, &o), Exit::Clean);
         let bytes = std::fs::read(&out).unwrap();

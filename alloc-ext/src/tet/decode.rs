@@ -16,7 +16,7 @@ use core::fmt;
 
 use tet_core::arith::u64_of;
 use tet_core::tet::zstd::{parse_frame_header, FrameHeader, FRAME_MAGIC};
-use tet_core::tet::{Chunk, Code, Codec, Coords, DatasetId, ExecutionSettings, Finding};
+use tet_core::tet::{Chunk, Code, Codec, Coords, DType, DatasetId, ExecutionSettings, Finding};
 use tet_core::{Category, Error, ErrorKind};
 
 /// The memory budget a file's `TIDX` execution settings ask for on a host with
@@ -337,6 +337,117 @@ pub struct ChunkDecoder<B: FrameBackend = Ruzstd> {
     backend: B,
     budget: u64,
     buf: Vec<u8>,
+    /// The masked copy of a tile ([`ChunkDecoder::decode_masked`]).
+    masked: Vec<u8>,
+}
+
+/// How a dataset's missing-value marker (`_FillValue`, `missing_value`) changes the
+/// elements a reduction sees.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Mask {
+    /// Float elements equal to the marker become NaN, so the `nan_*` reductions skip
+    /// them.
+    Missing(Marker),
+    /// Every element becomes an indicator of the marker: NaN (floats) or 1 (integers)
+    /// where the element is the marker, 0 elsewhere, so `nan_count` (floats) or `sum`
+    /// (integers) counts the missing elements (`null_count`).
+    Indicator(Marker),
+}
+
+/// A missing-value marker: its value as a float and, when its text is an integer, exactly.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Marker {
+    /// The value (NaN: NaN elements are the missing ones).
+    pub float: f64,
+    /// The value as an exact integer, for integer elements.
+    pub int: Option<i128>,
+}
+
+impl Marker {
+    /// The marker written as `text` (decimal, `nan`, `inf`).
+    pub fn parse(text: &str) -> Option<Marker> {
+        let float = crate::tet::meta::parse_number(text)?;
+        Some(Marker {
+            float,
+            int: text.trim().parse::<i128>().ok(),
+        })
+    }
+
+    fn is_float(&self, v: f64) -> bool {
+        if self.float.is_nan() {
+            v.is_nan()
+        } else {
+            v == self.float
+        }
+    }
+
+    fn is_int(&self, v: i128) -> bool {
+        match self.int {
+            Some(i) => i == v,
+            None => crate::tet::meta::int_f64(v) == self.float,
+        }
+    }
+}
+
+/// Applies `mask` to the elements of `tile` (of `dtype`), in place.
+fn apply_mask(tile: &mut [u8], dtype: DType, mask: Mask) {
+    let (marker, indicator) = match mask {
+        Mask::Missing(m) => (m, false),
+        Mask::Indicator(m) => (m, true),
+    };
+    macro_rules! floats {
+        ($t:ty, $n:literal, $to:expr, $nan:expr, $zero:expr) => {
+            for e in tile.chunks_exact_mut($n) {
+                let Ok(b) = <[u8; $n]>::try_from(&*e) else {
+                    continue;
+                };
+                let v = <$t>::from_le_bytes(b);
+                let hit = marker.is_float($to(v));
+                let out = match (hit, indicator) {
+                    (true, _) => Some($nan),
+                    (false, true) => Some($zero),
+                    (false, false) => None,
+                };
+                if let Some(o) = out {
+                    e.copy_from_slice(&<$t>::to_le_bytes(o));
+                }
+            }
+        };
+    }
+    macro_rules! ints {
+        ($t:ty, $n:literal) => {
+            for e in tile.chunks_exact_mut($n) {
+                let Ok(b) = <[u8; $n]>::try_from(&*e) else {
+                    continue;
+                };
+                let v = <$t>::from_le_bytes(b);
+                let hit = marker.is_int(i128::from(v));
+                if indicator {
+                    e.copy_from_slice(&<$t>::to_le_bytes(<$t>::from(hit)));
+                }
+            }
+        };
+    }
+    match dtype {
+        DType::F16 => floats!(
+            half::f16,
+            2,
+            |v: half::f16| v.to_f64(),
+            half::f16::NAN,
+            half::f16::ZERO
+        ),
+        DType::F32 => floats!(f32, 4, f64::from, f32::NAN, 0.0f32),
+        DType::F64 => floats!(f64, 8, |v: f64| v, f64::NAN, 0.0f64),
+        DType::U8 => ints!(u8, 1),
+        DType::U16 => ints!(u16, 2),
+        DType::U32 => ints!(u32, 4),
+        DType::U64 => ints!(u64, 8),
+        DType::I16 => ints!(i16, 2),
+        DType::I32 => ints!(i32, 4),
+        DType::I64 => ints!(i64, 8),
+    }
 }
 
 impl<B: FrameBackend> ChunkDecoder<B> {
@@ -346,7 +457,44 @@ impl<B: FrameBackend> ChunkDecoder<B> {
             backend,
             budget,
             buf: Vec::new(),
+            masked: Vec::new(),
         }
+    }
+
+    /// [`ChunkDecoder::decode`], then `mask` applied to a copy of the tile (the copy
+    /// counts against the budget with the decode).
+    pub fn decode_masked<'s, 'a: 's>(
+        &'s mut self,
+        chunk: &Chunk<'a>,
+        dtype: DType,
+        mask: Mask,
+    ) -> Result<&'s [u8], DecodeError> {
+        let mut m = core::mem::take(&mut self.masked);
+        let needed = self
+            .memory_needed(chunk.raw_byte_len)
+            .saturating_add(chunk.raw_byte_len);
+        if needed > self.budget {
+            self.masked = m;
+            return Err(DecodeError {
+                kind: DecodeErrorKind::OverBudget {
+                    needed,
+                    budget: self.budget,
+                },
+                dataset: chunk.dataset,
+                coords: chunk.coords,
+                row: chunk.row,
+                payload_offset: chunk.payload_offset,
+                raw_byte_len: chunk.raw_byte_len,
+            });
+        }
+        let r = self.decode(chunk).map(|t| {
+            m.clear();
+            m.extend_from_slice(t);
+        });
+        self.masked = m;
+        r?;
+        apply_mask(&mut self.masked, dtype, mask);
+        Ok(&self.masked)
     }
 
     /// The budget in bytes.

@@ -5,6 +5,7 @@
 pub mod decode;
 pub mod example;
 pub mod history;
+pub mod meta;
 pub mod query;
 pub mod repair;
 pub mod scan;

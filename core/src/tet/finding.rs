@@ -52,6 +52,10 @@ codes! {
     FooterJson = "footer-json", Error, "`history_json` is not a valid history object.";
     MetadataSpill = "metadata-spill", Error, "`metadata_ref` does not name a valid span between the payloads and `history_json`.";
     ChecksumTable = "checksum-table", Error, "The chunk checksum table the metadata names does not lie between the index and the end of the payload area, or has a row count other than the index's.";
+    MetadataShape = "metadata-shape", Error, "The footer `metadata` is not in the shapes readers take (`datasets[name]` with `dim_names`, `coords`, `tet_coords`, `attrs`), or passes a reader's cap (8 names, 65536 labels, 1 KiB strings).";
+    MetadataDims = "metadata-dims", Error, "A dataset's `dim_names` does not give one nonempty, unique, non-numeric name per axis.";
+    MetadataCoords = "metadata-coords", Error, "A coordinate names no axis, is not as long as its axis, or references a dataset that is missing or not 1-D.";
+    MetadataAttrs = "metadata-attrs", Warning, "A dataset's `_FillValue` or `missing_value` attr is not a number.";
     ChunkChecksum = "chunk-checksum", Error, "A chunk's stored bytes do not match its checksum table entry (CRC-32C).";
     VerifyIncomplete = "verify-incomplete", Error, "The caller's scratch buffer was too small to check coverage and overlap.";
     ZstdFrame = "zstd-frame", Error, "A zstd payload is not one well-formed frame (bad magic, reserved bit, truncated or corrupt block, dictionary, empty span).";

@@ -167,9 +167,89 @@ fn repair_round(data: &[u8], n: u32) {
     }
 }
 
+/// The query document keys that use the axis metadata, over every dataset of `file`: axes
+/// by name (the file's own `dim_names` and made-up ones), bounds by label and by value,
+/// `null_count` with and without `fill`, the `nan_*` masks. Whatever the metadata, each
+/// resolves or is refused with a message; a resolved query runs, the parallel engine
+/// agreeing with the single-threaded one; the metadata findings never panic.
+fn named_queries(head: &[u8; 12], file: &TetFile<'_>) {
+    use tet_alloc::tet::decode::{ChunkDecoder, Ruzstd};
+    use tet_alloc::tet::query::{execute, plan, Axes};
+    let _ = tet_alloc::tet::meta::findings(file);
+    let m = tet_alloc::tet::meta::read(file).ok().flatten();
+    const BUDGET: u64 = 16 << 20;
+    let ops = [
+        "sum",
+        "nan_mean",
+        "null_count",
+        "nan_count",
+        "min",
+        "median",
+    ];
+    let op = ops[usize::from(head[0]) % ops.len()];
+    for ds in file.datasets().take(4) {
+        let Ok(ds) = ds else { break };
+        let mut names: Vec<String> = m
+            .as_ref()
+            .and_then(|m| m.dataset(ds.name()))
+            .and_then(|d| d.dim_names.clone())
+            .unwrap_or_default();
+        names.extend(["time".to_string(), "0".to_string(), "x".to_string()]);
+        let axis = |b: u8| serde_json::json!(names[usize::from(b) % names.len()]);
+        let bound = |b: u8| -> serde_json::Value {
+            match b % 4 {
+                0 => serde_json::Value::Null,
+                1 => serde_json::json!(i64::from(b) - 100),
+                2 => serde_json::json!(f64::from(b) / 3.0),
+                _ => serde_json::json!(format!("{}", char::from(b'a' + b % 26))),
+            }
+        };
+        let params = if op == "null_count" && head[4] & 1 == 1 {
+            serde_json::json!({"axes": [axis(head[1])], "fill": f64::from(head[5]) - 3.0})
+        } else {
+            serde_json::json!({"axes": [axis(head[1]), axis(head[2])]})
+        };
+        let doc = serde_json::json!({
+            "dataset": ds.name(),
+            "selection": [{"start_label": bound(head[6]), "stop_label": bound(head[7])},
+                          {"start_label": bound(head[8]), "step": 1 + i64::from(head[9] % 3)}],
+            op: if head[3] & 1 == 1 { serde_json::json!([]) } else { params },
+        });
+        let Ok(doc) = crate::tet::query_doc::parse_doc(&doc.to_string()) else {
+            continue;
+        };
+        let Ok(r) = crate::tet::dims::resolve(file, &ds, &doc, BUDGET) else {
+            continue;
+        };
+        let Ok(mut p) = plan(file, ds, &r.selection) else {
+            continue;
+        };
+        if p.selection.len() > 1 << 20 {
+            continue;
+        }
+        p.mask = r.mask;
+        let Some((o, axes)) = r.op.clone() else {
+            continue;
+        };
+        let Ok(ax) = Axes::signed(ds.ndim(), axes.as_deref()) else {
+            continue;
+        };
+        let par = crate::tet::query::run(file, &p, o, &ax, 2, BUDGET);
+        let mut dec = ChunkDecoder::new(Ruzstd::new(), BUDGET);
+        let seq = execute(file, &p, o, &ax, &mut dec);
+        if let (Ok(a), Ok(b)) = (&par, &seq) {
+            assert_eq!(
+                format!("{a:?}"),
+                format!("{b:?}"),
+                "named query: engines differ"
+            );
+        }
+    }
+}
+
 /// Plans and folds arbitrary selections over the datasets of an arbitrary file. The first
 /// 12 bytes choose the operation, the reduced axes and up to 3 slices; the rest is the
-/// file. Panics when the parallel engine and the single-threaded one disagree, or when a
+/// file. Then [`named_queries`] with the same bytes. Panics when the parallel engine and the single-threaded one disagree, or when a
 /// result's shape is not the selection's shape without the reduced axes.
 pub fn query_fold(data: &[u8]) {
     use tet_alloc::tet::decode::{ChunkDecoder, Ruzstd};
@@ -182,6 +262,7 @@ pub fn query_fold(data: &[u8]) {
     let Ok(file) = TetFile::open(file_bytes) else {
         return;
     };
+    named_queries(head, &file);
     let ops = [
         Operation::Reduce(Reduce::Sum),
         Operation::Reduce(Reduce::NanMean),

@@ -30,6 +30,47 @@ pub struct ConvertOptions {
     pub name: Option<String>,
     /// Replace `output` when it exists (never when it is the input).
     pub force: bool,
+    /// Axis metadata: `--dims`, `--attr`, `--coord`, `--labels` ([`MetaArgs`]).
+    pub meta: MetaArgs,
+}
+
+/// The axis metadata options of `convert`, each `[DATASET:]...`: without a dataset they
+/// apply to every array of the input (not to coordinate datasets they add).
+#[derive(Clone, Debug, Default)]
+pub struct MetaArgs {
+    /// `--dims time,lat,lon`.
+    pub dims: Vec<String>,
+    /// `--attr units=K`.
+    pub attrs: Vec<String>,
+    /// `--coord time=times.npy` (or an `.npz` member's name).
+    pub coords: Vec<String>,
+    /// `--labels station=A,B,C`.
+    pub labels: Vec<String>,
+}
+
+/// Splits `[DATASET:]rest`, where the dataset prefix ends at a `:` before any `=` (so
+/// `units=m:s` has none).
+fn target(arg: &str) -> (Option<&str>, &str) {
+    let eq = arg.find('=').unwrap_or(arg.len());
+    match arg.find(':') {
+        Some(c) if c < eq => (arg.get(..c), arg.get(c.saturating_add(1)..).unwrap_or("")),
+        _ => (None, arg),
+    }
+}
+
+fn key_value<'a>(arg: &'a str, what: &str) -> Result<(&'a str, &'a str), String> {
+    arg.split_once('=')
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| {
+            format!("{what} wants KEY=VALUE (optionally DATASET:KEY=VALUE), got '{arg}'")
+        })
+}
+
+/// A coordinate to add: the dataset it becomes (or already is) and, when it comes from a
+/// `.npy` file, that file.
+struct CoordSource {
+    dim: String,
+    path: Option<std::path::PathBuf>,
 }
 
 /// Tiles compressed per parallel batch.
@@ -63,6 +104,43 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
             return Exit::Usage;
         }
         _ => {}
+    }
+    // Coordinates from .npy files, opened before the arrays that borrow them.
+    let mut coord_files: Vec<(String, crate::input::Input)> = Vec::new();
+    let mut coord_sources: Vec<(Option<String>, CoordSource)> = Vec::new();
+    for arg in &o.meta.coords {
+        let (ds, rest) = target(arg);
+        let (dim, source) = match key_value(rest, "--coord") {
+            Ok(kv) => kv,
+            Err(e) => {
+                crate::say!("{e}");
+                return Exit::Usage;
+            }
+        };
+        let as_path = std::path::Path::new(source);
+        let is_file = as_path.is_file();
+        coord_sources.push((
+            ds.map(str::to_string),
+            CoordSource {
+                dim: dim.to_string(),
+                path: is_file.then(|| as_path.to_path_buf()),
+            },
+        ));
+        if is_file && !coord_files.iter().any(|(d, _)| d == dim) {
+            match crate::input::Input::open(as_path) {
+                Ok(i) => coord_files.push((dim.to_string(), i)),
+                Err(e) => {
+                    crate::say!("cannot read {}: {e}", as_path.display());
+                    return Exit::Operational;
+                }
+            }
+        } else if !is_file && !is_zip {
+            crate::say!(
+                "--coord {arg}: {source} is not a file (a coordinate is a .npy file, or the \
+                 name of a member of an .npz input)"
+            );
+            return Exit::Usage;
+        }
     }
     let mut members: Vec<(String, Vec<u8>)> = Vec::new(); // inflated npz members
     let mut arrays: Vec<(String, Npy<'_>)> = Vec::new();
@@ -109,6 +187,37 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
         crate::say!("{}: no arrays to convert", input.display());
         return Exit::Usage;
     }
+    let data_names: Vec<String> = arrays.iter().map(|(n, _)| n.clone()).collect();
+    for (dim, f) in &coord_files {
+        if data_names.contains(dim) {
+            crate::say!(
+                "--coord {dim}=...: the input already has an array called '{dim}', which would \
+                 be the coordinate dataset's name"
+            );
+            return Exit::Usage;
+        }
+        match parse_npy(f.bytes()) {
+            Ok(a) if a.shape.len() == 1 && !a.scalar => arrays.push((dim.clone(), a)),
+            Ok(a) => {
+                crate::say!(
+                    "--coord {dim}=...: a coordinate is a 1-D array; this one has shape {:?}",
+                    a.shape
+                );
+                return Exit::Usage;
+            }
+            Err(e) => {
+                crate::say!("--coord {dim}=...: {e}");
+                return Exit::Usage;
+            }
+        }
+    }
+    let metadata = match axis_metadata(&arrays, &data_names, &coord_sources, &o.meta) {
+        Ok(m) => m,
+        Err(e) => {
+            crate::say!("{}: {e}", input.display());
+            return Exit::Usage;
+        }
+    };
     let chunks: Vec<Vec<u64>> = arrays
         .iter()
         .map(|(_, a)| {
@@ -119,7 +228,10 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
         })
         .collect();
     if let Some(c) = &o.chunk {
-        if let Some((name, a)) = arrays.iter().find(|(_, a)| a.shape.len() != c.len()) {
+        if let Some((name, a)) = arrays
+            .iter()
+            .find(|(n, a)| a.shape.len() != c.len() && data_names.contains(n))
+        {
             crate::say!(
                 "--chunk has {} axes but array '{name}' has {}",
                 c.len(),
@@ -138,6 +250,27 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
             chunk_shape: c,
         })
         .collect();
+    // The metadata's rules, checked before any data is written (the writer checks them
+    // again when it finishes).
+    let shape_of = |name: &str| {
+        specs
+            .iter()
+            .find(|d| d.name == name)
+            .map(|d| d.shape.to_vec())
+    };
+    let problem = tet_alloc::tet::meta::parse(metadata.as_bytes(), 0)
+        .map_err(|e| e.message)
+        .and_then(
+            |m| match tet_alloc::tet::meta::check(&m, &shape_of).first() {
+                Some(p) => Err(p.to_string()),
+                None => Ok(()),
+            },
+        )
+        .and_then(|()| interop::check_metadata(&metadata).map_err(|e| format!("metadata: {e}")));
+    if let Err(e) = problem {
+        crate::say!("{}: {e}", input.display());
+        return Exit::Usage;
+    }
     let out = match AtomicFile::create(output, RealFs) {
         Ok(f) => f,
         Err(e) => {
@@ -208,7 +341,7 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
                 ("codec".into(), o.codec.name().into()),
             ],
         }],
-        metadata: numpy_metadata(&arrays),
+        metadata: Some(metadata),
     };
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -284,6 +417,128 @@ fn index_warning(specs: &[DatasetSpec<'_>], index_bytes: u64) -> Option<String> 
          smaller and its reads faster",
         why.join("; ")
     ))
+}
+
+/// The footer metadata: `metadata.file` (this tool, its version, now), what
+/// [`numpy_metadata`] records, then the axis metadata the options give.
+fn axis_metadata(
+    arrays: &[(String, Npy<'_>)],
+    data_names: &[String],
+    coords: &[(Option<String>, CoordSource)],
+    args: &MetaArgs,
+) -> Result<String, String> {
+    use tet_alloc::tet::meta::{Coord, FileInfo, Metadata};
+    let mut m = Metadata {
+        file: Some(FileInfo {
+            tool: Some("tet-host".into()),
+            library_version: Some(env!("CARGO_PKG_VERSION").into()),
+            created_at: Some(super::now_rfc3339()),
+        }),
+        datasets: Vec::new(),
+    };
+    if let Some(text) = numpy_metadata(arrays) {
+        let n = tet_alloc::tet::meta::parse(text.as_bytes(), 0).map_err(|e| e.message)?;
+        m.datasets = n.datasets;
+    }
+    let all = |ds: Option<&str>, what: &str| -> Result<Vec<String>, String> {
+        match ds {
+            None => Ok(data_names.to_vec()),
+            Some(d) if arrays.iter().any(|(n, _)| n == d) => Ok(vec![d.to_string()]),
+            Some(d) => Err(format!("{what}: no dataset '{d}' in the output")),
+        }
+    };
+    for arg in &args.dims {
+        let (ds, list) = target(arg);
+        let names: Vec<String> = list.split(',').map(|s| s.trim().to_string()).collect();
+        let mut targets = all(ds, "--dims")?;
+        if ds.is_none() && targets.len() > 1 {
+            // Without a dataset, the arrays of that rank.
+            targets.retain(|d| {
+                arrays
+                    .iter()
+                    .any(|(n, a)| n == d && a.shape.len() == names.len())
+            });
+            if targets.is_empty() {
+                return Err(format!(
+                    "--dims {list}: no array of the input has {} axes",
+                    names.len()
+                ));
+            }
+        }
+        for d in targets {
+            m.edit(&d, |e| e.dim_names = Some(names.clone()));
+        }
+    }
+    // Without a dataset, a coordinate goes to the arrays with that dimension name (or
+    // to the only array).
+    let having = |m: &Metadata, ds: Option<&str>, dim: &str, what: &str| {
+        let t = all(ds, what)?;
+        if ds.is_some() || t.len() <= 1 {
+            return Ok::<Vec<String>, String>(t);
+        }
+        Ok(t.into_iter()
+            .filter(|d| {
+                m.dataset(d)
+                    .and_then(|e| e.dim_names.as_ref())
+                    .is_some_and(|n| n.iter().any(|x| x == dim))
+            })
+            .collect())
+    };
+    for (ds, c) in coords {
+        let targets = having(&m, ds.as_deref(), &c.dim, "--coord")?;
+        let source = if c.path.is_some() {
+            c.dim.clone()
+        } else {
+            // An .npz member named as the coordinate.
+            let member = args
+                .coords
+                .iter()
+                .filter_map(|a| key_value(target(a).1, "--coord").ok())
+                .find(|(d, _)| *d == c.dim)
+                .map(|(_, s)| s.to_string())
+                .unwrap_or_default();
+            if !arrays.iter().any(|(n, _)| *n == member) {
+                return Err(format!(
+                    "--coord {}={member}: no such file, and no member '{member}' in the archive",
+                    c.dim
+                ));
+            }
+            member
+        };
+        for d in targets.iter().filter(|d| **d != source) {
+            m.edit(d, |e| {
+                e.coords.retain(|(k, _)| *k != c.dim);
+                e.coords
+                    .push((c.dim.clone(), Coord::Dataset(source.clone())));
+            });
+        }
+        // The coordinate dataset is its own axis, as CF writes a coordinate variable.
+        m.edit(&source, |e| {
+            if e.dim_names.is_none() {
+                e.dim_names = Some(vec![c.dim.clone()]);
+            }
+        });
+    }
+    for arg in &args.labels {
+        let (ds, rest) = target(arg);
+        let (dim, list) = key_value(rest, "--labels")?;
+        let labels: Vec<String> = list.split(',').map(str::to_string).collect();
+        for d in having(&m, ds, dim, "--labels")? {
+            m.edit(&d, |e| {
+                e.coords.retain(|(k, _)| k != dim);
+                e.coords
+                    .push((dim.to_string(), Coord::Labels(labels.clone())));
+            });
+        }
+    }
+    for arg in &args.attrs {
+        let (ds, rest) = target(arg);
+        let (k, v) = key_value(rest, "--attr")?;
+        for d in all(ds, "--attr")? {
+            m.edit(&d, |e| e.set_attr(k, v));
+        }
+    }
+    Ok(serde_json::Value::Object(m.to_json()).to_string())
 }
 
 /// The footer metadata that lets `export` give back what `.tet` cannot hold: for each

@@ -14,8 +14,93 @@ pub fn export(
     budget: Option<u64>,
     force: bool,
 ) -> Exit {
+    export_with(path, bytes, dataset, selection, out, budget, force, false)
+}
+
+/// Where `export --coords` writes the axis metadata of `out`: `OUT.coords.json`.
+pub fn coords_path(out: &Path) -> std::path::PathBuf {
+    let mut p = out.as_os_str().to_owned();
+    p.push(".coords.json");
+    std::path::PathBuf::from(p)
+}
+
+/// The axis metadata of a selection of `ds`, as `export --coords` writes it: the
+/// dataset's `dims` and `attrs`, and per axis with a coordinate its values over the
+/// selected indices.
+fn coords_json(
+    file: &tet_core::tet::TetFile<'_>,
+    ds: &tet_core::tet::Dataset<'_>,
+    sel: &[tet_core::tet::select::AxisSel],
+    budget: u64,
+) -> Result<serde_json::Value, String> {
+    use serde_json::json;
+    use tet_alloc::tet::meta::Values;
+    let m = crate::tet::dims::metadata(file)?.unwrap_or_default();
+    let empty = tet_alloc::tet::meta::DatasetMeta::default();
+    let dm = m.dataset(ds.name()).unwrap_or(&empty);
+    let mut coords = serde_json::Map::new();
+    for (d, a) in sel.iter().enumerate() {
+        let Some(c) = dm.coord(d) else { continue };
+        let v = crate::tet::dims::coord_values(file, c, budget)?;
+        let pick = |i: u64| -> Option<usize> {
+            usize::try_from(a.start.checked_add(i.checked_mul(a.step)?)?).ok()
+        };
+        let values: Vec<serde_json::Value> = (0..a.count)
+            .filter_map(pick)
+            .filter_map(|i| match &v {
+                Values::Labels(l) => l.get(i).map(|x| json!(x)),
+                Values::Ints(n) => n
+                    .get(i)
+                    .map(|x| i64::try_from(*x).map_or_else(|_| json!(x.to_string()), |x| json!(x))),
+                Values::Floats(f) => f.get(i).map(|x| {
+                    if x.is_finite() {
+                        json!(x)
+                    } else {
+                        json!(x.to_string())
+                    }
+                }),
+            })
+            .collect();
+        let key = dm
+            .dim_names
+            .as_ref()
+            .and_then(|n| n.get(d))
+            .cloned()
+            .unwrap_or_else(|| d.to_string());
+        coords.insert(key, json!({ "axis": d, "values": values }));
+    }
+    let attrs: serde_json::Map<String, serde_json::Value> = dm
+        .attrs
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
+    Ok(json!({
+        "dataset": ds.name(),
+        "dims": dm.dim_names,
+        "attrs": attrs,
+        "coords": coords,
+    }))
+}
+
+/// [`export`], with `--coords`: the axis metadata written beside the data.
+#[allow(clippy::too_many_arguments)]
+pub fn export_with(
+    path: &Path,
+    bytes: &[u8],
+    dataset: &str,
+    selection: &[tet_core::tet::select::Slice],
+    out: &Path,
+    budget: Option<u64>,
+    force: bool,
+    with_coords: bool,
+) -> Exit {
     if let Err(e) = crate::atomic::check_output(out, &[path], force) {
         return e;
+    }
+    if with_coords {
+        if let Err(e) = crate::atomic::check_output(&coords_path(out), &[path], force) {
+            return e;
+        }
     }
     let file = match crate::tet::open_tet(path, bytes) {
         Ok(f) => f,
@@ -59,13 +144,30 @@ pub fn export(
     if let Some(why) = why {
         eprintln!("tet-host: {}: warning: {why}", path.display());
     }
-    match crate::tet::npy::write_descr(out, &descr, &shape, &values) {
-        Ok(()) => Exit::Clean,
-        Err(e) => {
-            crate::say!("cannot write {}: {e}", out.display());
-            Exit::Operational
+    let sidecar = if with_coords {
+        match coords_json(&file, &ds, p.selection.axes(), budget) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                crate::say!("{}: --coords: {e}", path.display());
+                return Exit::Usage;
+            }
+        }
+    } else {
+        None
+    };
+    if let Err(e) = crate::tet::npy::write_descr(out, &descr, &shape, &values) {
+        crate::say!("cannot write {}: {e}", out.display());
+        return Exit::Operational;
+    }
+    if let Some(v) = sidecar {
+        let target = coords_path(out);
+        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+        if let Err(e) = std::fs::write(&target, format!("{text}\n")) {
+            crate::say!("cannot write {}: {e}", target.display());
+            return Exit::Operational;
         }
     }
+    Exit::Clean
 }
 
 /// What `convert` recorded of a dataset's NumPy source (`metadata.datasets[name].attrs`).

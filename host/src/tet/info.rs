@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::{json, Value};
+use tet_alloc::tet::meta::{Coord, Values};
 use tet_core::tet::{Codec, TetFile};
 
 use crate::tet::report::{message, Collector, Names};
@@ -14,8 +15,212 @@ fn dims(it: impl Iterator<Item = u64>) -> String {
     it.map(|d| d.to_string()).collect::<Vec<_>>().join("×")
 }
 
+/// What `info` prints besides the structure.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct More {
+    /// `--metadata`: dimension names, coordinates and attrs per dataset.
+    pub metadata: bool,
+    /// `--history`: the footer's history rows.
+    pub history: bool,
+}
+
 /// `tet-host info`.
 pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
+    info_with(path, bytes, output, More::default())
+}
+
+fn at<'v>(v: &'v Value, k: &str) -> &'v Value {
+    v.get(k).unwrap_or(&Value::Null)
+}
+
+fn set(v: &mut Value, k: &str, x: Value) {
+    if let Some(o) = v.as_object_mut() {
+        o.insert(k.to_string(), x);
+    }
+}
+
+/// One coordinate value as JSON.
+fn coord_value(v: &Values, i: usize) -> Value {
+    match v {
+        Values::Labels(l) => l.get(i).map_or(Value::Null, |s| json!(s)),
+        Values::Ints(n) => n.get(i).map_or(Value::Null, |x| {
+            i64::try_from(*x)
+                .map(|x| json!(x))
+                .unwrap_or_else(|_| json!(x.to_string()))
+        }),
+        Values::Floats(f) => f.get(i).map_or(Value::Null, |x| {
+            if x.is_finite() {
+                json!(x)
+            } else {
+                json!(x.to_string())
+            }
+        }),
+    }
+}
+
+/// `--metadata` as JSON: `metadata.file`, and per dataset of the file its `dims`,
+/// `coords` (axis, dimension, where it is stored, length, first and last values) and
+/// `attrs`; `error` when the metadata is unreadable.
+pub fn metadata_json(file: &TetFile<'_>) -> Value {
+    let m = match crate::tet::dims::metadata(file) {
+        Ok(m) => m.unwrap_or_default(),
+        Err(e) => return json!({ "error": e }),
+    };
+    let budget = crate::tet::budget_for(file, None, None);
+    let mut out = Vec::new();
+    for ds in file.datasets() {
+        let Ok(ds) = ds else { break };
+        let Some(dm) = m.dataset(ds.name()) else {
+            continue;
+        };
+        let mut coords = Vec::new();
+        for d in 0..ds.ndim() {
+            let Some(c) = dm.coord(d) else { continue };
+            let dim = dm.dim_names.as_ref().and_then(|n| n.get(d)).cloned();
+            let (storage, source) = match c {
+                Coord::Labels(_) => ("labels", Value::Null),
+                Coord::Dataset(n) => ("dataset", json!(n)),
+            };
+            let mut e = json!({"axis": d, "dim": dim, "storage": storage, "dataset": source});
+            match crate::tet::dims::coord_ends(file, c, budget) {
+                Ok((n, first, last)) => {
+                    set(&mut e, "len", json!(n));
+                    set(&mut e, "first", coord_value(&first, 0));
+                    set(&mut e, "last", coord_value(&last, 0));
+                }
+                Err(why) => set(&mut e, "error", json!(why)),
+            }
+            coords.push(e);
+        }
+        let attrs: serde_json::Map<String, Value> = dm
+            .attrs
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(v)))
+            .collect();
+        out.push(json!({
+            "dataset": ds.name(),
+            "dims": dm.dim_names,
+            "coords": coords,
+            "attrs": attrs,
+        }));
+    }
+    let file_info = m.file.as_ref().map(|f| {
+        json!({"tool": f.tool, "library_version": f.library_version, "created_at": f.created_at})
+    });
+    json!({ "file": file_info, "datasets": out })
+}
+
+/// `--history` as JSON: the rows as written (objects, or legacy `[op, source, at]`
+/// turned into objects).
+pub fn history_json(file: &TetFile<'_>) -> Value {
+    let Some(f) = file.footer() else {
+        return json!([]);
+    };
+    let v: Value = match serde_json::from_slice(f.history_json()) {
+        Ok(v) => v,
+        Err(e) => return json!({ "error": format!("the footer JSON is invalid: {e}") }),
+    };
+    let rows = v
+        .get("history")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    Value::Array(
+        rows.into_iter()
+            .map(|r| match r {
+                Value::Array(a) => json!({
+                    "op": a.first(), "source": a.get(1), "at": a.get(2)
+                }),
+                other => other,
+            })
+            .collect(),
+    )
+}
+
+fn print_more(v: &Value) {
+    if let Some(m) = v.get("metadata") {
+        if let Some(e) = m.get("error") {
+            println!("metadata:    {}", e.as_str().unwrap_or_default());
+        }
+        if let Some(f) = m.get("file").filter(|f| !f.is_null()) {
+            let s = |k: &str| f[k].as_str().unwrap_or("-").to_string();
+            println!(
+                "written by:  {} {} at {}",
+                s("tool"),
+                s("library_version"),
+                s("created_at")
+            );
+        }
+        let list = at(m, "datasets").as_array().cloned().unwrap_or_default();
+        if list.is_empty() && m.get("error").is_none() {
+            println!("metadata:    no dimension names, coordinates or attrs");
+        }
+        for d in list {
+            println!(
+                "metadata of {}:",
+                at(&d, "dataset").as_str().unwrap_or_default()
+            );
+            if let Some(n) = at(&d, "dims").as_array() {
+                let n: Vec<&str> = n.iter().filter_map(Value::as_str).collect();
+                println!("  dims:   ({})", n.join(", "));
+            }
+            for c in at(&d, "coords").as_array().into_iter().flatten() {
+                let name = at(c, "dim")
+                    .as_str()
+                    .map_or_else(|| format!("axis {}", at(c, "axis")), str::to_string);
+                let from = match at(c, "dataset").as_str() {
+                    Some(ds) => format!("dataset {ds}"),
+                    None => "labels".to_string(),
+                };
+                match c.get("error") {
+                    Some(e) => println!("  coord:  {name} ({from}): {}", e.as_str().unwrap_or("")),
+                    None => println!(
+                        "  coord:  {name} ({from}), {} value(s), {} .. {}",
+                        at(c, "len"),
+                        at(c, "first"),
+                        at(c, "last")
+                    ),
+                }
+            }
+            for (k, val) in at(&d, "attrs").as_object().into_iter().flatten() {
+                println!("  attr:   {k} = {}", val.as_str().unwrap_or_default());
+            }
+        }
+    }
+    if let Some(h) = v.get("history") {
+        match h.as_array() {
+            Some(rows) if rows.is_empty() => println!("history:     no rows"),
+            Some(rows) => {
+                println!("history:");
+                for r in rows {
+                    let s = |k: &str| r[k].as_str().unwrap_or("-").to_string();
+                    let params = at(r, "params")
+                        .as_object()
+                        .map(|p| {
+                            p.iter()
+                                .map(|(k, v)| {
+                                    format!(
+                                        "{k}={}",
+                                        v.as_str().map_or_else(|| v.to_string(), str::to_string)
+                                    )
+                                })
+                                .collect::<Vec<_>>()
+                                .join(" ")
+                        })
+                        .unwrap_or_default();
+                    println!("  {}  {}  {}  {params}", s("at"), s("op"), s("source"));
+                }
+            }
+            None => println!(
+                "history:     {}",
+                at(h, "error").as_str().unwrap_or("unreadable")
+            ),
+        }
+    }
+}
+
+/// `tet-host info` with `--metadata` and `--history`.
+pub fn info_with(path: &Path, bytes: &[u8], output: Output, more: More) -> Exit {
     let mut problems = Collector::default();
     let Some(file) = TetFile::parse(bytes, &mut problems) else {
         let f = problems.kept.first();
@@ -134,9 +339,19 @@ pub fn info(path: &Path, bytes: &[u8], output: Output) -> Exit {
         },
         "structure_problems": problems.errors.saturating_add(problems.warnings),
     });
+    let mut v = v;
+    if more.metadata {
+        set(&mut v, "metadata", metadata_json(&file));
+    }
+    if more.history {
+        set(&mut v, "history", history_json(&file));
+    }
     match output {
         Output::Json => crate::report::print_json(&v),
-        Output::Human | Output::Quiet => print_info_human(path, &file, &v, exec, &problems),
+        Output::Human | Output::Quiet => {
+            print_info_human(path, &file, &v, exec, &problems);
+            print_more(&v);
+        }
     }
     if problems.errors > footer_errors {
         Exit::Problems

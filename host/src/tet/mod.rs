@@ -10,6 +10,7 @@ use crate::Exit;
 
 pub mod codec;
 pub mod convert;
+pub mod dims;
 pub mod export;
 pub mod info;
 pub mod npy;

@@ -398,19 +398,28 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     };
     let budget = budget_for(&file, doc.execution, o.budget);
     let source = budget_source(doc.execution, o.budget);
-    let p = match plan(&file, ds, &doc.selection) {
+    let resolved = match crate::tet::dims::resolve(&file, &ds, doc, budget) {
+        Ok(r) => r,
+        Err(e) => {
+            crate::say!("{}: {e}", path.display());
+            return Exit::Usage;
+        }
+    };
+    let mut p = match plan(&file, ds, &resolved.selection) {
         Ok(p) => p,
         Err(e) => return fail(path, &e, source),
     };
+    p.mask = resolved.mask;
     if o.plan_only {
         println!("{}: {}", path.display(), describe(&p));
         return Exit::Clean;
     }
     let ds_shape: Vec<u64> = ds.shape().collect();
     let threads = o.threads.unwrap_or_else(rayon::current_num_threads);
-    let Some((op, axes)) = doc.op.clone() else {
+    let Some((op, axes)) = resolved.op.clone() else {
         return print_values(path, &file, &p, &ds, o, budget, source);
     };
+    let op_name = resolved.name.unwrap_or(op.name());
     let axes = match Axes::signed(ds.ndim(), axes.as_deref()) {
         Ok(a) => a,
         Err(e) => return fail(path, &e, source),
@@ -420,17 +429,18 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let out = match res {
+    let mut out = match res {
         Ok(out) => out,
         Err(e) => return fail_reading(path, &ds, &e, source),
     };
+    resolved.finish(&mut out);
     if let Some((first, n)) = out.nothing_left {
         let cell = position_coords(&out.shape, first);
         eprintln!(
             "tet-host: {}: warning: {} had only NaN elements in {n} output cell(s), first \
              {cell:?}: those cells are NaN (as NumPy's all-NaN slice)",
             path.display(),
-            op.name()
+            op_name
         );
     }
     if let Some(target) = &o.output {
@@ -467,7 +477,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
         let mut head = vec![format!(
             "# {} {} {over}: result {rdtype}, dataset {}, shape {:?}",
             doc.dataset,
-            op.name(),
+            op_name,
             ds.dtype().name(),
             out.shape
         )];
@@ -527,7 +537,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
         Style::Json | Style::Table => {
             let answer = Answer {
                 dataset: &doc.dataset,
-                op: op.name(),
+                op: op_name,
                 dtype: ds.dtype().name(),
                 result_dtype: rdtype,
                 result,
@@ -540,7 +550,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
                 Result::Scalar(v) => v.compact(),
                 Result::Partial(p) => serde_json::to_string(p).unwrap_or_default(),
             };
-            println!("{} {} = {text}", doc.dataset, op.name());
+            println!("{} {} = {text}", doc.dataset, op_name);
         }
     }
     Exit::Clean

@@ -5,6 +5,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
+use tet_alloc::tet::decode::Marker;
+use tet_alloc::tet::meta::Bound;
 use tet_alloc::tet::query::{Operation, Quantile};
 use tet_core::tet::fold::Reduce;
 use tet_core::tet::select::Slice;
@@ -15,13 +17,52 @@ use tet_core::tet::ExecutionSettings;
 pub struct QueryDoc {
     /// Dataset name.
     pub dataset: String,
-    /// Per-axis slices.
+    /// Per-axis slices (bounds given by value are in `by_value`, resolved against the
+    /// dataset's coordinates when the query runs).
     pub selection: Vec<Slice>,
+    /// Selection bounds given by coordinate value (`start_label`, `stop_label`), one
+    /// entry per selection axis that has any.
+    pub by_value: Vec<ValueBounds>,
     /// The operation and the axes it reduces (`None`: all, a scalar); negative axes
-    /// count from the end.
-    pub op: Option<(Operation, Option<Vec<i64>>)>,
+    /// count from the end, names are the dataset's `dim_names`.
+    pub op: Option<(Operation, Option<Vec<AxisRef>>)>,
     /// `execution` overrides of the memory budget.
     pub execution: Option<ExecutionSettings>,
+    /// `null_count`: its `fill`, when the query gives one (`Some(None)`: the dataset's
+    /// `_FillValue` or `missing_value` attr). The operation in `op` is then a stand-in
+    /// that [`crate::tet::dims::resolve`] replaces.
+    pub null_count: Option<Option<Marker>>,
+}
+
+/// An axis as a query names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AxisRef {
+    /// By number (negative: from the end).
+    Index(i64),
+    /// By dimension name (or a decimal index written as a string, as the other
+    /// implementation accepts).
+    Name(String),
+}
+
+impl std::fmt::Display for AxisRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AxisRef::Index(i) => write!(f, "{i}"),
+            AxisRef::Name(n) => write!(f, "{n:?}"),
+        }
+    }
+}
+
+/// A selection axis's bounds by coordinate value: half-open, `start` included, `stop`
+/// excluded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueBounds {
+    /// The selection axis.
+    pub axis: usize,
+    /// `start_label`.
+    pub start: Option<Bound>,
+    /// `stop_label`.
+    pub stop: Option<Bound>,
 }
 
 /// Every operation key a query document accepts.
@@ -47,6 +88,7 @@ pub const OPS: &[&str] = &[
     "all_finite",
     "quantile",
     "median",
+    "null_count",
 ];
 
 /// The QUERY argument, read: the document's text and, when it came from a file, the path.
@@ -195,7 +237,15 @@ pub fn parse_doc(text: &str) -> Result<QueryDoc, String> {
 /// Parses a selection given alone (`export --selection`): a JSON list of `{start, stop,
 /// step}` objects, syntax errors pointing into it.
 pub fn parse_selection_arg(text: &str) -> Result<Vec<Slice>, String> {
-    parse_selection(&parse_json(text)?)
+    let (s, by_value) = parse_selection_values(&parse_json(text)?)?;
+    if let Some(b) = by_value.first() {
+        return Err(format!(
+            "selection[{}]: start_label and stop_label belong in a query document \
+             (--selection takes index bounds)",
+            b.axis
+        ));
+    }
+    Ok(s)
 }
 
 fn doc_of(v: &Json) -> Result<QueryDoc, String> {
@@ -205,8 +255,10 @@ fn doc_of(v: &Json) -> Result<QueryDoc, String> {
     let mut doc = QueryDoc {
         dataset: String::new(),
         selection: Vec::new(),
+        by_value: Vec::new(),
         op: None,
         execution: None,
+        null_count: None,
     };
     let mut dataset = None;
     let mut op_key: Option<&str> = None;
@@ -218,7 +270,7 @@ fn doc_of(v: &Json) -> Result<QueryDoc, String> {
                 }
             }
             "dataset" => dataset = Some(val.as_str().ok_or("\"dataset\" must be a string")?),
-            "selection" => doc.selection = parse_selection(val)?,
+            "selection" => (doc.selection, doc.by_value) = parse_selection_values(val)?,
             "execution" => doc.execution = Some(parse_execution(val)?),
             name if OPS.contains(&name) => {
                 if let Some(prev) = op_key {
@@ -228,6 +280,12 @@ fn doc_of(v: &Json) -> Result<QueryDoc, String> {
                 }
                 op_key = Some(name);
                 doc.op = Some(parse_op(name, val)?);
+                if name == "null_count" {
+                    doc.null_count = Some(match val.get("fill") {
+                        None | Some(Json::Null) => None,
+                        Some(f) => Some(fill_of(f)?),
+                    });
+                }
             }
             other => {
                 return Err(format!(
@@ -253,13 +311,56 @@ fn int(v: &Json, what: &str) -> Result<Option<i64>, String> {
     }
 }
 
-fn parse_selection(v: &Json) -> Result<Vec<Slice>, String> {
-    let list = v
-        .as_array()
-        .ok_or("\"selection\" must be a list of {start, stop, step} objects")?;
+fn fill_of(v: &Json) -> Result<Marker, String> {
+    let text = match v {
+        Json::Number(n) => n.to_string(),
+        Json::String(s) => s.clone(),
+        other => {
+            return Err(format!(
+                "null_count.fill must be a number or \"nan\", got {other}"
+            ))
+        }
+    };
+    Marker::parse(&text)
+        .ok_or_else(|| format!("null_count.fill must be a number or \"nan\", got {text:?}"))
+}
+
+fn bound(v: &Json, what: &str) -> Result<Option<Bound>, String> {
+    match v {
+        Json::Null => Ok(None),
+        Json::String(s) => Ok(Some(Bound::Label(s.clone()))),
+        Json::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Ok(Some(Bound::Int(i128::from(i))))
+            } else if let Some(u) = n.as_u64() {
+                Ok(Some(Bound::Int(i128::from(u))))
+            } else {
+                n.as_f64()
+                    .map(|f| Some(Bound::Float(f)))
+                    .ok_or_else(|| format!("{what} must be a string or a number, got {n}"))
+            }
+        }
+        other => Err(format!(
+            "{what} must be a label (string) or a coordinate value (number), got {other}"
+        )),
+    }
+}
+
+type Selected = (Vec<Slice>, Vec<ValueBounds>);
+
+fn parse_selection_values(v: &Json) -> Result<Selected, String> {
+    let list = v.as_array().ok_or(
+        "\"selection\" must be a list of {start, stop, step} (or start_label, stop_label) objects",
+    )?;
     let mut out = Vec::with_capacity(list.len());
+    let mut by_value = Vec::new();
     for (axis, item) in list.iter().enumerate() {
         let mut s = Slice::default();
+        let mut vb = ValueBounds {
+            axis,
+            start: None,
+            stop: None,
+        };
         match item {
             Json::Null => {}
             Json::Object(m) => {
@@ -269,12 +370,28 @@ fn parse_selection(v: &Json) -> Result<Vec<Slice>, String> {
                         "start" => s.start = int(x, &what)?,
                         "stop" => s.stop = int(x, &what)?,
                         "step" => s.step = int(x, &what)?,
+                        "start_label" => vb.start = bound(x, &what)?,
+                        "stop_label" => vb.stop = bound(x, &what)?,
                         other => {
                             return Err(format!(
-                                "unknown key \"{other}\" in selection[{axis}] (accepted: start, stop, step)"
+                                "unknown key \"{other}\" in selection[{axis}] (accepted: start, \
+                                 stop, step, start_label, stop_label)"
                             ))
                         }
                     }
+                }
+                for (index, label, name) in [
+                    (s.start.is_some(), vb.start.is_some(), "start"),
+                    (s.stop.is_some(), vb.stop.is_some(), "stop"),
+                ] {
+                    if index && label {
+                        return Err(format!(
+                            "selection[{axis}]: give either \"{name}\" or \"{name}_label\", not both"
+                        ));
+                    }
+                }
+                if vb.start.is_some() || vb.stop.is_some() {
+                    by_value.push(vb);
                 }
             }
             other => {
@@ -285,7 +402,7 @@ fn parse_selection(v: &Json) -> Result<Vec<Slice>, String> {
         }
         out.push(s);
     }
-    Ok(out)
+    Ok((out, by_value))
 }
 
 fn parse_execution(v: &Json) -> Result<ExecutionSettings, String> {
@@ -320,24 +437,31 @@ fn parse_execution(v: &Json) -> Result<ExecutionSettings, String> {
     Ok(e)
 }
 
-fn axes_of(v: &Json, what: &str) -> Result<Option<Vec<i64>>, String> {
-    let one = |x: &Json| -> Result<i64, String> {
-        x.as_i64().ok_or_else(|| {
-            format!("{what}: an axis must be an integer (negative counts from the end), got {x}")
-        })
+fn axes_of(v: &Json, what: &str) -> Result<Option<Vec<AxisRef>>, String> {
+    let one = |x: &Json| -> Result<AxisRef, String> {
+        match x {
+            Json::String(s) if !s.is_empty() && s.len() <= 1024 => Ok(AxisRef::Name(s.clone())),
+            _ => x.as_i64().map(AxisRef::Index).ok_or_else(|| {
+                format!(
+                    "{what}: an axis must be an integer (negative counts from the end) or a \
+                     dimension name, got {x}"
+                )
+            }),
+        }
     };
     match v {
         Json::Null => Ok(None),
         Json::Array(a) if a.is_empty() => Ok(None),
+        Json::Array(a) if a.len() > 64 => Err(format!("{what}: {} axes (at most 64)", a.len())),
         Json::Array(a) => a.iter().map(one).collect::<Result<Vec<_>, _>>().map(Some),
-        n @ Json::Number(_) => Ok(Some(vec![one(n)?])),
+        n @ (Json::Number(_) | Json::String(_)) => Ok(Some(vec![one(n)?])),
         other => Err(format!(
             "{what}: axes must be a list or a number, got {other}"
         )),
     }
 }
 
-type Op = (Operation, Option<Vec<i64>>);
+type Op = (Operation, Option<Vec<AxisRef>>);
 
 fn parse_op(name: &str, v: &Json) -> Result<Op, String> {
     let mut axes = None;
@@ -359,6 +483,7 @@ fn parse_op(name: &str, v: &Json) -> Result<Op, String> {
                             .and_then(|n| u32::try_from(n).ok())
                             .ok_or_else(|| format!("{name}.ddof must be a non-negative integer"))?;
                     }
+                    "fill" if name == "null_count" => {}
                     "q" if name == "quantile" => {
                         // NumPy treats an integer q (0, 1) and a float one differently.
                         q = Some(Quantile {
@@ -392,6 +517,7 @@ fn parse_op(name: &str, v: &Json) -> Result<Op, String> {
         "nan_count" => Reduce::NanCount,
         "inf_count" => Reduce::InfCount,
         "all_finite" => Reduce::AllFinite,
+        "null_count" => Reduce::NanCount,
         "median" => return Ok((Operation::Median, axes)),
         "quantile" => {
             let q = q.ok_or("quantile needs {\"q\": 0..1}")?;

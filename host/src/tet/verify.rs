@@ -76,6 +76,10 @@ pub fn check_with(bytes: &[u8], opts: &DecodeOptions) -> Result<Checked, Error> 
         for (f, note) in footer.problems {
             out.report_with_note(f, note);
         }
+        // The axis metadata's rules (names, coordinate lengths, referenced datasets).
+        for (f, note) in tet_alloc::tet::meta::findings(file) {
+            out.report_with_note(f, note);
+        }
         (hist, spill) = (footer.history, footer.spill);
     }
     let summary = tet_alloc::tet::verify_owned(bytes, spill, &mut out)?;

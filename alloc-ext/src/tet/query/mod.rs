@@ -217,7 +217,11 @@ pub fn decode_part<'d, 'f: 'd, B: FrameBackend>(
     let chunk: Chunk<'f> = file
         .checked_chunk(&plan.dataset, row, raw)
         .map_err(|_| QueryError::Chunk(part.coords))?;
-    dec.decode(&chunk).map_err(QueryError::Decode)
+    match plan.mask {
+        Some(m) => dec.decode_masked(&chunk, plan.dataset.dtype(), m),
+        None => dec.decode(&chunk),
+    }
+    .map_err(QueryError::Decode)
 }
 
 /// Runs a whole query on one thread. Quantiles gather the selected elements of one group

@@ -29,6 +29,9 @@ pub struct ReadPlan<'a> {
     /// Whether every touched chunk is raw and their payloads follow each other in plan
     /// order (the spec's linear-scan condition).
     pub contiguous_raw: bool,
+    /// A missing-value mask applied to every decoded tile (`None`: the elements as
+    /// stored); set by the caller after planning.
+    pub mask: Option<crate::tet::decode::Mask>,
 }
 
 /// Plans `slices` over `ds`. Rows are found in `O(1)` per chunk on canonical files; other
@@ -119,6 +122,7 @@ pub fn plan<'a>(
         read_bytes,
         decode_bytes,
         contiguous_raw,
+        mask: None,
     })
 }
 

@@ -266,6 +266,8 @@ pub struct Writer<O: Output> {
     scratch: Vec<u8>,
     /// Where the chunk checksum table goes (right after the index), if there is one.
     checksums_at: Option<u64>,
+    /// Each dataset's name and shape, to check the footer's axis metadata against.
+    shapes: Vec<(String, Vec<u64>)>,
 }
 
 /// Every name is nonempty and unique. The format lets a directory hold an empty name or
@@ -351,6 +353,10 @@ impl<O: Output> Writer<O> {
             compressor: Box::new(RuzstdCompressor),
             scratch: Vec::new(),
             checksums_at,
+            shapes: datasets
+                .iter()
+                .map(|d| (String::from(d.name), d.shape.to_vec()))
+                .collect(),
         };
         let zeros = [0u8; 4096];
         while w.pos < payload_start {
@@ -525,6 +531,30 @@ impl<O: Output> Writer<O> {
         })?
     }
 
+    /// The footer's axis metadata ([`crate::tet::meta`]) follows the rules against the
+    /// datasets declared: one name per axis, unique names, coordinates as long as their
+    /// axis, referenced datasets that exist and are 1-D (the error-severity rules).
+    fn check_axis_metadata(&self, text: &str) -> Result<(), WriteError<O::Error>> {
+        let m = crate::tet::meta::parse(text.as_bytes(), 0)
+            .map_err(|e| WriteError::Footer(alloc::format!("metadata: {}", e.message)))?;
+        let shape_of = |name: &str| {
+            self.shapes
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, s)| s.clone())
+        };
+        // Warnings (an entry for a dataset the file lacks, a marker that is not a number)
+        // are the reader's to report; errors are refused.
+        let problems = crate::tet::meta::check(&m, &shape_of);
+        match problems
+            .iter()
+            .find(|p| p.code.severity() == tet_core::tet::Severity::Error)
+        {
+            Some(p) => Err(WriteError::Footer(alloc::format!("{p}"))),
+            None => Ok(()),
+        }
+    }
+
     /// Checks every cell was written, writes the footer (if any), then the header and
     /// the index, and returns the output.
     pub fn finish(mut self, footer: Option<&FooterSpec>) -> Result<O, WriteError<O::Error>> {
@@ -538,6 +568,9 @@ impl<O: Output> Writer<O> {
                     });
                 }
             }
+        }
+        if let Some(text) = footer.and_then(|f| f.metadata.as_deref()) {
+            self.check_axis_metadata(text)?;
         }
         let rows = u64_of(self.slots.len());
         // The checksum table is named in the metadata, so it brings a footer with it.

@@ -1,0 +1,294 @@
+//! A query's names resolved against the dataset's axis metadata (`tet_alloc::tet::meta`):
+//! axes by dimension name, selection bounds by coordinate value, and the missing-value
+//! marker for `null_count` and the `nan_*` reductions.
+
+// `QueryError` carries a located decode error by value, as the libraries do.
+#![allow(clippy::result_large_err)]
+
+use tet_alloc::tet::decode::{Marker, Mask};
+use tet_alloc::tet::meta::{self, Coord, DatasetMeta, Metadata, Values};
+use tet_alloc::tet::query::{plan, Operation};
+use tet_core::tet::fold::Reduce;
+use tet_core::tet::select::Slice;
+use tet_core::tet::{DType, Dataset, TetFile};
+
+use super::query_doc::{AxisRef, QueryDoc};
+
+/// A query with its names resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resolved {
+    /// Index selection.
+    pub selection: Vec<Slice>,
+    /// The operation to run and its axes by number.
+    pub op: Option<(Operation, Option<Vec<i64>>)>,
+    /// The mask the plan applies.
+    pub mask: Option<Mask>,
+    /// The operation's name in the output (`null_count` runs as `nan_count` or `sum`).
+    pub name: Option<&'static str>,
+}
+
+impl Resolved {
+    /// The output as the query names it: `null_count` over an integer dataset runs as
+    /// a sum of 0/1 indicators, its count given here as `u64`.
+    pub fn finish(&self, out: &mut tet_alloc::tet::query::Output) {
+        if self.name == Some("null_count") {
+            for v in &mut out.values {
+                if let tet_core::tet::fold::Value::I64(n) = v {
+                    *v = tet_core::tet::fold::Value::U64(u64::try_from(*n).unwrap_or(0));
+                }
+            }
+        }
+    }
+}
+
+/// Most coordinate values loaded from a coordinate dataset (16 Mi values).
+const MAX_COORD_VALUES: u64 = 1 << 24;
+
+/// Reads the file's axis metadata; `Err` when it is there but unreadable.
+pub fn metadata(file: &TetFile<'_>) -> Result<Option<Metadata>, String> {
+    meta::read(file).map_err(|e| format!("the footer metadata is unreadable: {e}"))
+}
+
+/// The axes of `refs` as numbers.
+pub fn axes(refs: &[AxisRef], dm: Option<&DatasetMeta>, ndim: usize) -> Result<Vec<i64>, String> {
+    refs.iter()
+        .map(|a| match a {
+            AxisRef::Index(i) => Ok(*i),
+            AxisRef::Name(n) => {
+                let empty = DatasetMeta::default();
+                let i = dm.unwrap_or(&empty).axis(n, ndim)?;
+                i64::try_from(i).map_err(|_| format!("axis {n:?} is out of range"))
+            }
+        })
+        .collect()
+}
+
+/// A coordinate's values: inline labels, or a coordinate dataset's elements.
+pub fn coord_values(file: &TetFile<'_>, c: &Coord, budget: u64) -> Result<Values, String> {
+    let name = match c {
+        Coord::Labels(l) => return Ok(Values::Labels(l.clone())),
+        Coord::Dataset(n) => n,
+    };
+    let ds = file
+        .dataset(name)
+        .map_err(|_| format!("coordinate dataset {name:?} is not in the file"))?;
+    if ds.ndim() != 1 {
+        return Err(format!("coordinate dataset {name:?} is not 1-D"));
+    }
+    let n: u64 = ds.shape().product();
+    if n > MAX_COORD_VALUES {
+        return Err(format!(
+            "coordinate dataset {name:?} has {n} values (at most {MAX_COORD_VALUES} are loaded)"
+        ));
+    }
+    // The stored elements and the values compared (16 bytes each), under the budget.
+    let needed = n.saturating_mul(ds.dtype().size().saturating_add(16));
+    if needed > budget {
+        return Err(format!(
+            "coordinate dataset {name:?} needs {needed} bytes to compare its {n} values, over \
+             the memory budget of {budget} bytes"
+        ));
+    }
+    let p = plan(file, ds, &[]).map_err(|e| format!("coordinate dataset {name:?}: {e}"))?;
+    let bytes = crate::tet::query::select_values(file, &p, budget, None)
+        .map_err(|e| format!("coordinate dataset {name:?}: {e}"))?;
+    Ok(decode_values(ds.dtype(), &bytes))
+}
+
+/// A coordinate's length and its first and last values, reading no more than those two
+/// elements of a coordinate dataset (`info --metadata`).
+pub fn coord_ends(
+    file: &TetFile<'_>,
+    c: &Coord,
+    budget: u64,
+) -> Result<(u64, Values, Values), String> {
+    let name = match c {
+        Coord::Labels(l) => {
+            let one = |x: Option<&String>| Values::Labels(x.cloned().into_iter().collect());
+            let n = u64::try_from(l.len()).unwrap_or(u64::MAX);
+            return Ok((n, one(l.first()), one(l.last())));
+        }
+        Coord::Dataset(n) => n,
+    };
+    let ds = file
+        .dataset(name)
+        .map_err(|_| format!("coordinate dataset {name:?} is not in the file"))?;
+    if ds.ndim() != 1 {
+        return Err(format!("coordinate dataset {name:?} is not 1-D"));
+    }
+    let n: u64 = ds.shape().product();
+    let at = |i: u64| -> Result<Values, String> {
+        let start = i64::try_from(i).map_err(|_| "coordinate too long".to_string())?;
+        let sel = [Slice {
+            start: Some(start),
+            stop: Some(start.saturating_add(1)),
+            step: None,
+        }];
+        let p = plan(file, ds, &sel).map_err(|e| format!("coordinate dataset {name:?}: {e}"))?;
+        let b = crate::tet::query::select_values(file, &p, budget, None)
+            .map_err(|e| format!("coordinate dataset {name:?}: {e}"))?;
+        Ok(decode_values(ds.dtype(), &b))
+    };
+    Ok((n, at(0)?, at(n.saturating_sub(1))?))
+}
+
+/// Little-endian elements of `dtype` as coordinate values.
+pub fn decode_values(dtype: DType, bytes: &[u8]) -> Values {
+    macro_rules! each {
+        ($t:ty, $n:literal, $wrap:expr) => {
+            bytes
+                .chunks_exact($n)
+                .filter_map(|b| <[u8; $n]>::try_from(b).ok())
+                .map(|b| $wrap(<$t>::from_le_bytes(b)))
+                .collect()
+        };
+    }
+    match dtype {
+        DType::U8 => Values::Ints(each!(u8, 1, i128::from)),
+        DType::U16 => Values::Ints(each!(u16, 2, i128::from)),
+        DType::U32 => Values::Ints(each!(u32, 4, i128::from)),
+        DType::U64 => Values::Ints(each!(u64, 8, i128::from)),
+        DType::I16 => Values::Ints(each!(i16, 2, i128::from)),
+        DType::I32 => Values::Ints(each!(i32, 4, i128::from)),
+        DType::I64 => Values::Ints(each!(i64, 8, i128::from)),
+        DType::F16 => Values::Floats(each!(half::f16, 2, |v: half::f16| v.to_f64())),
+        DType::F32 => Values::Floats(each!(f32, 4, f64::from)),
+        DType::F64 => Values::Floats(each!(f64, 8, |v: f64| v)),
+    }
+}
+
+/// The reductions a missing-value marker changes: the `nan_*` family.
+fn masks(r: Reduce) -> bool {
+    r.skips_nan() || matches!(r, Reduce::NanCount)
+}
+
+fn is_float(d: DType) -> bool {
+    matches!(d, DType::F16 | DType::F32 | DType::F64)
+}
+
+/// Resolves `doc` against dataset `ds` of `file`.
+pub fn resolve(
+    file: &TetFile<'_>,
+    ds: &Dataset<'_>,
+    doc: &QueryDoc,
+    budget: u64,
+) -> Result<Resolved, String> {
+    let ndim = ds.ndim();
+    let named = doc.op.as_ref().is_some_and(|(_, a)| {
+        a.as_ref()
+            .is_some_and(|a| a.iter().any(|x| matches!(x, AxisRef::Name(_))))
+    });
+    let nan_op = matches!(doc.op, Some((Operation::Reduce(r), _)) if masks(r));
+    let needs = named || !doc.by_value.is_empty() || doc.null_count.is_some() || nan_op;
+    let all = if needs { metadata(file) } else { Ok(None) };
+    // An unreadable footer stops only what needs it; `nan_*` then run on the elements as
+    // stored, as they do on files without metadata.
+    let all = match all {
+        Ok(m) => m,
+        Err(e) if named || !doc.by_value.is_empty() || doc.null_count.is_some() => return Err(e),
+        Err(_) => None,
+    };
+    let dm = all.as_ref().and_then(|m| m.dataset(ds.name()));
+    let mut selection = doc.selection.clone();
+    for vb in &doc.by_value {
+        if vb.axis >= ndim {
+            return Err(format!(
+                "selection[{}]: the dataset has {ndim} axes",
+                vb.axis
+            ));
+        }
+        let coord = dm.and_then(|d| d.coord(vb.axis)).ok_or_else(|| {
+            format!(
+                "selection[{}]: start_label/stop_label need a coordinate for axis {} in the \
+                 footer metadata (coords or tet_coords), and dataset {:?} has none",
+                vb.axis,
+                vb.axis,
+                ds.name()
+            )
+        })?;
+        let values = coord_values(file, coord, budget)?;
+        let slot = match selection.get_mut(vb.axis) {
+            Some(s) => s,
+            None => {
+                selection.resize(vb.axis.saturating_add(1), Slice::default());
+                selection
+                    .get_mut(vb.axis)
+                    .ok_or("selection axis out of range")?
+            }
+        };
+        let one = |b: &meta::Bound| -> Result<i64, String> {
+            let i = meta::resolve_bound(&values, b)
+                .map_err(|e| format!("selection[{}]: {e}", vb.axis))?;
+            i64::try_from(i).map_err(|_| format!("selection[{}]: index out of range", vb.axis))
+        };
+        if let Some(b) = &vb.start {
+            slot.start = Some(one(b)?);
+        }
+        if let Some(b) = &vb.stop {
+            slot.stop = Some(one(b)?);
+        }
+    }
+    let mut op = None;
+    let mut mask = None;
+    let mut name = None;
+    if let Some((o, refs)) = &doc.op {
+        let axes_n = refs.as_deref().map(|r| axes(r, dm, ndim)).transpose()?;
+        let mut o = *o;
+        let marker = || -> Result<Option<Marker>, String> {
+            match dm.and_then(|d| d.missing_value()) {
+                None => Ok(None),
+                Some(Err(e)) => Err(e),
+                Some(Ok((key, _))) => {
+                    let text = dm.and_then(|d| d.attr(key)).unwrap_or_default();
+                    Ok(Marker::parse(text))
+                }
+            }
+        };
+        if let Some(explicit) = &doc.null_count {
+            let m = match explicit {
+                Some(m) => *m,
+                None => marker()?.ok_or_else(|| {
+                    format!(
+                        "null_count needs a \"fill\" in the query or a _FillValue or \
+                         missing_value attr on dataset {:?}, which has neither",
+                        ds.name()
+                    )
+                })?,
+            };
+            mask = Some(Mask::Indicator(m));
+            o = Operation::Reduce(if is_float(ds.dtype()) {
+                Reduce::NanCount
+            } else {
+                Reduce::Sum
+            });
+            name = Some("null_count");
+        } else if let Operation::Reduce(r) = o {
+            if masks(r) {
+                if let Ok(Some(m)) = marker() {
+                    if is_float(ds.dtype()) {
+                        if !m.float.is_nan() {
+                            mask = Some(Mask::Missing(m));
+                        }
+                    } else {
+                        return Err(format!(
+                            "{}: dataset {:?} is {} with a missing-value marker ({}); the \
+                             nan_* reductions mask missing values of float datasets only \
+                             (null_count counts them here)",
+                            r.name(),
+                            ds.name(),
+                            ds.dtype().name(),
+                            m.float
+                        ));
+                    }
+                }
+            }
+        }
+        op = Some((o, axes_n));
+    }
+    Ok(Resolved {
+        selection,
+        op,
+        mask,
+        name,
+    })
+}

@@ -1,0 +1,328 @@
+//! Axis metadata on the command line: `convert --dims/--attr/--coord/--labels` (a `.npy`
+//! and an `.npz` with per-dataset options and a member as coordinate), refusals naming
+//! the rule, `info --metadata` and `--history`, queries by name and value, `verify`,
+//! `repair` keeping the metadata, `export --coords`.
+
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
+
+use std::path::{Path, PathBuf};
+
+mod common;
+use common::npy;
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tet-dims-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let (c, o, e) = common::run(args, &dir());
+    (c, String::from_utf8(o).unwrap(), e)
+}
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn i64s(v: &[i64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn f64s(v: &[f64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// `temp.npy` (f32 4×3×2, -9999 at two places), `times.npy` (4 hourly i64), `lat.npy`
+/// (3 descending f64).
+fn inputs(d: &Path) {
+    let mut t: Vec<f32> = (0..24).map(|i| i as f32).collect();
+    t[0] = -9999.0;
+    t[13] = -9999.0;
+    std::fs::write(d.join("temp.npy"), npy("<f4", false, &[4, 3, 2], &f32s(&t))).unwrap();
+    let times: Vec<i64> = (0..4).map(|h| 1_704_067_200 + 3600 * h).collect();
+    std::fs::write(d.join("times.npy"), npy("<i8", false, &[4], &i64s(&times))).unwrap();
+    std::fs::write(
+        d.join("lat.npy"),
+        npy("<f8", false, &[3], &f64s(&[10.0, 0.0, -10.0])),
+    )
+    .unwrap();
+}
+
+fn convert_weather(out: &str) {
+    let (c, _, e) = run(&[
+        "convert",
+        "temp.npy",
+        out,
+        "--force",
+        "--dims",
+        "time,lat,lon",
+        "--attr",
+        "units=K",
+        "--attr",
+        "_FillValue=-9999",
+        "--coord",
+        "time=times.npy",
+        "--coord",
+        "lat=lat.npy",
+        "--labels",
+        "lon=west,east",
+        "--attr",
+        "time:units=seconds since 1970-01-01",
+    ]);
+    assert_eq!(c, 0, "{e}");
+}
+
+fn query(file: &str, q: &str) -> (i32, String, String) {
+    run(&["query", "-t", file, q, "-q"])
+}
+
+#[test]
+fn convert_info_query_verify() {
+    let d = dir();
+    inputs(&d);
+    convert_weather("w.tet");
+    let (c, o, e) = run(&["info", "w.tet", "--metadata", "--history"]);
+    assert_eq!(c, 0, "{e}");
+    for want in [
+        "written by:  tet-host ",
+        "metadata of temp:",
+        "  dims:   (time, lat, lon)",
+        "  coord:  time (dataset time), 4 value(s), 1704067200 .. 1704078000",
+        "  coord:  lat (dataset lat), 3 value(s), 10.0 .. -10.0",
+        "  coord:  lon (labels), 2 value(s), \"west\" .. \"east\"",
+        "  attr:   units = K",
+        "  attr:   _FillValue = -9999",
+        "metadata of time:",
+        "  attr:   units = seconds since 1970-01-01",
+        "history:",
+        "  convert  temp.npy  from=npy",
+    ] {
+        assert!(o.contains(want), "{want:?} not in\n{o}");
+    }
+    let (c, o, _) = run(&["info", "w.tet", "--metadata", "--json"]);
+    assert_eq!(c, 0);
+    let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+    let m = &v["metadata"]["datasets"][0];
+    assert_eq!(m["dims"], serde_json::json!(["time", "lat", "lon"]));
+    assert_eq!(m["coords"][0]["len"], 4);
+    assert_eq!(m["coords"][1]["last"], -10.0);
+    assert_eq!(v["metadata"]["file"]["tool"], "tet-host");
+    let (c, o, e) = run(&["verify", "w.tet"]);
+    assert_eq!(c, 0, "{o}{e}");
+    // Names and values.
+    let a = query("w.tet", r#"{"dataset": "temp", "sum": "time"}"#);
+    let b = query("w.tet", r#"{"dataset": "temp", "sum": 0}"#);
+    assert_eq!(a, b);
+    assert_eq!(a.0, 0, "{}", a.2);
+    // TOML takes the same keys.
+    let t = query("w.tet", "dataset = \"temp\"\nsum = \"time\"\n");
+    assert_eq!(t, b);
+    let t = query(
+        "w.tet",
+        "dataset = \"temp\"\ncount = []\n[[selection]]\nstart_label = 1704070800\n",
+    );
+    assert_eq!(t.1, "temp count = 18\n", "{}", t.2);
+    let a = query(
+        "w.tet",
+        r#"{"dataset": "temp", "selection": [{"start_label": 1704070800, "stop_label": 1704078000}, {"start_label": 5.0}, {"stop_label": "east"}], "count": []}"#,
+    );
+    // Times 1..3, latitudes at or below 5 (1..3, descending), longitudes before "east".
+    assert_eq!(a.1, "temp count = 4\n", "{}", a.2);
+    let (c, o, e) = query(
+        "w.tet",
+        r#"{"dataset": "temp", "null_count": {"axes": ["lat", "lon"]}}"#,
+    );
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(o, "temp null_count = {\"shape\":[4],\"data\":[1,0,1,0]}\n");
+    let (c, o, _) = query("w.tet", r#"{"dataset": "temp", "nan_min": []}"#);
+    assert_eq!((c, o.as_str()), (0, "temp nan_min = 1.0\n"));
+    let (c, _, e) = query("w.tet", r#"{"dataset": "temp", "mean": "depth"}"#);
+    assert_eq!(c, 16);
+    assert!(
+        e.contains("no axis is called \"depth\" (dim_names: time, lat, lon)"),
+        "{e}"
+    );
+    // --coords beside an export.
+    let (c, _, e) = run(&[
+        "export",
+        "w.tet",
+        "--dataset",
+        "temp",
+        "e.npy",
+        "--selection",
+        r#"[{"start": 1, "stop": 3}]"#,
+        "--coords",
+        "--force",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let side: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("e.npy.coords.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        side["coords"]["time"]["values"],
+        serde_json::json!([1_704_070_800i64, 1_704_074_400i64])
+    );
+    assert_eq!(
+        side["coords"]["lon"]["values"],
+        serde_json::json!(["west", "east"])
+    );
+    assert_eq!(side["attrs"]["units"], "K");
+}
+
+#[test]
+fn repair_keeps_the_metadata() {
+    let d = dir();
+    // Compressible, so the chunks are zstd frames (a frame that does not decode is what
+    // --zero-bad-chunks replaces).
+    let t: Vec<f32> = (0..384).map(|i| (i % 3) as f32).collect();
+    std::fs::write(d.join("big.npy"), npy("<f4", false, &[64, 3, 2], &f32s(&t))).unwrap();
+    let times: Vec<i64> = (0..64).collect();
+    std::fs::write(d.join("t64.npy"), npy("<i8", false, &[64], &i64s(&times))).unwrap();
+    let (c, _, e) = run(&[
+        "convert",
+        "big.npy",
+        "r.tet",
+        "--force",
+        "--codec",
+        "zstd",
+        "--chunk",
+        "32,3,2",
+        "--dims",
+        "time,lat,lon",
+        "--attr",
+        "units=K",
+        "--coord",
+        "time=t64.npy",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    // The first chunk's frame magic broken: it no longer decodes.
+    let mut b = std::fs::read(d.join("r.tet")).unwrap();
+    let idx = u64::from_le_bytes(b[16..24].try_into().unwrap()) as usize;
+    let row = idx + 32 + 72;
+    let off = u64::from_le_bytes(b[row..row + 8].try_into().unwrap()) as usize;
+    b[off] ^= 0xFF;
+    std::fs::write(d.join("r.tet"), &b).unwrap();
+    let (c, _, _) = run(&["verify", "r.tet"]);
+    assert_eq!(c, 4);
+    let (c, o, e) = run(&[
+        "repair",
+        "r.tet",
+        "-y",
+        "--zero-bad-chunks",
+        "-o",
+        "fixed.tet",
+        "--force",
+    ]);
+    // 1: problems were fixed.
+    assert_eq!(c, 1, "{o}{e}");
+    let (c, o, e) = run(&["verify", "fixed.tet"]);
+    assert_eq!(c, 0, "{o}{e}");
+    let (_, o, _) = run(&["info", "fixed.tet", "--metadata", "--history"]);
+    assert!(o.contains("  dims:   (time, lat, lon)"), "{o}");
+    assert!(
+        o.contains("  coord:  time (dataset time), 64 value(s)"),
+        "{o}"
+    );
+    assert!(o.contains("  attr:   units = K"), "{o}");
+    assert!(o.contains("  repair  "), "{o}");
+    let (c, o, e) = query("fixed.tet", r#"{"dataset": "big", "count": "time"}"#);
+    assert_eq!(c, 0, "{e}");
+    assert!(o.starts_with("big count = "), "{o}");
+}
+
+#[test]
+fn npz_per_dataset_and_member_coordinates() {
+    let d = dir();
+    let mut z = zip::ZipWriter::new(std::fs::File::create(d.join("pair.npz")).unwrap());
+    let opts =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (name, body) in [
+        (
+            "a.npy",
+            npy(
+                "<f4",
+                false,
+                &[3, 2],
+                &f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+            ),
+        ),
+        ("b.npy", npy("<f4", false, &[3], &f32s(&[7.0, 8.0, 9.0]))),
+        ("t.npy", npy("<i8", false, &[3], &i64s(&[10, 20, 30]))),
+    ] {
+        z.start_file(name, opts).unwrap();
+        std::io::Write::write_all(&mut z, &body).unwrap();
+    }
+    z.finish().unwrap();
+    let (c, _, e) = run(&[
+        "convert",
+        "pair.npz",
+        "p.tet",
+        "--force",
+        "--dims",
+        "a:t,x",
+        "--dims",
+        "b:t",
+        "--coord",
+        "t=t",
+        "--attr",
+        "a:units=m",
+        "--labels",
+        "a:x=l,r",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let (c, o, e) = run(&["info", "p.tet", "--metadata"]);
+    assert_eq!(c, 0, "{e}");
+    assert!(o.contains("metadata of a:\n  dims:   (t, x)\n  coord:  t (dataset t), 3 value(s), 10 .. 30\n  coord:  x (labels), 2 value(s), \"l\" .. \"r\"\n  attr:   units = m"), "{o}");
+    assert!(
+        o.contains("metadata of b:\n  dims:   (t)\n  coord:  t (dataset t), 3 value(s), 10 .. 30"),
+        "{o}"
+    );
+    let (c, o, _) = query(
+        "p.tet",
+        r#"{"dataset": "b", "selection": [{"start_label": 15}], "sum": "t"}"#,
+    );
+    assert_eq!((c, o.as_str()), (0, "b sum = 17.0\n"));
+}
+
+#[test]
+fn refusals_name_the_rule() {
+    let d = dir();
+    inputs(&d);
+    for (args, says) in [
+        (vec!["--dims", "time,lat"], "2 names for 3 axes"),
+        (vec!["--dims", "a,b,a"], "\"a\" names two axes"),
+        (
+            vec!["--dims", "time,lat,lon", "--coord", "lat=times.npy"],
+            "of 4 values for 3 indices",
+        ),
+        (
+            vec!["--dims", "time,lat,lon", "--labels", "lon=a,b,c"],
+            "3 labels for 2 indices",
+        ),
+        (vec!["--coord", "time=nothing.npy"], "is not a file"),
+        (vec!["--attr", "units"], "wants KEY=VALUE"),
+        (vec!["--attr", "ghost:units=K"], "no dataset 'ghost'"),
+        (
+            vec!["--coord", "temp=times.npy"],
+            "already has an array called 'temp'",
+        ),
+    ] {
+        let mut a = vec!["convert", "temp.npy", "bad.tet", "--force"];
+        a.extend(args.iter());
+        let (c, _, e) = run(&a);
+        assert_eq!(c, 16, "{args:?}: {e}");
+        assert!(e.contains(says), "{args:?}: {e}");
+        assert!(!d.join("bad.tet").exists(), "{args:?} left a file");
+    }
+    // 70 inline labels are past the other implementation's 64: a coordinate dataset.
+    let labels: Vec<String> = (0..70).map(|i| format!("s{i}")).collect();
+    let t: Vec<f32> = (0..70).map(|i| i as f32).collect();
+    std::fs::write(d.join("wide.npy"), npy("<f4", false, &[70], &f32s(&t))).unwrap();
+    let l = format!("x={}", labels.join(","));
+    let (c, _, e) = run(&[
+        "convert", "wide.npy", "bad.tet", "--force", "--dims", "x", "--labels", &l,
+    ]);
+    assert_eq!(c, 16, "{e}");
+    assert!(e.contains("has 70 entries (at most 64)"), "{e}");
+}
