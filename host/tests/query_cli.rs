@@ -681,3 +681,71 @@ fn the_examples_in_docs_query_md_print_what_they_say() {
         assert_eq!(&String::from_utf8(o).unwrap(), want, "{cmd}");
     }
 }
+
+#[test]
+fn histogram_parameters_are_checked_and_numpy_edge_cases_hold() {
+    use tet_core::tet::DType;
+    for (doc, says) in [
+        (
+            r#"{"dataset": "pressure", "histogram": {"bins": 0}}"#,
+            "histogram.bins must be an integer 1 ..= 1048576, got 0",
+        ),
+        (
+            r#"{"dataset": "pressure", "histogram": {"bins": 2097152}}"#,
+            "histogram.bins must be an integer 1 ..= 1048576",
+        ),
+        (
+            r#"{"dataset": "pressure", "histogram": {"bins": 1.5}}"#,
+            "histogram.bins",
+        ),
+        (
+            r#"{"dataset": "pressure", "histogram": {"range": [3, 1]}}"#,
+            "histogram.range must be [min, max]",
+        ),
+        (
+            r#"{"dataset": "pressure", "histogram": {"range": [1, 2, 3]}}"#,
+            "histogram.range",
+        ),
+        (
+            r#"{"dataset": "pressure", "histogram": {"range": ["a", 2]}}"#,
+            "histogram.range",
+        ),
+        (
+            r#"{"dataset": "pressure", "histogram": {"q": 0.5}}"#,
+            "unknown parameter \"q\" for histogram",
+        ),
+    ] {
+        let (code, _, e) = q(doc, &[]);
+        assert_eq!(code, 16, "{doc}: {e}");
+        assert!(e.contains(says), "{doc}: {e}");
+    }
+    // NumPy's autodetected range refuses NaN and inf; a given range counts them apart.
+    let v: Vec<u8> = [f64::NAN, 1.0, 2.0, f64::INFINITY, -3.0, 2.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let b = one_dataset(DType::F64, &[6], &v);
+    let (code, _, e) = q_on("h.tet", &b, r#"{"dataset": "a", "histogram": {}}"#, &[]);
+    assert_eq!(code, 8, "{e}");
+    assert!(e.contains("give histogram.range"), "{e}");
+    let (code, o, e) = q_on(
+        "h.tet",
+        &b,
+        r#"{"dataset": "a", "histogram": {"bins": 2, "range": [1, 2]}}"#,
+        &["-q"],
+    );
+    assert_eq!(code, 0, "{e}");
+    // np.histogram([1, 2, 2], 2, (1, 2)) is ([1, 2], [1, 1.5, 2]): the last bin is closed.
+    assert_eq!(
+        o.trim(),
+        r#"a histogram = {"edges":[1.0,1.5,2.0],"counts":[1,2],"under":1,"over":1,"nan":1}"#
+    );
+    // An empty range widens by 0.5 each way, as NumPy's.
+    let (_, o, _) = q_on(
+        "h.tet",
+        &b,
+        r#"{"dataset": "a", "histogram": {"bins": 1, "range": [2, 2]}}"#,
+        &["-q"],
+    );
+    assert!(o.contains(r#""edges":[1.5,2.5],"counts":[2]"#), "{o}");
+}

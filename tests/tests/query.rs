@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use tet_alloc::tet::query::{
-    numpy_median, numpy_quantile, plan, Axes, Operation, Output, Quantile,
+    numpy_median, numpy_quantile, plan, Axes, Histogram, Operation, Output, Quantile,
 };
 use tet_alloc::tet::testing::TetWriter;
 use tet_alloc::tet::writer::{DatasetSpec, Writer};
@@ -118,6 +118,10 @@ fn ops() -> impl Strategy<Value = Operation> {
         Just(Operation::Reduce(Reduce::NanCount)),
         Just(Operation::Reduce(Reduce::InfCount)),
         Just(Operation::Reduce(Reduce::AllFinite)),
+        Just(Operation::Reduce(Reduce::AnyNan)),
+        Just(Operation::Reduce(Reduce::AnyInf)),
+        Just(Operation::Reduce(Reduce::NormL1)),
+        Just(Operation::Reduce(Reduce::NormL2)),
         (0u32..2).prop_map(|d| Operation::Reduce(Reduce::Var(d))),
         (0u32..2).prop_map(|d| Operation::Reduce(Reduce::Std(d))),
         (0u32..2).prop_map(|d| Operation::Reduce(Reduce::NanVar(d))),
@@ -131,7 +135,70 @@ fn ops() -> impl Strategy<Value = Operation> {
             integral: true
         })),
         Just(Operation::Median),
+        (
+            1u32..5,
+            prop_oneof![
+                Just(None),
+                Just(Some((-20.0, 20.0))),
+                Just(Some((0.0, 0.0))),
+                Just(Some((-1.25, 3.75))),
+            ]
+        )
+            .prop_map(|(bins, range)| Operation::Histogram(Histogram { bins, range })),
     ]
+}
+
+/// `numpy.histogram(a.astype(float), bins, range)` written from its documentation, not
+/// its arithmetic: NumPy's `linspace` edges, each element in the last bin whose left edge
+/// is at or below it (the last bin closed); then the counts below the range, above it and
+/// NaN (NumPy drops those). `None` where NumPy raises.
+fn histogram_ref(
+    all: &[f64],
+    cells: &[Vec<f64>],
+    bins: u32,
+    range: Option<(f64, f64)>,
+) -> Option<Vec<Value>> {
+    let (mut lo, mut hi) = match range {
+        Some(r) => r,
+        None if all.is_empty() => (0.0, 1.0),
+        None => {
+            if all.iter().any(|x| x.is_nan()) {
+                return None;
+            }
+            let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = all.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            if !(lo.is_finite() && hi.is_finite()) {
+                return None;
+            }
+            (lo, hi)
+        }
+    };
+    if lo == hi {
+        lo -= 0.5;
+        hi += 0.5;
+    }
+    let n = bins as usize;
+    let step = (hi - lo) / n as f64;
+    let mut edges: Vec<f64> = (0..n).map(|i| i as f64 * step + lo).collect();
+    edges.push(hi);
+    let mut out = Vec::new();
+    for c in cells {
+        let mut counts = vec![0u64; n + 3];
+        for &x in c {
+            let slot = if x.is_nan() {
+                n + 2
+            } else if x < lo {
+                n
+            } else if x > hi {
+                n + 1
+            } else {
+                (0..n).rev().find(|&i| edges[i] <= x).unwrap_or(0)
+            };
+            counts[slot] += 1;
+        }
+        out.extend(counts.into_iter().map(Value::U64));
+    }
+    Some(out)
 }
 
 /// (f64 value, exact integer, NaN?) of every element, row-major.
@@ -218,6 +285,19 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
             u64::try_from(v).map_or(Value::I128(v), Value::U64)
         })
     };
+    if let Operation::Histogram(h) = op {
+        let all: Vec<f64> = groups.iter().flatten().map(|e| e.1).collect();
+        let cells: Vec<Vec<f64>> = groups
+            .iter()
+            .map(|g| g.iter().map(|e| e.1).collect())
+            .collect();
+        let mut shape = out_shape;
+        shape.push(u64::from(h.bins) + 3);
+        return match histogram_ref(&all, &cells, h.bins, h.range) {
+            Some(v) => (shape, Expect::Ok(v)),
+            None => (shape, Expect::Err),
+        };
+    }
     let mut vals = Vec::new();
     for g in &groups {
         let non_nan: Vec<_> = g.iter().filter(|e| !e.1.is_nan()).copied().collect();
@@ -239,6 +319,15 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
                         g.iter().filter(|e| e.1.is_infinite()).count() as u64,
                     )),
                     Reduce::AllFinite => Some(Value::Bool(g.iter().all(|e| e.1.is_finite()))),
+                    // NumPy: np.isnan(a).any(), np.isinf(a).any().
+                    Reduce::AnyNan => Some(Value::Bool(g.iter().any(|e| e.1.is_nan()))),
+                    Reduce::AnyInf => Some(Value::Bool(g.iter().any(|e| e.1.is_infinite()))),
+                    // NumPy: np.sum(np.abs(a.astype(float)), axis) and
+                    // np.sqrt(np.sum(np.square(a.astype(float)), axis)); 0 when empty.
+                    Reduce::NormL1 => Some(Value::F64(g.iter().map(|e| e.1.abs()).sum())),
+                    Reduce::NormL2 => {
+                        Some(Value::F64(g.iter().map(|e| e.1 * e.1).sum::<f64>().sqrt()))
+                    }
                     Reduce::Sum | Reduce::NanSum => {
                         if float {
                             Some(Value::F64(set.iter().map(|e| e.1).sum()))
@@ -338,6 +427,7 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
                 let mut v: Vec<f64> = g.iter().map(|e| e.1).collect();
                 numpy_median(&mut v).map(Value::F64)
             }
+            Operation::Histogram(_) => unreachable!("handled above"),
         };
         match v {
             Some(v) => vals.push(v),
@@ -439,7 +529,7 @@ proptest! {
         let (shape, want) = reference(&s, &sl, op, axes.as_deref());
         match (&got, &want) {
             (Ok(o), Expect::Ok(v)) => {
-                let expect_shape = if axes.as_ref().is_none_or(|a| a.len() == n) && scalar { vec![] } else { shape.clone() };
+                let expect_shape = if axes.as_ref().is_none_or(|a| a.len() == n) && scalar && !matches!(op, Operation::Histogram(_)) { vec![] } else { shape.clone() };
                 prop_assert_eq!(&o.shape, &expect_shape);
                 prop_assert_eq!(o.values.len(), v.len());
                 for (a, b) in o.values.iter().zip(v) {

@@ -53,6 +53,14 @@ pub enum Reduce {
     NanVar(u32),
     /// Standard deviation ignoring NaN.
     NanStd(u32),
+    /// Sum of absolute values, as `f64` (`numpy.linalg.norm(a.ravel(), 1)`).
+    NormL1,
+    /// Square root of the sum of squares, as `f64` (`numpy.linalg.norm(a.ravel())`).
+    NormL2,
+    /// Whether any element is NaN (`numpy.isnan(a).any()`).
+    AnyNan,
+    /// Whether any element is ±infinite (`numpy.isinf(a).any()`).
+    AnyInf,
 }
 
 impl Reduce {
@@ -75,7 +83,13 @@ impl Reduce {
             Reduce::Prod => Class::Prod,
             Reduce::Min | Reduce::NanMin | Reduce::ArgMin => Class::Min,
             Reduce::Max | Reduce::NanMax | Reduce::ArgMax => Class::Max,
-            Reduce::Count | Reduce::NanCount | Reduce::InfCount | Reduce::AllFinite => Class::Count,
+            Reduce::Count
+            | Reduce::NanCount
+            | Reduce::InfCount
+            | Reduce::AllFinite
+            | Reduce::AnyNan
+            | Reduce::AnyInf => Class::Count,
+            Reduce::NormL1 | Reduce::NormL2 => Class::Norm,
             Reduce::Var(_) | Reduce::Std(_) | Reduce::NanVar(_) | Reduce::NanStd(_) => {
                 Class::Moments
             }
@@ -104,6 +118,10 @@ impl Reduce {
             Reduce::Std(_) => "std",
             Reduce::NanVar(_) => "nan_var",
             Reduce::NanStd(_) => "nan_std",
+            Reduce::NormL1 => "norm_l1",
+            Reduce::NormL2 => "norm_l2",
+            Reduce::AnyNan => "any_nan",
+            Reduce::AnyInf => "any_inf",
         }
     }
 }
@@ -116,6 +134,8 @@ enum Class {
     Max,
     Count,
     Moments,
+    /// A compensated sum of `|x|` or `x²` (in `fsum`).
+    Norm,
 }
 
 /// A Neumaier-compensated `f64` sum.
@@ -412,6 +432,7 @@ impl Acc {
                     Some(cur) => pick(cur, cand, op.class() == Class::Min),
                 });
             }
+            Class::Norm => self.fsum.add(norm_term(op, v)),
             Class::Moments => {
                 if skip {
                     return;
@@ -558,6 +579,51 @@ impl Acc {
                     });
                 }
             }
+            Class::Norm => {
+                let l2 = op == Reduce::NormL2;
+                let mut counted = 0u64;
+                let mut nan = 0u64;
+                if r.stride == 1 {
+                    // Contiguous run: blocks and lanes as the float sum's.
+                    let len = r.count.min(r.bytes.len().checked_div(T::SIZE).unwrap_or(0));
+                    let data = r.bytes.get(..len.saturating_mul(T::SIZE)).unwrap_or(&[]);
+                    for block in data.chunks(BLOCK.saturating_mul(T::SIZE)) {
+                        let mut lanes = [0f64; 8];
+                        nan = nan.wrapping_add(if l2 {
+                            norm_block::<T, true>(block, &mut lanes)
+                        } else {
+                            norm_block::<T, false>(block, &mut lanes)
+                        });
+                        let b = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+                            + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+                        self.fsum.add(b);
+                    }
+                    counted = u64::try_from(len).unwrap_or(u64::MAX);
+                } else {
+                    let mut it = elems;
+                    loop {
+                        let mut lanes = [0f64; 8];
+                        let mut taken = 0usize;
+                        for (i, x) in it.by_ref().take(BLOCK).enumerate() {
+                            let v = x.f64();
+                            nan = nan.wrapping_add(u64::from(v.is_nan()));
+                            if let Some(l) = lanes.get_mut(i % 8) {
+                                *l += norm_term(op, v);
+                            }
+                            taken = taken.wrapping_add(1);
+                        }
+                        if taken == 0 {
+                            break;
+                        }
+                        counted = counted.saturating_add(u64::try_from(taken).unwrap_or(0));
+                        let b = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+                            + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+                        self.fsum.add(b);
+                    }
+                }
+                self.n = self.n.saturating_add(counted);
+                self.nan = self.nan.saturating_add(nan);
+            }
             Class::Moments => {
                 // Two passes over the run: its mean, then the squared deviations.
                 let mut s = FSum::default();
@@ -657,6 +723,7 @@ impl Acc {
                     });
                 }
             }
+            Class::Norm => self.fsum.merge(&other.fsum),
             Class::Moments => self.merge_moments(other.mn, other.mean, other.m2),
         }
     }
@@ -691,6 +758,11 @@ impl Acc {
             Reduce::NanCount => Ok(Value::U64(self.nan)),
             Reduce::InfCount => Ok(Value::U64(self.inf)),
             Reduce::AllFinite => Ok(Value::Bool(self.nan == 0 && self.inf == 0)),
+            Reduce::AnyNan => Ok(Value::Bool(self.nan > 0)),
+            Reduce::AnyInf => Ok(Value::Bool(self.inf > 0)),
+            // NumPy's norm of nothing is 0.
+            Reduce::NormL1 => Ok(Value::F64(self.fsum.value())),
+            Reduce::NormL2 => Ok(Value::F64(sqrt(self.fsum.value()))),
             Reduce::Sum | Reduce::NanSum => {
                 if float {
                     Ok(Value::F64(self.fsum.value()))
@@ -789,6 +861,41 @@ fn sum_block<T: Elem>(block: &[u8], skip: bool, lanes: &mut [f64; 8]) -> u64 {
     nan
 }
 
+/// What an element adds to a norm: `|v|` (L1) or `v²` (L2); NaN stays NaN.
+#[inline]
+fn norm_term(op: Reduce, v: f64) -> f64 {
+    if op == Reduce::NormL2 {
+        v * v
+    } else {
+        v.abs()
+    }
+}
+
+/// Adds `|x|` (or `x²` when `L2`) of one block of whole elements into eight lanes, element
+/// `i` to lane `i % 8` as [`sum_block`] does; returns the NaN count.
+#[inline]
+fn norm_block<T: Elem, const L2: bool>(block: &[u8], lanes: &mut [f64; 8]) -> u64 {
+    let mut nan = 0u64;
+    let term = |v: f64| if L2 { v * v } else { v.abs() };
+    let mut groups = block.chunks_exact(T::SIZE.saturating_mul(8));
+    for g in &mut groups {
+        for (l, e) in lanes.iter_mut().zip(g.chunks_exact(T::SIZE)) {
+            let v = T::read(e).map_or(0.0, T::f64);
+            nan = nan.wrapping_add(u64::from(v.is_nan()));
+            *l += term(v);
+        }
+    }
+    for (l, e) in lanes
+        .iter_mut()
+        .zip(groups.remainder().chunks_exact(T::SIZE))
+    {
+        let v = T::read(e).map_or(0.0, T::f64);
+        nan = nan.wrapping_add(u64::from(v.is_nan()));
+        *l += term(v);
+    }
+    nan
+}
+
 fn spread_sum_typed<T: Elem>(sums: &mut [f64], nans: &mut [u64], r: &Run<'_>, skip: bool) {
     let add = |s: &mut f64, n: &mut u64, v: f64| {
         let is_nan = v.is_nan();
@@ -816,6 +923,35 @@ fn spread_typed<T: Elem>(outs: &mut [Acc], op: Reduce, r: &Run<'_>) {
         acc.push(op, x, pos);
         pos = pos.wrapping_add(r.position_stride);
     }
+}
+
+/// Calls `f` with each of `count` elements of `dtype` (as `f64`) starting at element
+/// `index` of `tile`, `stride` elements apart, in order; elements outside `tile` are
+/// skipped. A kernel for operations that are not an [`Acc`] (histograms).
+pub fn for_each_f64(
+    dtype: DType,
+    tile: &[u8],
+    index: u64,
+    count: u64,
+    stride: u64,
+    mut f: impl FnMut(f64),
+) {
+    let Some(r) = Run::new(dtype, tile, index, count, stride, 0, 0) else {
+        return;
+    };
+    with_elem!(dtype, T => {
+        if r.stride == 1 {
+            let len = r.count.min(r.bytes.len().checked_div(T::SIZE).unwrap_or(0));
+            let data = r.bytes.get(..len.saturating_mul(T::SIZE)).unwrap_or(&[]);
+            for e in data.chunks_exact(T::SIZE) {
+                f(T::read(e).map_or(0.0, T::f64));
+            }
+        } else {
+            for x in r.elements::<T>() {
+                f(x.f64());
+            }
+        }
+    });
 }
 
 /// One little-endian element of `dtype` as `f64` (integers above 2^53 round), or `None`

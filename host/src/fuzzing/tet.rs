@@ -274,6 +274,18 @@ pub fn query_fold(data: &[u8]) {
         Operation::Reduce(Reduce::AllFinite),
         Operation::Reduce(Reduce::Var(1)),
         Operation::Reduce(Reduce::NanStd(0)),
+        Operation::Reduce(Reduce::NormL1),
+        Operation::Reduce(Reduce::NormL2),
+        Operation::Reduce(Reduce::AnyNan),
+        Operation::Reduce(Reduce::AnyInf),
+        Operation::Histogram(tet_alloc::tet::query::Histogram {
+            bins: 7,
+            range: None,
+        }),
+        Operation::Histogram(tet_alloc::tet::query::Histogram {
+            bins: 3,
+            range: Some((-4.0, 4.0)),
+        }),
         Operation::Quantile(tet_alloc::tet::query::Quantile {
             q: 0.3,
             integral: false,
@@ -335,7 +347,12 @@ pub fn query_fold(data: &[u8]) {
                         .collect()
                 };
                 assert_eq!(bits(a), bits(b), "parallel and sequential folds differ");
-                assert_eq!(a.shape, ax.out_shape(p.selection.shape().as_slice()));
+                let mut shape = ax.out_shape(p.selection.shape().as_slice());
+                if let Operation::Histogram(h) = op {
+                    // One more axis: the bins, then below, above, NaN.
+                    shape.push(u64::from(h.bins) + 3);
+                }
+                assert_eq!(a.shape, shape);
             }
             (Err(_), Err(_)) => {}
             // The C and ruzstd decoders may disagree on crafted frames (see decode_chunk).

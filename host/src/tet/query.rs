@@ -15,10 +15,11 @@ use rayon::prelude::*;
 use serde_json::{json, Value as Json};
 use tet_alloc::tet::decode::ChunkDecoder;
 use tet_alloc::tet::query::{
-    chunk_partial, decode_part, describe, execute, finish, groups, groups_bytes, plan,
-    position_coords, Axes, Group, MergePiece, Operation, Output, QueryError, ReadPlan,
+    check_auto, chunk_partial, counts_bytes, decode_part, describe, execute, finish, groups,
+    groups_bytes, histogram_chunk, plan, position_coords, value_f64, Axes, Bins, Group, Histogram,
+    MergePiece, Operation, Output, QueryError, ReadPlan,
 };
-use tet_core::tet::fold::{Acc, Value};
+use tet_core::tet::fold::{Acc, Reduce, Value};
 use tet_core::tet::select::for_each_run;
 use tet_core::tet::{DType, Dataset, TetFile};
 
@@ -209,6 +210,108 @@ pub fn run_with<'f>(
             let mut dec = ChunkDecoder::new(CZstd::new(), budget);
             execute(file, plan_, op, axes, &mut dec)
         }
+        Operation::Histogram(h) => histogram_par(file, plan_, h, axes, budget, &tick),
+    })
+}
+
+/// The selection's range for a histogram without one (its smallest and largest elements,
+/// NumPy's autodetection), chunk partials folded on every thread and merged in grid order.
+pub fn histogram_range<'f>(
+    file: &TetFile<'f>,
+    plan_: &ReadPlan<'f>,
+    budget: u64,
+) -> Result<(f64, f64), QueryError> {
+    if plan_.selection.is_empty() {
+        return Ok((0.0, 1.0));
+    }
+    let parts: Vec<(Acc, Acc)> = (0..plan_.parts.len())
+        .into_par_iter()
+        .map_init(
+            || ChunkDecoder::new(CZstd::new(), budget),
+            |dec, i| -> Result<(Acc, Acc), QueryError> {
+                let tile = decode_part(file, plan_, i, dec)?;
+                let part = plan_.parts.get(i).copied().unwrap_or_default();
+                Ok((
+                    chunk_partial(plan_, &part, tile, Reduce::Min),
+                    chunk_partial(plan_, &part, tile, Reduce::Max),
+                ))
+            },
+        )
+        .collect::<Result<Vec<_>, QueryError>>()?;
+    let (mut lo, mut hi) = (Acc::new(), Acc::new());
+    for (a, b) in &parts {
+        lo.merge(Reduce::Min, a);
+        hi.merge(Reduce::Max, b);
+    }
+    let dtype = plan_.dataset.dtype();
+    check_auto(
+        value_f64(lo.result(Reduce::Min, dtype)),
+        value_f64(hi.result(Reduce::Max, dtype)),
+    )
+}
+
+/// A histogram on every thread: each thread counts its chunks into counts of its own
+/// (one set per thread, checked against the budget), added at the end. Counts are
+/// integers, so the result is the same whatever `-j` or the order of the rows.
+fn histogram_par<'f>(
+    file: &TetFile<'f>,
+    plan_: &ReadPlan<'f>,
+    h: Histogram,
+    axes: &Axes,
+    budget: u64,
+    tick: &(dyn Fn(usize) + Sync),
+) -> Result<Output, QueryError> {
+    let (first, last) = match h.range {
+        Some(r) => r,
+        None => histogram_range(file, plan_, budget)?,
+    };
+    let bins = Bins::new(h.bins, first, last).map_err(QueryError::Histogram)?;
+    let mut shape = axes.out_shape(plan_.selection.shape().as_slice());
+    let cells = shape.iter().fold(1u64, |a, n| a.saturating_mul(*n));
+    let one = counts_bytes(cells, bins.slots());
+    let threads = u64::try_from(rayon::current_num_threads().max(1)).unwrap_or(1);
+    // A set of counts per thread, but never more sets than the budget holds.
+    let sets = budget.checked_div(one.max(1)).unwrap_or(0).min(threads);
+    if sets == 0 {
+        return Err(QueryError::Budget {
+            needed: one,
+            budget,
+            what: "the histogram's counts",
+        });
+    }
+    let len = usize::try_from(one.checked_div(8).unwrap_or(0)).unwrap_or(0);
+    let indices: Vec<usize> = (0..plan_.parts.len()).collect();
+    let per = indices
+        .len()
+        .checked_div(usize::try_from(sets).unwrap_or(1))
+        .unwrap_or(1)
+        .max(1)
+        .saturating_add(1);
+    let sets_counted: Vec<Vec<u64>> = indices
+        .par_chunks(per)
+        .map(|win| -> Result<Vec<u64>, QueryError> {
+            let mut dec = ChunkDecoder::new(CZstd::new(), budget);
+            let mut counts = vec![0u64; len];
+            for &i in win {
+                let tile = decode_part(file, plan_, i, &mut dec)?;
+                let part = plan_.parts.get(i).copied().unwrap_or_default();
+                histogram_chunk(plan_, axes, &part, tile, &bins, &mut counts);
+                tick(i);
+            }
+            Ok(counts)
+        })
+        .collect::<Result<Vec<_>, QueryError>>()?;
+    let mut total = vec![0u64; len];
+    for set in &sets_counted {
+        for (t, c) in total.iter_mut().zip(set) {
+            *t = t.saturating_add(*c);
+        }
+    }
+    shape.push(u64::try_from(bins.slots()).unwrap_or(0));
+    Ok(Output {
+        shape,
+        values: total.into_iter().map(Value::U64).collect(),
+        nothing_left: None,
     })
 }
 
@@ -424,6 +527,27 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
         Ok(a) => a,
         Err(e) => return fail(path, &e, source),
     };
+    // A histogram's edges are printed with its counts: the selection's range is found
+    // first when the query gives none.
+    let mut op = op;
+    let mut hist_bins = None;
+    if let Operation::Histogram(h) = op {
+        let range = match h.range {
+            Some(r) => Ok(r),
+            None => histogram_range(&file, &p, budget),
+        };
+        let bins = range.and_then(|(a, b)| Bins::new(h.bins, a, b).map_err(QueryError::Histogram));
+        match bins {
+            Ok(b) => {
+                op = Operation::Histogram(Histogram {
+                    bins: h.bins,
+                    range: Some(b.range()),
+                });
+                hist_bins = Some(b);
+            }
+            Err(e) => return fail_reading(path, &ds, &e, source),
+        }
+    }
     let bar = crate::progress::progress_bar(true, p.read_bytes);
     let res = run_with(&file, &p, op, &axes, threads, budget, bar.as_ref());
     if let Some(b) = bar {
@@ -492,6 +616,14 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
                 "# values: dataset coordinates of the first extreme (numpy.unravel_index)".into(),
             );
         }
+        if let Some(b) = &hist_bins {
+            let edges: Vec<String> = b.edges().iter().map(|e| compact(&float_json(*e))).collect();
+            head.push(format!(
+                "# last axis: {} bins, then the counts below the range, above it and NaN; edges [{}]",
+                b.bins(),
+                edges.join(", ")
+            ));
+        }
         let cells = out
             .values
             .iter()
@@ -517,7 +649,9 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
         result_dtype: &'a str,
         result: Result,
     }
-    let result = if out.shape.is_empty() {
+    let result = if let Some(b) = &hist_bins {
+        Result::Scalar(Printed::Json(histogram_json(&out, b)))
+    } else if out.shape.is_empty() {
         Result::Scalar(
             out.values
                 .first()
@@ -556,6 +690,47 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     Exit::Clean
 }
 
+/// A histogram's JSON: `edges` (`bins + 1`), `counts` and the `under`, `over` and `nan`
+/// counts; a scalar histogram as lists and numbers, one along axes as `{shape, data}`
+/// arrays (`counts` with one more axis of `bins`).
+fn histogram_json(out: &Output, bins: &Bins) -> Json {
+    let n = bins.slots();
+    let count = |v: &Value| match v {
+        Value::U64(c) => *c,
+        _ => 0,
+    };
+    let cells: Vec<&[Value]> = out.values.chunks(n.max(1)).collect();
+    let kept: Vec<u64> = out
+        .shape
+        .get(..out.shape.len().saturating_sub(1))
+        .unwrap_or(&[])
+        .to_vec();
+    let mut counts = Vec::new();
+    let mut extra: [Vec<u64>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    for c in &cells {
+        counts.extend(c.iter().take(bins.bins()).map(count));
+        for (k, e) in extra.iter_mut().enumerate() {
+            e.push(c.get(bins.bins().saturating_add(k)).map_or(0, count));
+        }
+    }
+    let edges: Vec<Json> = bins.edges().iter().map(|e| float_json(*e)).collect();
+    let [under, over, nan] = extra;
+    if kept.is_empty() {
+        json!({"edges": edges, "counts": counts, "under": under.first().copied().unwrap_or(0),
+               "over": over.first().copied().unwrap_or(0), "nan": nan.first().copied().unwrap_or(0)})
+    } else {
+        let mut with_bins = kept.clone();
+        with_bins.push(u64::try_from(bins.bins()).unwrap_or(0));
+        json!({
+            "edges": edges,
+            "counts": {"shape": with_bins, "data": counts},
+            "under": {"shape": kept, "data": under},
+            "over": {"shape": kept, "data": over},
+            "nan": {"shape": kept, "data": nan},
+        })
+    }
+}
+
 /// The dtype of a result's values, as `--output` writes them: `f64`, `u64`, `i64`,
 /// `bool`, `coords` (argmin/argmax: `u64` dataset coordinates), or `i128` when an exact
 /// integer sum or product left 64 bits. An empty partial result takes the type its
@@ -574,9 +749,10 @@ pub fn result_dtype(out: &Output, op: Operation, dtype: DType) -> &'static str {
         Some(Value::I128(_)) => "i128",
         None => match op {
             Operation::Quantile(_) | Operation::Median => "f64",
+            Operation::Histogram(_) => "u64",
             Operation::Reduce(r) => match r {
                 R::Count | R::NanCount | R::InfCount => "u64",
-                R::AllFinite => "bool",
+                R::AllFinite | R::AnyNan | R::AnyInf => "bool",
                 R::ArgMin | R::ArgMax => "coords",
                 R::Sum | R::Prod | R::NanSum | R::Min | R::Max | R::NanMin | R::NanMax => {
                     match dtype {

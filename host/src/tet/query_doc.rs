@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as Json;
 use tet_alloc::tet::decode::Marker;
 use tet_alloc::tet::meta::Bound;
-use tet_alloc::tet::query::{Operation, Quantile};
+use tet_alloc::tet::query::{Histogram, Operation, Quantile, MAX_BINS};
 use tet_core::tet::fold::Reduce;
 use tet_core::tet::select::Slice;
 use tet_core::tet::ExecutionSettings;
@@ -86,6 +86,11 @@ pub const OPS: &[&str] = &[
     "nan_count",
     "inf_count",
     "all_finite",
+    "any_nan",
+    "any_inf",
+    "norm_l1",
+    "norm_l2",
+    "histogram",
     "quantile",
     "median",
     "null_count",
@@ -463,10 +468,38 @@ fn axes_of(v: &Json, what: &str) -> Result<Option<Vec<AxisRef>>, String> {
 
 type Op = (Operation, Option<Vec<AxisRef>>);
 
+/// `histogram.range`: `[min, max]`, finite numbers with `min <= max`, or null.
+fn range_of(x: &Json) -> Result<Option<(f64, f64)>, String> {
+    let bad =
+        || format!("histogram.range must be [min, max] (finite, min <= max) or null, got {x}");
+    match x {
+        Json::Null => Ok(None),
+        Json::Array(a) => match a.as_slice() {
+            [lo, hi] => {
+                let (Some(lo), Some(hi)) = (lo.as_f64(), hi.as_f64()) else {
+                    return Err(bad());
+                };
+                if lo.is_finite() && hi.is_finite() && lo <= hi {
+                    Ok(Some((lo, hi)))
+                } else {
+                    Err(bad())
+                }
+            }
+            _ => Err(bad()),
+        },
+        _ => Err(bad()),
+    }
+}
+
 fn parse_op(name: &str, v: &Json) -> Result<Op, String> {
     let mut axes = None;
     let mut ddof: u32 = 0;
     let mut q: Option<Quantile> = None;
+    // NumPy's default: 10 bins over the data's range.
+    let mut hist = Histogram {
+        bins: 10,
+        range: None,
+    };
     match v {
         Json::Object(m) => {
             if m.contains_key("axis") && m.contains_key("axes") {
@@ -484,6 +517,18 @@ fn parse_op(name: &str, v: &Json) -> Result<Op, String> {
                             .ok_or_else(|| format!("{name}.ddof must be a non-negative integer"))?;
                     }
                     "fill" if name == "null_count" => {}
+                    "bins" if name == "histogram" => {
+                        hist.bins = x
+                            .as_u64()
+                            .filter(|b| (1..=u64::from(MAX_BINS)).contains(b))
+                            .and_then(|b| u32::try_from(b).ok())
+                            .ok_or_else(|| {
+                                format!(
+                                    "histogram.bins must be an integer 1 ..= {MAX_BINS}, got {x}"
+                                )
+                            })?;
+                    }
+                    "range" if name == "histogram" => hist.range = range_of(x)?,
                     "q" if name == "quantile" => {
                         // NumPy treats an integer q (0, 1) and a float one differently.
                         q = Some(Quantile {
@@ -517,8 +562,13 @@ fn parse_op(name: &str, v: &Json) -> Result<Op, String> {
         "nan_count" => Reduce::NanCount,
         "inf_count" => Reduce::InfCount,
         "all_finite" => Reduce::AllFinite,
+        "any_nan" => Reduce::AnyNan,
+        "any_inf" => Reduce::AnyInf,
+        "norm_l1" => Reduce::NormL1,
+        "norm_l2" => Reduce::NormL2,
         "null_count" => Reduce::NanCount,
         "median" => return Ok((Operation::Median, axes)),
+        "histogram" => return Ok((Operation::Histogram(hist), axes)),
         "quantile" => {
             let q = q.ok_or("quantile needs {\"q\": 0..1}")?;
             return Ok((Operation::Quantile(q), axes));

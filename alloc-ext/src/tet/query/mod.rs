@@ -17,8 +17,13 @@
 //! `quantile` gathers and interpolates.
 
 mod fold;
+mod histogram;
 mod plan;
 mod quantile;
+pub use histogram::{
+    auto_range, check_auto, counts_bytes, histogram_chunk, value_f64, Bins, Histogram,
+    HistogramError, EXTRA_SLOTS, MAX_BINS,
+};
 use quantile::quantile;
 pub use quantile::{numpy_median, numpy_quantile};
 
@@ -50,6 +55,9 @@ pub enum Operation {
     /// The median, as `numpy.median`: the middle element, or the mean of the middle two
     /// (which differs from the 0.5 quantile where infinities meet).
     Median,
+    /// A histogram as `numpy.histogram` (with the elements outside the range and NaN
+    /// counted apart).
+    Histogram(Histogram),
 }
 
 /// A quantile's `q`, as NumPy takes it: an integer `q` (0 or 1) picks the first or last
@@ -71,6 +79,7 @@ impl Operation {
             Operation::Reduce(r) => r.name(),
             Operation::Quantile(_) => "quantile",
             Operation::Median => "median",
+            Operation::Histogram(_) => "histogram",
         }
     }
 }
@@ -97,6 +106,8 @@ pub enum QueryError {
     },
     /// The quantile is outside `0 ..= 1`.
     Quantile(f64),
+    /// A histogram's bins or range cannot be made.
+    Histogram(HistogramError),
     /// A grid cell the selection needs has no readable index row.
     Chunk(Coords),
     /// The selection touches more chunks than the index has rows, so some are missing
@@ -135,6 +146,8 @@ impl QueryError {
             QueryError::Decode(d) => d.category(),
             QueryError::Chunk(_) | QueryError::TooManyChunks { .. } => Category::Corrupt,
             QueryError::Fold { .. } => Category::Unsatisfiable,
+            QueryError::Histogram(HistogramError::AutoNotFinite(..)) => Category::Unsatisfiable,
+            QueryError::Histogram(_) => Category::Usage,
             QueryError::Select(_)
             | QueryError::Axis { .. }
             | QueryError::AxisRepeated { .. }
@@ -169,6 +182,7 @@ impl fmt::Display for QueryError {
                 write!(f, "axis {given} is axis {axis}, named twice")
             }
             QueryError::Quantile(q) => write!(f, "quantile q = {q} is outside 0 ..= 1"),
+            QueryError::Histogram(h) => write!(f, "{h}"),
             QueryError::Chunk(c) => write!(f, "chunk {c} has no readable index row"),
             QueryError::TooManyChunks { rows } => write!(
                 f,
@@ -283,5 +297,6 @@ pub fn execute<'f, B: FrameBackend>(
         }
         Operation::Quantile(q) => quantile(file, plan, Some(q), axes, dec),
         Operation::Median => quantile(file, plan, None, axes, dec),
+        Operation::Histogram(h) => histogram::histogram(file, plan, h, axes, dec),
     }
 }
