@@ -749,3 +749,50 @@ fn histogram_parameters_are_checked_and_numpy_edge_cases_hold() {
     );
     assert!(o.contains(r#""edges":[1.5,2.5],"counts":[2]"#), "{o}");
 }
+
+#[test]
+fn several_quantiles_in_one_pass_as_numpy_gives_them() {
+    // np.quantile(np.arange(100, 106), [0.05, 0.5, 1]) is [100.25, 102.5, 105.0].
+    let (code, o, e) = q(
+        r#"{"dataset": "station_id", "quantile": {"q": [0.05, 0.5, 1]}}"#,
+        &["-q"],
+    );
+    assert_eq!(code, 0, "{e}");
+    assert_eq!(
+        o.trim(),
+        r#"station_id quantile = {"shape":[3],"data":[100.25,102.5,105.0]}"#
+    );
+    // Along an axis the quantiles are the first axis, as NumPy's.
+    let (code, o, e) = q(
+        r#"{"dataset": "temperature", "quantile": {"q": [0.25, 0.75], "axis": 1}}"#,
+        &["-q"],
+    );
+    assert_eq!(code, 0, "{e}");
+    assert!(o.contains(r#"{"shape":[2,4],"#), "{o}");
+    let many = format!(
+        r#"{{"dataset": "station_id", "quantile": {{"q": [{}]}}}}"#,
+        vec!["0.5"; 17].join(",")
+    );
+    for (doc, says) in [
+        (
+            many.as_str(),
+            "quantile.q: a list of 1 ..= 16 quantiles, got 17",
+        ),
+        (
+            r#"{"dataset": "station_id", "quantile": {"q": []}}"#,
+            "quantile.q: a list of 1 ..= 16 quantiles, got 0",
+        ),
+        (
+            r#"{"dataset": "station_id", "quantile": {"q": [0.5, 1.5]}}"#,
+            "quantile q = 1.5 is outside 0 ..= 1",
+        ),
+        (
+            r#"{"dataset": "station_id", "quantile": {"q": [0.5, "x"]}}"#,
+            "quantile.q must be a number or a list of numbers",
+        ),
+    ] {
+        let (code, _, e) = q(doc, &[]);
+        assert_eq!(code, 16, "{doc}: {e}");
+        assert!(e.contains(says), "{doc}: {e}");
+    }
+}

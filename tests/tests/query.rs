@@ -5,7 +5,8 @@
 
 use proptest::prelude::*;
 use tet_alloc::tet::query::{
-    numpy_median, numpy_quantile, plan, Axes, Histogram, Operation, Output, Quantile,
+    numpy_median, numpy_quantile, numpy_quantiles, plan, Axes, Histogram, Operation, Output,
+    Quantile, Quantiles,
 };
 use tet_alloc::tet::testing::TetWriter;
 use tet_alloc::tet::writer::{DatasetSpec, Writer};
@@ -135,6 +136,20 @@ fn ops() -> impl Strategy<Value = Operation> {
             integral: true
         })),
         Just(Operation::Median),
+        proptest::collection::vec((0u32..=8, any::<bool>()), 1..4).prop_map(|qs| {
+            let qs: Vec<Quantile> = qs
+                .into_iter()
+                .map(|(q, int)| Quantile {
+                    q: if int {
+                        f64::from(q / 8)
+                    } else {
+                        f64::from(q) / 8.0
+                    },
+                    integral: int,
+                })
+                .collect();
+            Operation::Quantiles(Quantiles::new(&qs).unwrap())
+        }),
         (
             1u32..5,
             prop_oneof![
@@ -298,6 +313,23 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
             None => (shape, Expect::Err),
         };
     }
+    if let Operation::Quantiles(qs) = op {
+        // numpy.quantile(a, [q, ...], axis): one quantile at a time, a first axis of qs.
+        let qs = qs.to_vec();
+        let mut vals = vec![Value::F64(0.0); qs.len() * groups.len()];
+        for (c, g) in groups.iter().enumerate() {
+            for (k, q) in qs.iter().enumerate() {
+                let mut v: Vec<f64> = g.iter().map(|e| e.1).collect();
+                match numpy_quantile(&mut v, *q) {
+                    Some(x) => vals[k * groups.len() + c] = Value::F64(x),
+                    None => return (out_shape, Expect::Err),
+                }
+            }
+        }
+        let mut shape = vec![qs.len() as u64];
+        shape.extend(out_shape);
+        return (shape, Expect::Ok(vals));
+    }
     let mut vals = Vec::new();
     for g in &groups {
         let non_nan: Vec<_> = g.iter().filter(|e| !e.1.is_nan()).copied().collect();
@@ -427,7 +459,7 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
                 let mut v: Vec<f64> = g.iter().map(|e| e.1).collect();
                 numpy_median(&mut v).map(Value::F64)
             }
-            Operation::Histogram(_) => unreachable!("handled above"),
+            Operation::Histogram(_) | Operation::Quantiles(_) => unreachable!("handled above"),
         };
         match v {
             Some(v) => vals.push(v),
@@ -529,7 +561,7 @@ proptest! {
         let (shape, want) = reference(&s, &sl, op, axes.as_deref());
         match (&got, &want) {
             (Ok(o), Expect::Ok(v)) => {
-                let expect_shape = if axes.as_ref().is_none_or(|a| a.len() == n) && scalar && !matches!(op, Operation::Histogram(_)) { vec![] } else { shape.clone() };
+                let expect_shape = if axes.as_ref().is_none_or(|a| a.len() == n) && scalar && !matches!(op, Operation::Histogram(_) | Operation::Quantiles(_)) { vec![] } else { shape.clone() };
                 prop_assert_eq!(&o.shape, &expect_shape);
                 prop_assert_eq!(o.values.len(), v.len());
                 for (a, b) in o.values.iter().zip(v) {
@@ -732,6 +764,70 @@ fn numpy_rules_match_numpy() {
         cases += 1;
     }
     assert_eq!(cases, 400);
+    // Several quantiles by successive selections give each one's bits, whatever order
+    // they are asked in; and the selections agree with a full sort's order statistics.
+    for line in table.lines().filter(|l| !l.starts_with('#')) {
+        let v: Vec<f64> = line
+            .split('|')
+            .next()
+            .unwrap()
+            .split(',')
+            .map(|x| x.parse().unwrap())
+            .collect();
+        let qs: Vec<Quantile> = [0.95, 0.05, 0.5, 1.0, 0.0, 0.25]
+            .iter()
+            .map(|q| Quantile {
+                q: *q,
+                integral: false,
+            })
+            .chain([
+                Quantile {
+                    q: 1.0,
+                    integral: true,
+                },
+                Quantile {
+                    q: 0.0,
+                    integral: true,
+                },
+            ])
+            .collect();
+        let all = numpy_quantiles(&mut v.clone(), &qs).unwrap();
+        for (q, got) in qs.iter().zip(&all) {
+            let one = numpy_quantile(&mut v.clone(), *q).unwrap();
+            assert!(
+                one.to_bits() == got.to_bits() || (one.is_nan() && got.is_nan()),
+                "{line} {q:?}"
+            );
+            if v.iter().any(|x| x.is_nan()) {
+                continue;
+            }
+            // A sort-based reference of NumPy's linear method.
+            let mut s = v.clone();
+            s.sort_by(f64::total_cmp);
+            let last = s.len() - 1;
+            let want = if q.integral {
+                s[if q.q >= 1.0 { last } else { 0 }]
+            } else {
+                let virt = q.q * last as f64;
+                let (lo, hi, g) = if virt >= last as f64 {
+                    (last, last, virt + 1.0)
+                } else {
+                    let lo = virt.floor() as usize;
+                    (lo, (lo + 1).min(last), virt - virt.floor())
+                };
+                let (a, b) = (s[lo], s[hi]);
+                if g >= 0.5 {
+                    b - (b - a) * (1.0 - g)
+                } else {
+                    a + (b - a) * g
+                }
+            };
+            assert!(
+                want.to_bits() == got.to_bits() || (want.is_nan() && got.is_nan()),
+                "{line} {q:?}: {got} vs sorted {want}"
+            );
+        }
+    }
     // The case: q = 0 over [-inf, 1, 2, 5] is -inf (NumPy, integer q); a float
     // q = 0.0 interpolates -inf + (inf · 0) = NaN, as NumPy does too.
     let q = |q: f64, integral| Quantile { q, integral };

@@ -291,6 +291,23 @@ pub fn query_fold(data: &[u8]) {
             integral: false,
         }),
         Operation::Median,
+        Operation::Quantiles(
+            tet_alloc::tet::query::Quantiles::new(&[
+                tet_alloc::tet::query::Quantile {
+                    q: 0.95,
+                    integral: false,
+                },
+                tet_alloc::tet::query::Quantile {
+                    q: 0.05,
+                    integral: false,
+                },
+                tet_alloc::tet::query::Quantile {
+                    q: 1.0,
+                    integral: true,
+                },
+            ])
+            .unwrap_or_else(|| unreachable!("three quantiles")),
+        ),
     ];
     let op = ops
         .get(usize::from(head[0]) % ops.len())
@@ -351,6 +368,10 @@ pub fn query_fold(data: &[u8]) {
                 if let Operation::Histogram(h) = op {
                     // One more axis: the bins, then below, above, NaN.
                     shape.push(u64::from(h.bins) + 3);
+                }
+                if let Operation::Quantiles(qs) = op {
+                    // A first axis of one entry per quantile, as numpy.quantile's.
+                    shape.insert(0, qs.to_vec().len() as u64);
                 }
                 assert_eq!(a.shape, shape);
             }

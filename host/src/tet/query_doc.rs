@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as Json;
 use tet_alloc::tet::decode::Marker;
 use tet_alloc::tet::meta::Bound;
-use tet_alloc::tet::query::{Histogram, Operation, Quantile, MAX_BINS};
+use tet_alloc::tet::query::{Histogram, Operation, Quantile, Quantiles, MAX_BINS, MAX_QUANTILES};
 use tet_core::tet::fold::Reduce;
 use tet_core::tet::select::Slice;
 use tet_core::tet::ExecutionSettings;
@@ -495,6 +495,7 @@ fn parse_op(name: &str, v: &Json) -> Result<Op, String> {
     let mut axes = None;
     let mut ddof: u32 = 0;
     let mut q: Option<Quantile> = None;
+    let mut qs: Option<Quantiles> = None;
     // NumPy's default: 10 bins over the data's range.
     let mut hist = Histogram {
         bins: 10,
@@ -531,10 +532,29 @@ fn parse_op(name: &str, v: &Json) -> Result<Op, String> {
                     "range" if name == "histogram" => hist.range = range_of(x)?,
                     "q" if name == "quantile" => {
                         // NumPy treats an integer q (0, 1) and a float one differently.
-                        q = Some(Quantile {
-                            q: x.as_f64().ok_or("quantile.q must be a number")?,
-                            integral: x.is_i64() || x.is_u64(),
-                        });
+                        let one = |x: &Json| -> Result<Quantile, String> {
+                            Ok(Quantile {
+                                q: x.as_f64().ok_or_else(|| {
+                                    format!(
+                                        "quantile.q must be a number or a list of numbers, got {x}"
+                                    )
+                                })?,
+                                integral: x.is_i64() || x.is_u64(),
+                            })
+                        };
+                        match x {
+                            Json::Array(list) => {
+                                if list.is_empty() || list.len() > MAX_QUANTILES {
+                                    return Err(format!(
+                                        "quantile.q: a list of 1 ..= {MAX_QUANTILES} quantiles, got {}",
+                                        list.len()
+                                    ));
+                                }
+                                let all = list.iter().map(one).collect::<Result<Vec<_>, _>>()?;
+                                qs = Quantiles::new(&all);
+                            }
+                            _ => q = Some(one(x)?),
+                        }
                     }
                     other => return Err(format!("unknown parameter \"{other}\" for {name}")),
                 }
@@ -570,7 +590,10 @@ fn parse_op(name: &str, v: &Json) -> Result<Op, String> {
         "median" => return Ok((Operation::Median, axes)),
         "histogram" => return Ok((Operation::Histogram(hist), axes)),
         "quantile" => {
-            let q = q.ok_or("quantile needs {\"q\": 0..1}")?;
+            if let Some(qs) = qs {
+                return Ok((Operation::Quantiles(qs), axes));
+            }
+            let q = q.ok_or("quantile needs {\"q\": 0..1} or {\"q\": [0.05, 0.5, ...]}")?;
             return Ok((Operation::Quantile(q), axes));
         }
         other => return Err(format!("unknown operation {other}")),

@@ -25,7 +25,7 @@ pub use histogram::{
     HistogramError, EXTRA_SLOTS, MAX_BINS,
 };
 use quantile::quantile;
-pub use quantile::{numpy_median, numpy_quantile};
+pub use quantile::{numpy_median, numpy_quantile, numpy_quantiles};
 
 pub use fold::{
     chunk_partial, finish, groups, groups_bytes, Axes, Group, MergePiece, Output, STRIPE_PARTS,
@@ -55,6 +55,9 @@ pub enum Operation {
     /// The median, as `numpy.median`: the middle element, or the mean of the middle two
     /// (which differs from the 0.5 quantile where infinities meet).
     Median,
+    /// Several quantiles in one pass, as `numpy.quantile(a, [q, ...])`: the output has a
+    /// first axis of one entry per `q`.
+    Quantiles(Quantiles),
     /// A histogram as `numpy.histogram` (with the elements outside the range and NaN
     /// counted apart).
     Histogram(Histogram),
@@ -72,12 +75,62 @@ pub struct Quantile {
     pub integral: bool,
 }
 
+/// Most quantiles one query may ask for (an [`Operation`] stays small and `Copy`).
+pub const MAX_QUANTILES: usize = 16;
+
+/// Up to [`MAX_QUANTILES`] quantiles, asked together.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Quantiles {
+    q: [f64; MAX_QUANTILES],
+    /// Bit `i`: whether `q[i]` was given as an integer.
+    integral: u16,
+    len: u8,
+}
+
+impl Quantiles {
+    /// The quantiles `qs`; `None` when there are none or more than [`MAX_QUANTILES`].
+    pub fn new(qs: &[Quantile]) -> Option<Quantiles> {
+        if qs.is_empty() || qs.len() > MAX_QUANTILES {
+            return None;
+        }
+        let mut out = Quantiles {
+            q: [0.0; MAX_QUANTILES],
+            integral: 0,
+            len: u8::try_from(qs.len()).ok()?,
+        };
+        for (i, (slot, q)) in out.q.iter_mut().zip(qs).enumerate() {
+            *slot = q.q;
+            if q.integral {
+                out.integral |= 1u16.checked_shl(u32::try_from(i).ok()?)?;
+            }
+        }
+        Some(out)
+    }
+
+    /// The quantiles, in the order given.
+    pub fn to_vec(&self) -> Vec<Quantile> {
+        self.q
+            .iter()
+            .take(usize::from(self.len))
+            .enumerate()
+            .map(|(i, q)| Quantile {
+                q: *q,
+                integral: u32::try_from(i)
+                    .ok()
+                    .and_then(|i| self.integral.checked_shr(i))
+                    .is_some_and(|b| b & 1 == 1),
+            })
+            .collect()
+    }
+}
+
 impl Operation {
     /// The operation's name in queries and output.
     pub fn name(&self) -> &'static str {
         match self {
             Operation::Reduce(r) => r.name(),
-            Operation::Quantile(_) => "quantile",
+            Operation::Quantile(_) | Operation::Quantiles(_) => "quantile",
             Operation::Median => "median",
             Operation::Histogram(_) => "histogram",
         }
@@ -295,8 +348,16 @@ pub fn execute<'f, B: FrameBackend>(
             }
             finish(r, dtype, out_shape, &out)
         }
-        Operation::Quantile(q) => quantile(file, plan, Some(q), axes, dec),
-        Operation::Median => quantile(file, plan, None, axes, dec),
+        Operation::Quantile(q) => quantile(
+            file,
+            plan,
+            Some(core::slice::from_ref(&q)),
+            false,
+            axes,
+            dec,
+        ),
+        Operation::Quantiles(qs) => quantile(file, plan, Some(&qs.to_vec()), true, axes, dec),
+        Operation::Median => quantile(file, plan, None, false, axes, dec),
         Operation::Histogram(h) => histogram::histogram(file, plan, h, axes, dec),
     }
 }

@@ -5,7 +5,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use tet_core::arith::u64_of;
-use tet_core::tet::fold::{FoldError, Value};
+use tet_core::tet::fold::{for_each_f64, FoldError, Value};
 use tet_core::tet::select::for_each_run;
 use tet_core::tet::{DType, TetFile};
 
@@ -14,27 +14,31 @@ use crate::tet::decode::{ChunkDecoder, FrameBackend};
 use super::fold::{box_index, box_to_out};
 use super::*;
 
-/// Gathers the selected elements per output cell of each group and takes the quantile
-/// `q`, or the median when `q` is `None`.
+/// Gathers the selected elements per output cell of each group and takes the quantiles
+/// `qs` (the output gets a first axis of one entry per quantile when `several`, as
+/// `numpy.quantile` with a list of `q`), or the median when `qs` is `None`.
 pub(super) fn quantile<'f, B: FrameBackend>(
     file: &TetFile<'f>,
     plan: &ReadPlan<'f>,
-    q: Option<Quantile>,
+    qs: Option<&[Quantile]>,
+    several: bool,
     axes: &Axes,
     dec: &mut ChunkDecoder<B>,
 ) -> Result<Output, QueryError> {
-    if let Some(Quantile { q, .. }) = q {
-        if !(0.0..=1.0).contains(&q) {
-            return Err(QueryError::Quantile(q));
+    for q in qs.unwrap_or(&[]) {
+        if !(0.0..=1.0).contains(&q.q) {
+            return Err(QueryError::Quantile(q.q));
         }
     }
+    let nq = qs.map_or(1, <[Quantile]>::len).max(1);
     let budget = dec.budget();
     let sel_shape = plan.selection.shape();
     let out_shape = axes.out_shape(sel_shape.as_slice());
     let cells = out_shape.iter().fold(1u64, |a, n| a.saturating_mul(*n));
     let per_cell = plan.selection.len().checked_div(cells.max(1)).unwrap_or(0);
     let dtype = plan.dataset.dtype();
-    let mut values = vec![Value::F64(f64::NAN); usize::try_from(cells).unwrap_or(0)];
+    let cells_n = usize::try_from(cells).unwrap_or(0);
+    let mut values = vec![Value::F64(f64::NAN); cells_n.saturating_mul(nq)];
     // A count accumulator per cell tells where each element goes: reuse the groups.
     let gs = groups(plan, axes, budget)?;
     for g in &gs {
@@ -48,15 +52,31 @@ pub(super) fn quantile<'f, B: FrameBackend>(
                 what: "the quantile's elements",
             });
         }
-        let mut buckets: Vec<Vec<f64>> = vec![Vec::new(); g.cells.len()];
+        // Every cell of a group takes the same number of elements: reserve them, so the
+        // gathered elements take exactly their size (no doubling).
+        let cap = usize::try_from(per_cell).unwrap_or(0);
+        let mut buckets: Vec<Vec<f64>> = (0..g.cells.len())
+            .map(|_| Vec::with_capacity(cap))
+            .collect();
         let ndim = plan.dataset.ndim();
+        let last = ndim.saturating_sub(1);
+        let last_kept = axes.kept(last);
         for &i in &g.parts {
             let tile = decode_part(file, plan, i, dec)?;
             let Some(part) = plan.parts.get(i) else {
                 continue;
             };
             for_each_run(&plan.dataset, &plan.selection, part, |r| {
-                let last = ndim.saturating_sub(1);
+                if !last_kept {
+                    // The run's elements all go to one cell: a typed pass.
+                    let local = box_index(&g.origin, axes, ndim, &r.ordinals);
+                    if let Some(b) = usize::try_from(local).ok().and_then(|l| buckets.get_mut(l)) {
+                        for_each_f64(dtype, tile, r.tile_index, r.count, r.tile_stride, |v| {
+                            b.push(v);
+                        });
+                    }
+                    return;
+                }
                 for k in 0..r.count {
                     let mut ordinals = r.ordinals;
                     if let Some(o) = ordinals.get_mut(last) {
@@ -75,19 +95,22 @@ pub(super) fn quantile<'f, B: FrameBackend>(
         }
         for (cell, b) in buckets.iter_mut().enumerate() {
             let out_idx = box_to_out(&g.origin, &out_shape, cell);
-            let v = match q {
-                Some(q) => numpy_quantile(b, q),
-                None => numpy_median(b),
-            }
-            .ok_or(QueryError::Fold {
+            let empty = QueryError::Fold {
                 error: FoldError::Empty,
                 cell: out_idx,
-            })?;
-            if let Some(slot) = usize::try_from(out_idx)
-                .ok()
-                .and_then(|i| values.get_mut(i))
-            {
-                *slot = Value::F64(v);
+            };
+            let vs = match qs {
+                Some(qs) => numpy_quantiles(b, qs).ok_or(empty)?,
+                None => vec![numpy_median(b).ok_or(empty)?],
+            };
+            // The elements are not needed any more: free them before the next cell.
+            *b = Vec::new();
+            let at = usize::try_from(out_idx).unwrap_or(usize::MAX);
+            for (k, v) in vs.into_iter().enumerate() {
+                let i = k.saturating_mul(cells_n).saturating_add(at);
+                if let Some(slot) = values.get_mut(i) {
+                    *slot = Value::F64(v);
+                }
             }
         }
     }
@@ -97,8 +120,12 @@ pub(super) fn quantile<'f, B: FrameBackend>(
             cell: 0,
         });
     }
+    let mut shape = out_shape;
+    if several {
+        shape.insert(0, u64_of(nq));
+    }
     Ok(Output {
-        shape: out_shape,
+        shape,
         values,
         nothing_left: None,
     })
@@ -121,70 +148,113 @@ fn u64_f64(v: u64) -> f64 {
     v as f64
 }
 
-/// Sorts `v`; `None` when it is empty, NaN when it holds a NaN (NumPy's quantile and
-/// median both check for a NaN after sorting).
-fn sorted(v: &mut [f64]) -> Option<Result<&[f64], f64>> {
-    if v.is_empty() {
-        return None;
+/// Puts the order statistics `wanted` (ascending) of `v` in place: afterwards `v[k]` is
+/// the element a sort by [`f64::total_cmp`] would put at `k`, for each `k` wanted.
+/// Successive selections (`select_nth_unstable_by`), each on what lies above the last
+/// one, instead of a sort.
+fn select_at(v: &mut [f64], wanted: &[usize]) {
+    let mut from = 0usize;
+    for &k in wanted {
+        let Some(rel) = k.checked_sub(from) else {
+            continue;
+        };
+        let Some(rest) = v.get_mut(from..) else {
+            return;
+        };
+        if rel >= rest.len() {
+            return;
+        }
+        rest.select_nth_unstable_by(rel, f64::total_cmp);
+        from = k.saturating_add(1);
     }
-    if v.iter().any(|x| x.is_nan()) {
-        return Some(Err(f64::NAN));
-    }
-    v.sort_unstable_by(f64::total_cmp);
-    Some(Ok(v))
 }
 
-/// `numpy.quantile(v, q)` with the default `linear` method; `None` when `v` is empty.
-pub fn numpy_quantile(v: &mut [f64], q: Quantile) -> Option<f64> {
-    let v = match sorted(v)? {
-        Ok(v) => v,
-        Err(nan) => return Some(nan),
-    };
-    let last = v.len().saturating_sub(1);
+/// Where a quantile reads: the lower and upper neighbours' sorted indices and the weight
+/// of the upper one, as NumPy's `linear` method finds them (`None` for an integer `q`,
+/// which reads one element without interpolating).
+fn neighbours(len: usize, q: Quantile) -> (usize, usize, Option<f64>) {
+    let last = len.saturating_sub(1);
     if q.integral {
         // An integer virtual index: the element itself, no interpolation.
-        return v.get(if q.q >= 1.0 { last } else { 0 }).copied();
+        let at = if q.q >= 1.0 { last } else { 0 };
+        return (at, at, None);
     }
     let virt = q.q * u64_f64(u64_of(last));
     // NumPy's `_get_indexes`: at or past the last index both neighbours are the last
     // element and `gamma` is measured from index -1 (so `gamma = virt + 1`).
-    let (lo, gamma) = if virt >= u64_f64(u64_of(last)) {
-        (last, virt + 1.0)
-    } else {
-        let lo = floor(virt);
-        #[allow(
-            clippy::as_conversions,
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss
-        )]
-        let lo_i = lo as usize;
-        (lo_i, virt - lo)
-    };
-    let a = *v.get(lo)?;
-    let b = *v.get(lo.saturating_add(1).min(last))?;
-    // NumPy's `_lerp`: a + (b - a) t, then b - (b - a)(1 - t) where t >= 0.5 (so
-    // infinities give NaN exactly where NumPy's do).
+    if virt >= u64_f64(u64_of(last)) {
+        return (last, last, Some(virt + 1.0));
+    }
+    let lo = floor(virt);
+    #[allow(
+        clippy::as_conversions,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )]
+    let lo_i = lo as usize;
+    (lo_i, lo_i.saturating_add(1).min(last), Some(virt - lo))
+}
+
+/// NumPy's `_lerp`: `a + (b - a) t`, then `b - (b - a)(1 - t)` where `t >= 0.5` (so
+/// infinities give NaN exactly where NumPy's do).
+fn lerp(a: f64, b: f64, gamma: f64) -> f64 {
     let diff = b - a;
-    Some(if gamma >= 0.5 {
+    if gamma >= 0.5 {
         b - diff * (1.0 - gamma)
     } else {
         a + diff * gamma
-    })
+    }
+}
+
+/// `numpy.quantile(v, qs)` with the default `linear` method, one value per `q`, by
+/// selection rather than a sort (`v` is reordered); `None` when `v` is empty. A NaN in
+/// `v` makes every value NaN, as NumPy's.
+pub fn numpy_quantiles(v: &mut [f64], qs: &[Quantile]) -> Option<Vec<f64>> {
+    if v.is_empty() {
+        return None;
+    }
+    if v.iter().any(|x| x.is_nan()) {
+        return Some(vec![f64::NAN; qs.len()]);
+    }
+    let at: Vec<(usize, usize, Option<f64>)> = qs.iter().map(|q| neighbours(v.len(), *q)).collect();
+    let mut wanted: Vec<usize> = at.iter().flat_map(|(lo, hi, _)| [*lo, *hi]).collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    select_at(v, &wanted);
+    at.iter()
+        .map(|(lo, hi, gamma)| {
+            let a = *v.get(*lo)?;
+            let b = *v.get(*hi)?;
+            Some(gamma.map_or(a, |g| lerp(a, b, g)))
+        })
+        .collect()
+}
+
+/// `numpy.quantile(v, q)` with the default `linear` method; `None` when `v` is empty.
+pub fn numpy_quantile(v: &mut [f64], q: Quantile) -> Option<f64> {
+    numpy_quantiles(v, core::slice::from_ref(&q))?
+        .first()
+        .copied()
 }
 
 /// `numpy.median(v)`: the middle element, or the `f64` mean of the middle two; `None`
-/// when `v` is empty.
+/// when `v` is empty (`v` is reordered).
 pub fn numpy_median(v: &mut [f64]) -> Option<f64> {
-    let v = match sorted(v)? {
-        Ok(v) => v,
-        Err(nan) => return Some(nan),
-    };
-    let half = v.len() / 2;
-    let hi = *v.get(half)?;
-    if v.len() % 2 == 1 {
-        return Some(hi);
+    if v.is_empty() {
+        return None;
     }
-    let lo = *v.get(half.checked_sub(1)?)?;
+    if v.iter().any(|x| x.is_nan()) {
+        return Some(f64::NAN);
+    }
+    let half = v.len() / 2;
+    if v.len() % 2 == 1 {
+        select_at(v, &[half]);
+        return v.get(half).copied();
+    }
+    let below = half.checked_sub(1)?;
+    select_at(v, &[below, half]);
+    let lo = *v.get(below)?;
+    let hi = *v.get(half)?;
     Some((lo + hi) / 2.0)
 }
 
