@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use tet_alloc::tet::query::{
-    numpy_median, numpy_quantile, numpy_quantiles, plan, Axes, Histogram, Operation, Output,
+    numpy_median, numpy_quantile, numpy_quantiles, plan, Axes, Cov, Histogram, Operation, Output,
     Quantile, Quantiles,
 };
 use tet_alloc::tet::testing::TetWriter;
@@ -52,7 +52,11 @@ fn elem_bytes(dtype: DType, v: i64, special: u8) -> Vec<u8> {
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
-    (0usize..10, 1usize..=5)
+    spec_of(1..=5)
+}
+
+fn spec_of(ndims: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Spec> {
+    (0usize..10, ndims)
         .prop_flat_map(|(t, ndim)| {
             (
                 Just(DType::ALL[t]),
@@ -313,6 +317,59 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
             None => (shape, Expect::Err),
         };
     }
+    if let Operation::Covariance(c) = op {
+        // numpy.cov(m, rowvar, ddof) / numpy.corrcoef(m, rowvar): rowvar=True (observations
+        // along axis 1) unless axis 0 alone is reduced.
+        if n != 2 {
+            return (vec![], Expect::Err);
+        }
+        let obs = match axes {
+            None => 1,
+            Some(a) if a.len() == 2 => 1,
+            Some([0]) => 0,
+            Some([1]) => 1,
+            _ => return (vec![], Expect::Err),
+        };
+        let (rows, cols) = (idx[0].len(), idx[1].len());
+        let el = elements(s);
+        let m: Vec<f64> = (0..rows * cols)
+            .map(|k| el[(idx[0][k / cols] * s.shape[1] + idx[1][k % cols]) as usize].0)
+            .collect();
+        let (vars, nobs) = if obs == 1 { (rows, cols) } else { (cols, rows) };
+        let x = |v: usize, o: usize| {
+            if obs == 1 {
+                m[v * cols + o]
+            } else {
+                m[o * cols + v]
+            }
+        };
+        let ddof = if c.correlation { 1 } else { c.ddof as usize };
+        if nobs == 0 || nobs <= ddof {
+            return (vec![], Expect::Err);
+        }
+        let means: Vec<f64> = (0..vars)
+            .map(|v| (0..nobs).map(|o| x(v, o)).sum::<f64>() / nobs as f64)
+            .collect();
+        let mut cov = vec![0f64; vars * vars];
+        for i in 0..vars {
+            for j in 0..vars {
+                cov[i * vars + j] = (0..nobs)
+                    .map(|o| (x(i, o) - means[i]) * (x(j, o) - means[j]))
+                    .sum::<f64>()
+                    / (nobs - ddof) as f64;
+            }
+        }
+        if c.correlation {
+            let sd: Vec<f64> = (0..vars).map(|i| cov[i * vars + i].sqrt()).collect();
+            for k in 0..vars * vars {
+                cov[k] = (cov[k] / sd[k / vars] / sd[k % vars]).clamp(-1.0, 1.0);
+            }
+        }
+        return (
+            vec![vars as u64, vars as u64],
+            Expect::Ok(cov.into_iter().map(Value::F64).collect()),
+        );
+    }
     if let Operation::Quantiles(qs) = op {
         // numpy.quantile(a, [q, ...], axis): one quantile at a time, a first axis of qs.
         let qs = qs.to_vec();
@@ -459,7 +516,9 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
                 let mut v: Vec<f64> = g.iter().map(|e| e.1).collect();
                 numpy_median(&mut v).map(Value::F64)
             }
-            Operation::Histogram(_) | Operation::Quantiles(_) => unreachable!("handled above"),
+            Operation::Histogram(_) | Operation::Quantiles(_) | Operation::Covariance(_) => {
+                unreachable!("handled above")
+            }
         };
         match v {
             Some(v) => vals.push(v),
@@ -542,6 +601,49 @@ fn bits(o: &Result<Output, String>) -> Result<Vec<u64>, String> {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Covariance and correlation of rank-2 selections against numpy.cov and
+    /// numpy.corrcoef written out, every dtype, NaN and ±inf, any row order and `-j`.
+    #[test]
+    fn covariance_matches_numpy_cov(
+        s in spec_of(2..=2),
+        sl in slices(2),
+        axes_pick in 0u8..4,
+        ddof in 0u32..3,
+        correlation in any::<bool>(),
+        zstd in any::<bool>(),
+    ) {
+        let op = Operation::Covariance(Cov { ddof, correlation });
+        let axes: Option<Vec<usize>> = match axes_pick {
+            0 => None,
+            1 => Some(vec![0]),
+            2 => Some(vec![1]),
+            _ => Some(vec![]),
+        };
+        let bytes = write(&s, zstd);
+        let got = run_on(&bytes, &sl, op, axes.as_deref(), 1);
+        let (shape, want) = reference(&s, &sl, op, axes.as_deref());
+        match (&got, &want) {
+            (Ok(o), Expect::Ok(v)) => {
+                prop_assert_eq!(&o.shape, &shape);
+                for (a, b) in o.values.iter().zip(v) {
+                    let ok = match (a, b) {
+                        (Value::F64(x), Value::F64(y)) => (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-6 * x.abs().max(y.abs()).max(1.0),
+                        _ => false,
+                    };
+                    prop_assert!(ok, "{:?}: engine {:?}, reference {:?}", op, a, b);
+                }
+            }
+            (Err(_), Expect::Err) => {}
+            _ => prop_assert!(false, "{:?} axes {:?}: engine {:?}, reference {:?}", op, axes, got, want),
+        }
+        let four = run_on(&reversed(&s), &sl, op, axes.as_deref(), 4);
+        prop_assert_eq!(bits(&got), bits(&four));
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 
     #[test]
@@ -561,7 +663,7 @@ proptest! {
         let (shape, want) = reference(&s, &sl, op, axes.as_deref());
         match (&got, &want) {
             (Ok(o), Expect::Ok(v)) => {
-                let expect_shape = if axes.as_ref().is_none_or(|a| a.len() == n) && scalar && !matches!(op, Operation::Histogram(_) | Operation::Quantiles(_)) { vec![] } else { shape.clone() };
+                let expect_shape = if axes.as_ref().is_none_or(|a| a.len() == n) && scalar && !matches!(op, Operation::Histogram(_) | Operation::Quantiles(_) | Operation::Covariance(_)) { vec![] } else { shape.clone() };
                 prop_assert_eq!(&o.shape, &expect_shape);
                 prop_assert_eq!(o.values.len(), v.len());
                 for (a, b) in o.values.iter().zip(v) {

@@ -973,7 +973,8 @@ fn i128_to_f64(v: i128) -> f64 {
     f
 }
 
-fn sqrt(v: f64) -> f64 {
+/// The square root of `v` (NaN below 0), correctly rounded, without `std`.
+pub fn sqrt(v: f64) -> f64 {
     // `f64::sqrt` lives in `std`; Newton iterations from the bit-level estimate converge to
     // the correctly rounded root within a few steps for every finite positive input.
     if v.is_nan() || v < 0.0 {

@@ -278,6 +278,10 @@ pub fn query_fold(data: &[u8]) {
         Operation::Reduce(Reduce::NormL2),
         Operation::Reduce(Reduce::AnyNan),
         Operation::Reduce(Reduce::AnyInf),
+        Operation::Covariance(tet_alloc::tet::query::Cov {
+            ddof: 1,
+            correlation: true,
+        }),
         Operation::Histogram(tet_alloc::tet::query::Histogram {
             bins: 7,
             range: None,
@@ -373,7 +377,12 @@ pub fn query_fold(data: &[u8]) {
                     // A first axis of one entry per quantile, as numpy.quantile's.
                     shape.insert(0, qs.to_vec().len() as u64);
                 }
-                assert_eq!(a.shape, shape);
+                if let Operation::Covariance(_) = op {
+                    // A square matrix over the variables.
+                    assert!(a.shape.len() == 2 && a.shape.first() == a.shape.last());
+                } else {
+                    assert_eq!(a.shape, shape);
+                }
             }
             (Err(_), Err(_)) => {}
             // The C and ruzstd decoders may disagree on crafted frames (see decode_chunk).

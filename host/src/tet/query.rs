@@ -206,7 +206,10 @@ pub fn run_with<'f>(
             }
             finish(r, dtype, shape, &out)
         }
-        Operation::Quantile(_) | Operation::Quantiles(_) | Operation::Median => {
+        Operation::Quantile(_)
+        | Operation::Quantiles(_)
+        | Operation::Median
+        | Operation::Covariance(_) => {
             let mut dec = ChunkDecoder::new(CZstd::new(), budget);
             execute(file, plan_, op, axes, &mut dec)
         }
@@ -748,7 +751,10 @@ pub fn result_dtype(out: &Output, op: Operation, dtype: DType) -> &'static str {
         Some(Value::Position(_)) => "coords",
         Some(Value::I128(_)) => "i128",
         None => match op {
-            Operation::Quantile(_) | Operation::Quantiles(_) | Operation::Median => "f64",
+            Operation::Quantile(_)
+            | Operation::Quantiles(_)
+            | Operation::Median
+            | Operation::Covariance(_) => "f64",
             Operation::Histogram(_) => "u64",
             Operation::Reduce(r) => match r {
                 R::Count | R::NanCount | R::InfCount => "u64",

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as Json;
 use tet_alloc::tet::decode::Marker;
 use tet_alloc::tet::meta::Bound;
-use tet_alloc::tet::query::{Histogram, Operation, Quantile, Quantiles, MAX_BINS, MAX_QUANTILES};
+use tet_alloc::tet::query::{
+    Cov, Histogram, Operation, Quantile, Quantiles, MAX_BINS, MAX_QUANTILES,
+};
 use tet_core::tet::fold::Reduce;
 use tet_core::tet::select::Slice;
 use tet_core::tet::ExecutionSettings;
@@ -91,6 +93,8 @@ pub const OPS: &[&str] = &[
     "norm_l1",
     "norm_l2",
     "histogram",
+    "covariance",
+    "correlation",
     "quantile",
     "median",
     "null_count",
@@ -494,6 +498,7 @@ fn range_of(x: &Json) -> Result<Option<(f64, f64)>, String> {
 fn parse_op(name: &str, v: &Json) -> Result<Op, String> {
     let mut axes = None;
     let mut ddof: u32 = 0;
+    let mut ddof_given = false;
     let mut q: Option<Quantile> = None;
     let mut qs: Option<Quantiles> = None;
     // NumPy's default: 10 bins over the data's range.
@@ -511,7 +516,10 @@ fn parse_op(name: &str, v: &Json) -> Result<Op, String> {
             for (k, x) in m {
                 match k.as_str() {
                     "axes" | "axis" => axes = axes_of(x, name)?,
-                    "ddof" if matches!(name, "var" | "std" | "nan_var" | "nan_std") => {
+                    "ddof"
+                        if matches!(name, "var" | "std" | "nan_var" | "nan_std" | "covariance") =>
+                    {
+                        ddof_given = true;
                         ddof = x
                             .as_u64()
                             .and_then(|n| u32::try_from(n).ok())
@@ -589,6 +597,26 @@ fn parse_op(name: &str, v: &Json) -> Result<Op, String> {
         "null_count" => Reduce::NanCount,
         "median" => return Ok((Operation::Median, axes)),
         "histogram" => return Ok((Operation::Histogram(hist), axes)),
+        // numpy.cov's default ddof is 1 (bias=False).
+        "covariance" => {
+            let ddof = if ddof_given { ddof } else { 1 };
+            return Ok((
+                Operation::Covariance(Cov {
+                    ddof,
+                    correlation: false,
+                }),
+                axes,
+            ));
+        }
+        "correlation" => {
+            return Ok((
+                Operation::Covariance(Cov {
+                    ddof: 1,
+                    correlation: true,
+                }),
+                axes,
+            ))
+        }
         "quantile" => {
             if let Some(qs) = qs {
                 return Ok((Operation::Quantiles(qs), axes));

@@ -16,10 +16,12 @@
 //! Inside, `plan` plans reads, `fold` holds the per-chunk and per-group pieces and
 //! `quantile` gathers and interpolates.
 
+mod cov;
 mod fold;
 mod histogram;
 mod plan;
 mod quantile;
+pub use cov::Cov;
 pub use histogram::{
     auto_range, check_auto, counts_bytes, histogram_chunk, value_f64, Bins, Histogram,
     HistogramError, EXTRA_SLOTS, MAX_BINS,
@@ -58,6 +60,9 @@ pub enum Operation {
     /// Several quantiles in one pass, as `numpy.quantile(a, [q, ...])`: the output has a
     /// first axis of one entry per `q`.
     Quantiles(Quantiles),
+    /// A covariance or correlation matrix of a rank-2 selection (`numpy.cov`,
+    /// `numpy.corrcoef`).
+    Covariance(Cov),
     /// A histogram as `numpy.histogram` (with the elements outside the range and NaN
     /// counted apart).
     Histogram(Histogram),
@@ -133,6 +138,8 @@ impl Operation {
             Operation::Quantile(_) | Operation::Quantiles(_) => "quantile",
             Operation::Median => "median",
             Operation::Histogram(_) => "histogram",
+            Operation::Covariance(c) if c.correlation => "correlation",
+            Operation::Covariance(_) => "covariance",
         }
     }
 }
@@ -159,6 +166,8 @@ pub enum QueryError {
     },
     /// The quantile is outside `0 ..= 1`.
     Quantile(f64),
+    /// Covariance and correlation take a rank-2 dataset and one axis of observations.
+    CovRank(usize),
     /// A histogram's bins or range cannot be made.
     Histogram(HistogramError),
     /// A grid cell the selection needs has no readable index row.
@@ -200,7 +209,7 @@ impl QueryError {
             QueryError::Chunk(_) | QueryError::TooManyChunks { .. } => Category::Corrupt,
             QueryError::Fold { .. } => Category::Unsatisfiable,
             QueryError::Histogram(HistogramError::AutoNotFinite(..)) => Category::Unsatisfiable,
-            QueryError::Histogram(_) => Category::Usage,
+            QueryError::Histogram(_) | QueryError::CovRank(_) => Category::Usage,
             QueryError::Select(_)
             | QueryError::Axis { .. }
             | QueryError::AxisRepeated { .. }
@@ -236,6 +245,11 @@ impl fmt::Display for QueryError {
             }
             QueryError::Quantile(q) => write!(f, "quantile q = {q} is outside 0 ..= 1"),
             QueryError::Histogram(h) => write!(f, "{h}"),
+            QueryError::CovRank(n) => write!(
+                f,
+                "covariance and correlation take a 2-D dataset (this one has {n} axes) and \
+                 one axis of observations (axis 1, NumPy's rowvar=True, when none is given)"
+            ),
             QueryError::Chunk(c) => write!(f, "chunk {c} has no readable index row"),
             QueryError::TooManyChunks { rows } => write!(
                 f,
@@ -359,5 +373,6 @@ pub fn execute<'f, B: FrameBackend>(
         Operation::Quantiles(qs) => quantile(file, plan, Some(&qs.to_vec()), true, axes, dec),
         Operation::Median => quantile(file, plan, None, false, axes, dec),
         Operation::Histogram(h) => histogram::histogram(file, plan, h, axes, dec),
+        Operation::Covariance(c) => cov::covariance(file, plan, c, axes, dec),
     }
 }
