@@ -454,7 +454,17 @@ impl Acc {
                 let mut n = 0u64;
                 let mut nan = 0u64;
                 let mut inf = 0u64;
-                if T::FLOAT {
+                if T::FLOAT && r.stride == 1 {
+                    // Contiguous run: a plain pass over whole elements.
+                    let len = r.count.min(r.bytes.len().checked_div(T::SIZE).unwrap_or(0));
+                    let data = r.bytes.get(..len.saturating_mul(T::SIZE)).unwrap_or(&[]);
+                    for e in data.chunks_exact(T::SIZE) {
+                        let v = T::read(e).map_or(0.0, T::f64);
+                        nan = nan.wrapping_add(u64::from(v.is_nan()));
+                        inf = inf.wrapping_add(u64::from(v.is_infinite()));
+                    }
+                    n = u64::try_from(len).unwrap_or(u64::MAX);
+                } else if T::FLOAT {
                     for x in elems {
                         let v = x.f64();
                         n = n.wrapping_add(1);

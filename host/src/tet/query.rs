@@ -15,11 +15,11 @@ use rayon::prelude::*;
 use serde_json::{json, Value as Json};
 use tet_alloc::tet::decode::ChunkDecoder;
 use tet_alloc::tet::query::{
-    check_auto, chunk_partial, counts_bytes, decode_part, describe, execute, finish, groups,
-    groups_bytes, histogram_chunk, plan, position_coords, value_f64, Axes, Bins, Group, Histogram,
+    chunk_partial, chunk_range, counts_bytes, decode_part, describe, execute, finish, groups,
+    groups_bytes, histogram_chunk, plan, position_coords, Axes, Bins, ChunkRange, Group, Histogram,
     MergePiece, Operation, Output, QueryError, ReadPlan,
 };
-use tet_core::tet::fold::{Acc, Reduce, Value};
+use tet_core::tet::fold::{Acc, Value};
 use tet_core::tet::select::for_each_run;
 use tet_core::tet::{DType, Dataset, TetFile};
 
@@ -227,30 +227,22 @@ pub fn histogram_range<'f>(
     if plan_.selection.is_empty() {
         return Ok((0.0, 1.0));
     }
-    let parts: Vec<(Acc, Acc)> = (0..plan_.parts.len())
+    let parts: Vec<ChunkRange> = (0..plan_.parts.len())
         .into_par_iter()
         .map_init(
             || ChunkDecoder::new(CZstd::new(), budget),
-            |dec, i| -> Result<(Acc, Acc), QueryError> {
+            |dec, i| -> Result<ChunkRange, QueryError> {
                 let tile = decode_part(file, plan_, i, dec)?;
                 let part = plan_.parts.get(i).copied().unwrap_or_default();
-                Ok((
-                    chunk_partial(plan_, &part, tile, Reduce::Min),
-                    chunk_partial(plan_, &part, tile, Reduce::Max),
-                ))
+                Ok(chunk_range(plan_, &part, tile))
             },
         )
         .collect::<Result<Vec<_>, QueryError>>()?;
-    let (mut lo, mut hi) = (Acc::new(), Acc::new());
-    for (a, b) in &parts {
-        lo.merge(Reduce::Min, a);
-        hi.merge(Reduce::Max, b);
+    let mut all = ChunkRange::default();
+    for r in &parts {
+        all.merge(r);
     }
-    let dtype = plan_.dataset.dtype();
-    check_auto(
-        value_f64(lo.result(Reduce::Min, dtype)),
-        value_f64(hi.result(Reduce::Max, dtype)),
-    )
+    all.check()
 }
 
 /// A histogram on every thread: each thread counts its chunks into counts of its own

@@ -195,19 +195,69 @@ pub fn auto_range<'f, B: FrameBackend>(
     if plan.selection.is_empty() {
         return Ok((0.0, 1.0));
     }
-    let mut lo = Acc::new();
-    let mut hi = Acc::new();
+    let mut all = ChunkRange::default();
     for (i, part) in plan.parts.iter().enumerate() {
         let tile = decode_part(file, plan, i, dec)?;
-        lo.merge(Reduce::Min, &chunk_partial(plan, part, tile, Reduce::Min));
-        hi.merge(Reduce::Max, &chunk_partial(plan, part, tile, Reduce::Max));
+        all.merge(&chunk_range(plan, part, tile));
     }
+    all.check()
+}
+
+/// The smallest and largest elements a chunk's selection holds, and whether it holds a
+/// NaN: the pass that finds a histogram's range (exact, so partials merge in any order).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChunkRange {
+    lo: f64,
+    hi: f64,
+    nan: bool,
+}
+
+impl Default for ChunkRange {
+    fn default() -> Self {
+        ChunkRange {
+            lo: f64::INFINITY,
+            hi: f64::NEG_INFINITY,
+            nan: false,
+        }
+    }
+}
+
+impl ChunkRange {
+    /// Merges another chunk's range.
+    pub fn merge(&mut self, o: &ChunkRange) {
+        self.lo = self.lo.min(o.lo);
+        self.hi = self.hi.max(o.hi);
+        self.nan |= o.nan;
+    }
+
+    /// The range as NumPy's autodetection takes it (NaN or ±inf refused).
+    pub fn check(&self) -> Result<(f64, f64), QueryError> {
+        if self.nan {
+            return check_auto(f64::NAN, f64::NAN);
+        }
+        check_auto(self.lo, self.hi)
+    }
+}
+
+/// The [`ChunkRange`] of the selected elements of `part` in `tile`.
+pub fn chunk_range(plan: &ReadPlan<'_>, part: &ChunkPart, tile: &[u8]) -> ChunkRange {
     let dtype = plan.dataset.dtype();
-    let (lo, hi) = (
-        value_f64(lo.result(Reduce::Min, dtype)),
-        value_f64(hi.result(Reduce::Max, dtype)),
-    );
-    check_auto(lo, hi)
+    let mut r = ChunkRange::default();
+    for_each_run(&plan.dataset, &plan.selection, part, |run| {
+        for_each_f64(
+            dtype,
+            tile,
+            run.tile_index,
+            run.count,
+            run.tile_stride,
+            |v| {
+                r.nan |= v.is_nan();
+                r.lo = r.lo.min(v);
+                r.hi = r.hi.max(v);
+            },
+        );
+    });
+    r
 }
 
 /// A minimum or maximum as `f64` (NaN when there is none).

@@ -23,8 +23,8 @@ mod plan;
 mod quantile;
 pub use cov::Cov;
 pub use histogram::{
-    auto_range, check_auto, counts_bytes, histogram_chunk, value_f64, Bins, Histogram,
-    HistogramError, EXTRA_SLOTS, MAX_BINS,
+    auto_range, check_auto, chunk_range, counts_bytes, histogram_chunk, value_f64, Bins,
+    ChunkRange, Histogram, HistogramError, EXTRA_SLOTS, MAX_BINS,
 };
 use quantile::quantile;
 pub use quantile::{numpy_median, numpy_quantile, numpy_quantiles};
