@@ -964,6 +964,38 @@ pub fn for_each_f64(
     });
 }
 
+/// Folds each of `count` elements of `dtype` (as `f64`) starting at element `index` of
+/// `tile`, `stride` elements apart, in order, into `acc`: [`for_each_f64`] with the state
+/// passed by value, so a kernel's counters stay in registers.
+#[inline]
+pub fn fold_f64<A>(
+    dtype: DType,
+    tile: &[u8],
+    index: u64,
+    count: u64,
+    stride: u64,
+    mut acc: A,
+    mut f: impl FnMut(A, f64) -> A,
+) -> A {
+    let Some(r) = Run::new(dtype, tile, index, count, stride, 0, 0) else {
+        return acc;
+    };
+    with_elem!(dtype, T => {
+        if r.stride == 1 {
+            let len = r.count.min(r.bytes.len().checked_div(T::SIZE).unwrap_or(0));
+            let data = r.bytes.get(..len.saturating_mul(T::SIZE)).unwrap_or(&[]);
+            for e in data.chunks_exact(T::SIZE) {
+                acc = f(acc, T::read(e).map_or(0.0, T::f64));
+            }
+        } else {
+            for x in r.elements::<T>() {
+                acc = f(acc, x.f64());
+            }
+        }
+    });
+    acc
+}
+
 /// One little-endian element of `dtype` as `f64` (integers above 2^53 round), or `None`
 /// when `bytes` is not exactly one element.
 pub fn element_f64(dtype: DType, bytes: &[u8]) -> Option<f64> {

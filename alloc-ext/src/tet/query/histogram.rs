@@ -11,7 +11,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use tet_core::arith::u64_of;
-use tet_core::tet::fold::{for_each_f64, Value};
+use tet_core::tet::fold::{fold_f64, Value};
 use tet_core::tet::select::{for_each_run, ChunkPart};
 
 use super::*;
@@ -244,18 +244,16 @@ pub fn chunk_range(plan: &ReadPlan<'_>, part: &ChunkPart, tile: &[u8]) -> ChunkR
     let dtype = plan.dataset.dtype();
     let mut r = ChunkRange::default();
     for_each_run(&plan.dataset, &plan.selection, part, |run| {
-        for_each_f64(
+        let (lo, hi, nan) = fold_f64(
             dtype,
             tile,
             run.tile_index,
             run.count,
             run.tile_stride,
-            |v| {
-                r.nan |= v.is_nan();
-                r.lo = r.lo.min(v);
-                r.hi = r.hi.max(v);
-            },
+            (r.lo, r.hi, r.nan),
+            |(lo, hi, nan), v| (lo.min(v), hi.max(v), nan | v.is_nan()),
         );
+        r = ChunkRange { lo, hi, nan };
     });
     r
 }
@@ -311,16 +309,25 @@ pub fn histogram_chunk(
                 .saturating_mul(sel_shape.as_slice().get(d).copied().unwrap_or(1))
                 .saturating_add(r.ordinals.get(d).copied().unwrap_or(0));
         }
-        let mut base = usize::try_from(cell)
+        let base = usize::try_from(cell)
             .unwrap_or(usize::MAX)
             .saturating_mul(slots);
         let step = if last_kept { slots } else { 0 };
-        for_each_f64(dtype, tile, r.tile_index, r.count, r.tile_stride, |x| {
-            if let Some(c) = counts.get_mut(base.saturating_add(bins.slot(x))) {
-                *c = c.wrapping_add(1);
-            }
-            base = base.saturating_add(step);
-        });
+        // The position by value: kept in a register through the run.
+        fold_f64(
+            dtype,
+            tile,
+            r.tile_index,
+            r.count,
+            r.tile_stride,
+            base,
+            |base, x| {
+                if let Some(c) = counts.get_mut(base.saturating_add(bins.slot(x))) {
+                    *c = c.wrapping_add(1);
+                }
+                base.saturating_add(step)
+            },
+        );
     });
 }
 

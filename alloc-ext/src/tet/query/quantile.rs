@@ -5,7 +5,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use tet_core::arith::u64_of;
-use tet_core::tet::fold::{for_each_f64, FoldError, Value};
+use tet_core::tet::fold::{fold_f64, FoldError, Value};
 use tet_core::tet::select::for_each_run;
 use tet_core::tet::{DType, TetFile};
 
@@ -141,13 +141,25 @@ fn gather<'f, B: FrameBackend, K: Copy>(
                     return;
                 };
                 if let (Some(b), Some(n)) = (buckets.get_mut(l), nan.get_mut(l)) {
-                    for_each_f64(dtype, tile, r.tile_index, r.count, r.tile_stride, |v| {
-                        if v.is_nan() {
-                            *n = true;
-                        } else {
-                            b.push(key(v));
-                        }
-                    });
+                    // The bucket and the flag by value: kept in registers through the run.
+                    let (kept, met) = fold_f64(
+                        dtype,
+                        tile,
+                        r.tile_index,
+                        r.count,
+                        r.tile_stride,
+                        (core::mem::take(b), *n),
+                        |(mut b, met), v| {
+                            if v.is_nan() {
+                                (b, true)
+                            } else {
+                                b.push(key(v));
+                                (b, met)
+                            }
+                        },
+                    );
+                    *b = kept;
+                    *n = met;
                 }
                 return;
             }
