@@ -287,8 +287,13 @@ pub enum Command {
         #[arg(long)]
         name: Option<String>,
         /// Replace the output file when it exists.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "append")]
         force: bool,
+        /// Add the input's arrays to OUTPUT, an existing .tet file, as new datasets: the
+        /// file is written again atomically, its datasets' stored bytes copied as they
+        /// are, its history and metadata kept, one history row added.
+        #[arg(long)]
+        append: bool,
         /// Dimension names, one per axis: [DATASET:]time,lat,lon (repeatable; without
         /// DATASET, every array of the input).
         #[arg(long, value_name = "[DATASET:]NAMES")]

@@ -266,6 +266,7 @@ fn dispatch(command: Command) -> Exit {
             level,
             name,
             force,
+            append,
             dims,
             attr,
             coord,
@@ -291,6 +292,7 @@ fn dispatch(command: Command) -> Exit {
                     level,
                     name,
                     force,
+                    append,
                     meta: tet::convert::MetaArgs {
                         dims,
                         attrs: attr,
