@@ -326,3 +326,56 @@ fn refusals_name_the_rule() {
     assert_eq!(c, 16, "{e}");
     assert!(e.contains("has 70 entries (at most 64)"), "{e}");
 }
+
+/// A `_FillValue` a float32 cannot hold exactly (1e20, CMIP's; -9999.9) marks the
+/// elements that store it, as NumPy's `a == 1e20` does for a float32 `a`.
+#[test]
+fn a_fill_value_matches_in_the_datasets_precision() {
+    let d = dir().join("fill32");
+    std::fs::create_dir_all(&d).unwrap();
+    let v = [1.0f32, 1e20, 3.0, -9999.9, 5.0, 1e20];
+    std::fs::write(d.join("f.npy"), npy("<f4", false, &[2, 3], &f32s(&v))).unwrap();
+    let p = |n: &str| d.join(n).to_str().unwrap().to_string();
+    for (fill, nulls, mean) in [("1e20", 2, "-2497.725"), ("-9999.9", 1, "4e19")] {
+        let (code, _, e) = run(&[
+            "convert",
+            &p("f.npy"),
+            &p("f.tet"),
+            "--force",
+            "--attr",
+            &format!("_FillValue={fill}"),
+        ]);
+        assert_eq!(code, 0, "{e}");
+        let (code, o, e) = run(&[
+            "query",
+            r#"{"dataset": "f", "null_count": []}"#,
+            "-t",
+            &p("f.tet"),
+        ]);
+        assert_eq!(code, 0, "{e}");
+        let out: serde_json::Value = serde_json::from_str(&o).unwrap();
+        assert_eq!(out["result"], nulls, "fill {fill}: {o}");
+        let (_, o, _) = run(&[
+            "query",
+            r#"{"dataset": "f", "nan_mean": []}"#,
+            "-t",
+            &p("f.tet"),
+        ]);
+        let out: serde_json::Value = serde_json::from_str(&o).unwrap();
+        let got = out["result"].as_f64().unwrap();
+        let want: f64 = mean.parse().unwrap();
+        assert!(
+            (got - want).abs() <= 1e-6 * want.abs(),
+            "fill {fill}: nan_mean {got}, want {want}"
+        );
+    }
+    // The query's own fill is compared the same way.
+    let (_, o, _) = run(&[
+        "query",
+        r#"{"dataset": "f", "null_count": {"fill": 1e20}}"#,
+        "-t",
+        &p("f.tet"),
+    ]);
+    let out: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(out["result"], 2, "{o}");
+}
