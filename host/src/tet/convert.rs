@@ -516,8 +516,37 @@ fn axis_metadata(
         let n = tet_alloc::tet::meta::parse(text.as_bytes(), 0).map_err(|e| e.message)?;
         m.datasets = n.datasets;
     }
+    // The .npz members named as coordinates: an option without a dataset leaves them
+    // alone (a coordinate dataset is its own axis, named after it).
+    let members: Vec<String> = coords
+        .iter()
+        .filter(|(_, c)| c.path.is_none())
+        .filter_map(|(_, c)| {
+            args.coords
+                .iter()
+                .filter_map(|a| key_value(target(a).1, "--coord").ok())
+                .find(|(d, _)| *d == c.dim)
+                .map(|(_, s)| s.to_string())
+        })
+        .collect();
+    for name in &members {
+        if let Some((_, a)) = arrays.iter().find(|(n, _)| n == name) {
+            if a.shape.len() != 1 || a.scalar {
+                return Err(format!(
+                    "--coord ...={name}: a coordinate is a 1-D array; member '{name}' has shape \
+                     {:?}",
+                    a.shape
+                ));
+            }
+        }
+    }
     let all = |ds: Option<&str>, what: &str| -> Result<Vec<String>, String> {
         match ds {
+            None if data_names.len() > 1 => Ok(data_names
+                .iter()
+                .filter(|n| !members.contains(n))
+                .cloned()
+                .collect()),
             None => Ok(data_names.to_vec()),
             Some(d) if arrays.iter().any(|(n, _)| n == d) => Ok(vec![d.to_string()]),
             Some(d) => Err(format!("{what}: no dataset '{d}' in the output")),
@@ -552,13 +581,21 @@ fn axis_metadata(
         if ds.is_some() || t.len() <= 1 {
             return Ok::<Vec<String>, String>(t);
         }
-        Ok(t.into_iter()
+        let named: Vec<String> = t
+            .into_iter()
             .filter(|d| {
                 m.dataset(d)
                     .and_then(|e| e.dim_names.as_ref())
                     .is_some_and(|n| n.iter().any(|x| x == dim))
             })
-            .collect())
+            .collect();
+        if named.is_empty() {
+            // A misspelt dimension is said, as it is for a .npy input.
+            return Err(format!(
+                "{what} {dim}=...: no array of the input has a dimension named '{dim}'                  (name the axes with --dims, or give the dataset: {what} DATASET:{dim}=...)"
+            ));
+        }
+        Ok(named)
     };
     for (ds, c) in coords {
         let targets = having(&m, ds.as_deref(), &c.dim, "--coord")?;
@@ -573,11 +610,22 @@ fn axis_metadata(
                 .find(|(d, _)| *d == c.dim)
                 .map(|(_, s)| s.to_string())
                 .unwrap_or_default();
-            if !arrays.iter().any(|(n, _)| *n == member) {
-                return Err(format!(
-                    "--coord {}={member}: no such file, and no member '{member}' in the archive",
-                    c.dim
-                ));
+            match arrays.iter().find(|(n, _)| *n == member) {
+                None => {
+                    return Err(format!(
+                        "--coord {}={member}: no such file, and no member '{member}' in the \
+                         archive",
+                        c.dim
+                    ))
+                }
+                Some((_, a)) if a.shape.len() != 1 || a.scalar => {
+                    return Err(format!(
+                        "--coord {}={member}: a coordinate is a 1-D array; member '{member}' \
+                         has shape {:?}",
+                        c.dim, a.shape
+                    ))
+                }
+                Some(_) => {}
             }
             member
         };
@@ -600,6 +648,14 @@ fn axis_metadata(
         let (dim, list) = key_value(rest, "--labels")?;
         let labels: Vec<String> = list.split(',').map(str::to_string).collect();
         for d in having(&m, ds, dim, "--labels")? {
+            if m.dataset(&d)
+                .is_some_and(|e| e.coords.iter().any(|(k, _)| k == dim))
+            {
+                return Err(format!(
+                    "--labels {dim}=... and --coord {dim}=... both give axis '{dim}' of \
+                     '{d}' a coordinate; an axis has at most one"
+                ));
+            }
             m.edit(&d, |e| {
                 e.coords.retain(|(k, _)| k != dim);
                 e.coords
