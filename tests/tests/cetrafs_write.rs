@@ -140,3 +140,384 @@ fn operations_leave_a_clean_image_that_reads_back() {
     .unwrap();
     assert_eq!(n, 1);
 }
+
+/// A seeded xorshift: the same sequence on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn pick<T: Copy>(&mut self, v: &[T]) -> Option<T> {
+        (!v.is_empty()).then(|| v[self.below(v.len() as u64) as usize])
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Kind {
+    File(Vec<u8>),
+    Dir(BTreeMap<Vec<u8>, u64>),
+    Link(Vec<u8>),
+}
+
+#[derive(Clone, Debug)]
+struct MNode {
+    kind: Kind,
+    mode: u32,
+    nlink: u32,
+    parent: u64,
+    xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+/// The tree as the operations should leave it, by inode number.
+#[derive(Clone, Debug)]
+struct Model {
+    nodes: BTreeMap<u64, MNode>,
+}
+
+impl Model {
+    fn dir(&self, ino: u64) -> &BTreeMap<Vec<u8>, u64> {
+        match &self.nodes[&ino].kind {
+            Kind::Dir(d) => d,
+            _ => panic!("not a dir"),
+        }
+    }
+    fn dir_mut(&mut self, ino: u64) -> &mut BTreeMap<Vec<u8>, u64> {
+        match &mut self.nodes.get_mut(&ino).unwrap().kind {
+            Kind::Dir(d) => d,
+            _ => panic!("not a dir"),
+        }
+    }
+    fn is_dir(&self, ino: u64) -> bool {
+        matches!(self.nodes[&ino].kind, Kind::Dir(_))
+    }
+    fn dirs(&self) -> Vec<u64> {
+        self.nodes.keys().copied().filter(|i| self.is_dir(*i)).collect()
+    }
+    fn files(&self) -> Vec<u64> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| matches!(n.kind, Kind::File(_)))
+            .map(|(i, _)| *i)
+            .collect()
+    }
+    /// (dir, name) of every entry.
+    fn entries(&self) -> Vec<(u64, Vec<u8>, u64)> {
+        let mut v = Vec::new();
+        for d in self.dirs() {
+            for (n, i) in self.dir(d) {
+                v.push((d, n.clone(), *i));
+            }
+        }
+        v
+    }
+    fn drop_name(&mut self, ino: u64) {
+        let n = self.nodes.get_mut(&ino).unwrap();
+        n.nlink -= 1;
+        if n.nlink == 0 || matches!(n.kind, Kind::Dir(_)) {
+            self.nodes.remove(&ino);
+        }
+    }
+    fn within(&self, mut d: u64, top: u64) -> bool {
+        loop {
+            if d == top {
+                return true;
+            }
+            let p = self.nodes[&d].parent;
+            if p == d {
+                return false;
+            }
+            d = p;
+        }
+    }
+}
+
+const NAMES: [&[u8]; 6] = [b"a", b"b", b"c", b"dd", b"e.txt", b"f"];
+
+/// Imports the image's tree (before any operation) into a model.
+fn model_of(img: &[u8]) -> Model {
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(img), &mut bufs.data).unwrap();
+    let mut m = Model { nodes: BTreeMap::new() };
+    let mut todo = vec![1u64];
+    while let Some(d) = todo.pop() {
+        let ino = fs.inode(d, &mut bufs.data).unwrap();
+        let mut entries = Vec::new();
+        fs.read_dir(&ino, &mut bufs, |e| {
+            entries.push((e.name().to_vec(), e.inode));
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+        let mut map = BTreeMap::new();
+        for (name, i) in entries {
+            map.insert(name, i);
+            let c = fs.inode(i, &mut bufs.data).unwrap();
+            if c.is_dir() {
+                todo.push(i);
+            } else if !m.nodes.contains_key(&i) {
+                let mut data = vec![0u8; c.size() as usize];
+                fs.read(&c, 0, &mut data, &mut bufs).unwrap();
+                m.nodes.insert(
+                    i,
+                    MNode {
+                        kind: if c.is_symlink() { Kind::Link(data) } else { Kind::File(data) },
+                        mode: c.raw().mode.get() & 0o7777,
+                        nlink: c.raw().nlink.get(),
+                        parent: 0,
+                        xattrs: BTreeMap::new(),
+                    },
+                );
+            }
+        }
+        m.nodes.insert(
+            d,
+            MNode {
+                kind: Kind::Dir(map),
+                mode: ino.raw().mode.get() & 0o7777,
+                nlink: ino.raw().nlink.get(),
+                parent: ino.raw().parent.get(),
+                xattrs: BTreeMap::new(),
+            },
+        );
+    }
+    m
+}
+
+/// Every node of the model reads from the image as modelled; nothing else is there.
+fn assert_matches(img: &[u8], m: &Model, context: &str) {
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(img), &mut bufs.data).unwrap();
+    let mut seen = 0usize;
+    let mut todo = vec![1u64];
+    let mut visited = std::collections::BTreeSet::new();
+    while let Some(d) = todo.pop() {
+        let ino = fs.inode(d, &mut bufs.data).unwrap();
+        let mut got = BTreeMap::new();
+        fs.read_dir(&ino, &mut bufs, |e| {
+            got.insert(e.name().to_vec(), e.inode);
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert_eq!(&got, m.dir(d), "{context}: entries of dir {d}");
+        for i in got.values() {
+            if !visited.insert(*i) {
+                continue;
+            }
+            seen += 1;
+            let n = &m.nodes[i];
+            let c = fs.inode(*i, &mut bufs.data).unwrap();
+            assert_eq!(c.raw().mode.get() & 0o7777, n.mode, "{context}: mode of {i}");
+            assert_eq!(c.raw().nlink.get(), n.nlink, "{context}: nlink of {i}");
+            let mut xs = BTreeMap::new();
+            fs.xattrs(&c, &mut bufs, |x| {
+                xs.insert(x.key().to_vec(), x.value().to_vec());
+                std::ops::ControlFlow::Continue(())
+            })
+            .unwrap();
+            assert_eq!(xs, n.xattrs, "{context}: xattrs of {i}");
+            match &n.kind {
+                Kind::Dir(_) => todo.push(*i),
+                Kind::File(data) | Kind::Link(data) => {
+                    let mut out = vec![0u8; c.size() as usize];
+                    fs.read(&c, 0, &mut out, &mut bufs).unwrap();
+                    assert!(out == *data, "{context}: contents of {i} ({} vs {} bytes)", out.len(), data.len());
+                }
+            }
+        }
+    }
+    assert_eq!(seen + 1, m.nodes.len(), "{context}: nodes reachable");
+}
+
+/// One random operation, applied to the model and the writer; their outcomes agree.
+fn step(w: &mut Writer<&MemDeviceMut<'_>>, m: &mut Model, r: &mut Rng) -> String {
+    let name = r.pick(&NAMES).unwrap().to_vec();
+    let dir = r.pick(&m.dirs()).unwrap();
+    let exists = m.dir(dir).get(&name).copied();
+    let op = r.below(13);
+    let desc = format!("op {op} dir {dir} name {:?}", String::from_utf8_lossy(&name));
+    let expect_ok = |res: Result<(), WriteError>, want: Option<Errno>, desc: &str| match (res, want) {
+        (Ok(()), None) => {}
+        (Err(e), Some(x)) => assert_eq!(e.errno(), x, "{desc}"),
+        (got, want) => panic!("{desc}: got {got:?}, want {want:?}"),
+    };
+    match op {
+        0 | 1 => {
+            let res = w.create(dir, &name, 0o644, 0, 0);
+            match exists {
+                Some(_) => assert_eq!(res.unwrap_err().errno(), Errno::EEXIST, "{desc}"),
+                None => {
+                    let i = res.unwrap();
+                    m.dir_mut(dir).insert(name, i);
+                    m.nodes.insert(i, MNode { kind: Kind::File(Vec::new()), mode: 0o644, nlink: 1, parent: 0, xattrs: BTreeMap::new() });
+                }
+            }
+        }
+        2 => {
+            let res = w.mkdir(dir, &name, 0o755, 0, 0);
+            match exists {
+                Some(_) => assert_eq!(res.unwrap_err().errno(), Errno::EEXIST, "{desc}"),
+                None => {
+                    let i = res.unwrap();
+                    m.dir_mut(dir).insert(name, i);
+                    m.nodes.get_mut(&dir).unwrap().nlink += 1;
+                    m.nodes.insert(i, MNode { kind: Kind::Dir(BTreeMap::new()), mode: 0o755, nlink: 2, parent: dir, xattrs: BTreeMap::new() });
+                }
+            }
+        }
+        3 | 4 | 5 => {
+            let Some(f) = r.pick(&m.files()) else { return desc };
+            let Kind::File(data) = &mut m.nodes.get_mut(&f).unwrap().kind else { unreachable!() };
+            let len = [1, 100, B, 3 * B + 5, 40 * B][r.below(5) as usize];
+            let off = if r.below(3) == 0 { r.below(60 * B as u64) } else { data.len() as u64 };
+            let bytes: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
+            w.write(f, off, &bytes).unwrap();
+            let end = off as usize + len;
+            if data.len() < end {
+                data.resize(end, 0);
+            }
+            data[off as usize..end].copy_from_slice(&bytes);
+        }
+        6 => {
+            let Some(f) = r.pick(&m.files()) else { return desc };
+            let Kind::File(data) = &mut m.nodes.get_mut(&f).unwrap().kind else { unreachable!() };
+            let size = r.below(data.len() as u64 + 3 * B as u64);
+            w.truncate(f, size).unwrap();
+            data.resize(size as usize, 0);
+        }
+        7 => {
+            let res = w.unlink(dir, &name);
+            match exists {
+                None => expect_ok(res, Some(Errno::ENOENT), &desc),
+                Some(i) if m.is_dir(i) => expect_ok(res, Some(Errno::EISDIR), &desc),
+                Some(i) => {
+                    expect_ok(res, None, &desc);
+                    m.dir_mut(dir).remove(&name);
+                    m.drop_name(i);
+                }
+            }
+        }
+        8 => {
+            let res = w.rmdir(dir, &name);
+            match exists {
+                None => expect_ok(res, Some(Errno::ENOENT), &desc),
+                Some(i) if !m.is_dir(i) => expect_ok(res, Some(Errno::ENOTDIR), &desc),
+                Some(i) if !m.dir(i).is_empty() => expect_ok(res, Some(Errno::ENOTEMPTY), &desc),
+                Some(i) => {
+                    expect_ok(res, None, &desc);
+                    m.dir_mut(dir).remove(&name);
+                    m.nodes.remove(&i);
+                    m.nodes.get_mut(&dir).unwrap().nlink -= 1;
+                }
+            }
+        }
+        9 => {
+            let entries = m.entries();
+            let Some(k) = (!entries.is_empty()).then(|| r.below(entries.len() as u64) as usize) else { return desc };
+            let (sdir, sname, src) = entries[k].clone();
+            let desc = format!("{desc} rename {sdir}/{:?}", String::from_utf8_lossy(&sname));
+            let res = w.rename(sdir, &sname, dir, &name);
+            let src_dir = m.is_dir(src);
+            let want = match exists {
+                _ if src_dir && m.within(dir, src) && !(sdir == dir && exists == Some(src)) => Some(Errno::EINVAL),
+                Some(d) if d == src => None,
+                Some(d) if src_dir && !m.is_dir(d) => Some(Errno::ENOTDIR),
+                Some(d) if !src_dir && m.is_dir(d) => Some(Errno::EISDIR),
+                Some(d) if m.is_dir(d) && !m.dir(d).is_empty() => Some(Errno::ENOTEMPTY),
+                _ => None,
+            };
+            expect_ok(res, want, &desc);
+            if want.is_none() && exists != Some(src) {
+                if let Some(d) = exists {
+                    if m.is_dir(d) {
+                        m.nodes.remove(&d);
+                        m.nodes.get_mut(&dir).unwrap().nlink -= 1;
+                    } else {
+                        m.drop_name(d);
+                    }
+                }
+                m.dir_mut(sdir).remove(&sname);
+                m.dir_mut(dir).insert(name, src);
+                if src_dir && sdir != dir {
+                    m.nodes.get_mut(&src).unwrap().parent = dir;
+                    m.nodes.get_mut(&sdir).unwrap().nlink -= 1;
+                    m.nodes.get_mut(&dir).unwrap().nlink += 1;
+                }
+            }
+        }
+        10 => {
+            let Some(f) = r.pick(&m.files()) else { return desc };
+            let res = w.link(f, dir, &name);
+            match exists {
+                Some(_) => expect_ok(res, Some(Errno::EEXIST), &desc),
+                None => {
+                    expect_ok(res, None, &desc);
+                    m.dir_mut(dir).insert(name, f);
+                    m.nodes.get_mut(&f).unwrap().nlink += 1;
+                }
+            }
+        }
+        11 => {
+            let target: Vec<u8> = format!("t/{}", r.below(1000)).into_bytes();
+            let res = w.symlink(dir, &name, &target, 0, 0);
+            match exists {
+                Some(_) => assert_eq!(res.unwrap_err().errno(), Errno::EEXIST, "{desc}"),
+                None => {
+                    let i = res.unwrap();
+                    m.dir_mut(dir).insert(name, i);
+                    m.nodes.insert(i, MNode { kind: Kind::Link(target), mode: 0o777, nlink: 1, parent: 0, xattrs: BTreeMap::new() });
+                }
+            }
+        }
+        _ => {
+            let Some((_, _, i)) = r.pick(&m.entries().iter().map(|e| (0u64, 0u64, e.2)).collect::<Vec<_>>()) else { return desc };
+            let key = [&b"user.a"[..], b"user.bb", b"trusted.c"][r.below(3) as usize].to_vec();
+            match r.below(3) {
+                0 => {
+                    let res = w.remove_xattr(i, &key);
+                    let had = m.nodes.get_mut(&i).unwrap().xattrs.remove(&key).is_some();
+                    expect_ok(res, (!had).then_some(Errno::ENODATA), &desc);
+                }
+                1 => {
+                    let mode = r.below(0o7777) as u32;
+                    w.set_attr(i, &SetAttr { mode: Some(mode), ..SetAttr::default() }).unwrap();
+                    m.nodes.get_mut(&i).unwrap().mode = mode;
+                }
+                _ => {
+                    let v: Vec<u8> = (0..r.below(257)).map(|_| r.next() as u8).collect();
+                    w.set_xattr(i, &key, &v).unwrap();
+                    m.nodes.get_mut(&i).unwrap().xattrs.insert(key, v);
+                }
+            }
+        }
+    }
+    desc
+}
+
+#[test]
+fn random_operations_agree_with_the_model() {
+    let sequences: u64 = std::env::var("WRITE_MODEL_SEQUENCES").ok().and_then(|s| s.parse().ok()).unwrap_or(12);
+    for seed in 1..=sequences {
+        let mut img = image(16 << 20);
+        let mut m = model_of(&img);
+        let mut r = Rng(0x9E37_79B9_7F4A_7C15 ^ seed.wrapping_mul(0x1234_5678_9ABC_DEF1));
+        let ops = 60;
+        let mut log = Vec::new();
+        {
+            let dev = MemDeviceMut::new(&mut img);
+            let mut w = Writer::join(&dev, &opts()).unwrap();
+            for _ in 0..ops {
+                log.push(step(&mut w, &mut m, &mut r));
+            }
+            w.leave().unwrap();
+        }
+        let context = format!("seed {seed}, ops {log:?}");
+        assert_eq!(errors(&img), Vec::<String>::new(), "{context}: {:?}", all_findings(&img));
+        assert_matches(&img, &m, &context);
+    }
+}
