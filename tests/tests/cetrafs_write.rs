@@ -198,7 +198,11 @@ impl Model {
         matches!(self.nodes[&ino].kind, Kind::Dir(_))
     }
     fn dirs(&self) -> Vec<u64> {
-        self.nodes.keys().copied().filter(|i| self.is_dir(*i)).collect()
+        self.nodes
+            .keys()
+            .copied()
+            .filter(|i| self.is_dir(*i))
+            .collect()
     }
     fn files(&self) -> Vec<u64> {
         self.nodes
@@ -244,7 +248,9 @@ const NAMES: [&[u8]; 6] = [b"a", b"b", b"c", b"dd", b"e.txt", b"f"];
 fn model_of(img: &[u8]) -> Model {
     let mut bufs = Buffers::new();
     let fs = Fs::open(MemDevice::new(img), &mut bufs.data).unwrap();
-    let mut m = Model { nodes: BTreeMap::new() };
+    let mut m = Model {
+        nodes: BTreeMap::new(),
+    };
     let mut todo = vec![1u64];
     while let Some(d) = todo.pop() {
         let ino = fs.inode(d, &mut bufs.data).unwrap();
@@ -266,7 +272,11 @@ fn model_of(img: &[u8]) -> Model {
                 m.nodes.insert(
                     i,
                     MNode {
-                        kind: if c.is_symlink() { Kind::Link(data) } else { Kind::File(data) },
+                        kind: if c.is_symlink() {
+                            Kind::Link(data)
+                        } else {
+                            Kind::File(data)
+                        },
                         mode: c.raw().mode.get() & 0o7777,
                         nlink: c.raw().nlink.get(),
                         parent: 0,
@@ -312,7 +322,11 @@ fn assert_matches(img: &[u8], m: &Model, context: &str) {
             seen += 1;
             let n = &m.nodes[i];
             let c = fs.inode(*i, &mut bufs.data).unwrap();
-            assert_eq!(c.raw().mode.get() & 0o7777, n.mode, "{context}: mode of {i}");
+            assert_eq!(
+                c.raw().mode.get() & 0o7777,
+                n.mode,
+                "{context}: mode of {i}"
+            );
             assert_eq!(c.raw().nlink.get(), n.nlink, "{context}: nlink of {i}");
             let mut xs = BTreeMap::new();
             fs.xattrs(&c, &mut bufs, |x| {
@@ -326,7 +340,12 @@ fn assert_matches(img: &[u8], m: &Model, context: &str) {
                 Kind::File(data) | Kind::Link(data) => {
                     let mut out = vec![0u8; c.size() as usize];
                     fs.read(&c, 0, &mut out, &mut bufs).unwrap();
-                    assert!(out == *data, "{context}: contents of {i} ({} vs {} bytes)", out.len(), data.len());
+                    assert!(
+                        out == *data,
+                        "{context}: contents of {i} ({} vs {} bytes)",
+                        out.len(),
+                        data.len()
+                    );
                 }
             }
         }
@@ -340,8 +359,12 @@ fn step(w: &mut Writer<&MemDeviceMut<'_>>, m: &mut Model, r: &mut Rng) -> String
     let dir = r.pick(&m.dirs()).unwrap();
     let exists = m.dir(dir).get(&name).copied();
     let op = r.below(13);
-    let desc = format!("op {op} dir {dir} name {:?}", String::from_utf8_lossy(&name));
-    let expect_ok = |res: Result<(), WriteError>, want: Option<Errno>, desc: &str| match (res, want) {
+    let desc = format!(
+        "op {op} dir {dir} name {:?}",
+        String::from_utf8_lossy(&name)
+    );
+    let expect_ok = |res: Result<(), WriteError>, want: Option<Errno>, desc: &str| match (res, want)
+    {
         (Ok(()), None) => {}
         (Err(e), Some(x)) => assert_eq!(e.errno(), x, "{desc}"),
         (got, want) => panic!("{desc}: got {got:?}, want {want:?}"),
@@ -354,7 +377,16 @@ fn step(w: &mut Writer<&MemDeviceMut<'_>>, m: &mut Model, r: &mut Rng) -> String
                 None => {
                     let i = res.unwrap();
                     m.dir_mut(dir).insert(name, i);
-                    m.nodes.insert(i, MNode { kind: Kind::File(Vec::new()), mode: 0o644, nlink: 1, parent: 0, xattrs: BTreeMap::new() });
+                    m.nodes.insert(
+                        i,
+                        MNode {
+                            kind: Kind::File(Vec::new()),
+                            mode: 0o644,
+                            nlink: 1,
+                            parent: 0,
+                            xattrs: BTreeMap::new(),
+                        },
+                    );
                 }
             }
         }
@@ -366,15 +398,32 @@ fn step(w: &mut Writer<&MemDeviceMut<'_>>, m: &mut Model, r: &mut Rng) -> String
                     let i = res.unwrap();
                     m.dir_mut(dir).insert(name, i);
                     m.nodes.get_mut(&dir).unwrap().nlink += 1;
-                    m.nodes.insert(i, MNode { kind: Kind::Dir(BTreeMap::new()), mode: 0o755, nlink: 2, parent: dir, xattrs: BTreeMap::new() });
+                    m.nodes.insert(
+                        i,
+                        MNode {
+                            kind: Kind::Dir(BTreeMap::new()),
+                            mode: 0o755,
+                            nlink: 2,
+                            parent: dir,
+                            xattrs: BTreeMap::new(),
+                        },
+                    );
                 }
             }
         }
         3 | 4 | 5 => {
-            let Some(f) = r.pick(&m.files()) else { return desc };
-            let Kind::File(data) = &mut m.nodes.get_mut(&f).unwrap().kind else { unreachable!() };
+            let Some(f) = r.pick(&m.files()) else {
+                return desc;
+            };
+            let Kind::File(data) = &mut m.nodes.get_mut(&f).unwrap().kind else {
+                unreachable!()
+            };
             let len = [1, 100, B, 3 * B + 5, 40 * B][r.below(5) as usize];
-            let off = if r.below(3) == 0 { r.below(60 * B as u64) } else { data.len() as u64 };
+            let off = if r.below(3) == 0 {
+                r.below(60 * B as u64)
+            } else {
+                data.len() as u64
+            };
             let bytes: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
             w.write(f, off, &bytes).unwrap();
             let end = off as usize + len;
@@ -384,8 +433,12 @@ fn step(w: &mut Writer<&MemDeviceMut<'_>>, m: &mut Model, r: &mut Rng) -> String
             data[off as usize..end].copy_from_slice(&bytes);
         }
         6 => {
-            let Some(f) = r.pick(&m.files()) else { return desc };
-            let Kind::File(data) = &mut m.nodes.get_mut(&f).unwrap().kind else { unreachable!() };
+            let Some(f) = r.pick(&m.files()) else {
+                return desc;
+            };
+            let Kind::File(data) = &mut m.nodes.get_mut(&f).unwrap().kind else {
+                unreachable!()
+            };
             let size = r.below(data.len() as u64 + 3 * B as u64);
             w.truncate(f, size).unwrap();
             data.resize(size as usize, 0);
@@ -418,13 +471,18 @@ fn step(w: &mut Writer<&MemDeviceMut<'_>>, m: &mut Model, r: &mut Rng) -> String
         }
         9 => {
             let entries = m.entries();
-            let Some(k) = (!entries.is_empty()).then(|| r.below(entries.len() as u64) as usize) else { return desc };
+            let Some(k) = (!entries.is_empty()).then(|| r.below(entries.len() as u64) as usize)
+            else {
+                return desc;
+            };
             let (sdir, sname, src) = entries[k].clone();
             let desc = format!("{desc} rename {sdir}/{:?}", String::from_utf8_lossy(&sname));
             let res = w.rename(sdir, &sname, dir, &name);
             let src_dir = m.is_dir(src);
             let want = match exists {
-                _ if src_dir && m.within(dir, src) && !(sdir == dir && exists == Some(src)) => Some(Errno::EINVAL),
+                _ if src_dir && m.within(dir, src) && !(sdir == dir && exists == Some(src)) => {
+                    Some(Errno::EINVAL)
+                }
                 Some(d) if d == src => None,
                 Some(d) if src_dir && !m.is_dir(d) => Some(Errno::ENOTDIR),
                 Some(d) if !src_dir && m.is_dir(d) => Some(Errno::EISDIR),
@@ -451,7 +509,9 @@ fn step(w: &mut Writer<&MemDeviceMut<'_>>, m: &mut Model, r: &mut Rng) -> String
             }
         }
         10 => {
-            let Some(f) = r.pick(&m.files()) else { return desc };
+            let Some(f) = r.pick(&m.files()) else {
+                return desc;
+            };
             let res = w.link(f, dir, &name);
             match exists {
                 Some(_) => expect_ok(res, Some(Errno::EEXIST), &desc),
@@ -470,12 +530,28 @@ fn step(w: &mut Writer<&MemDeviceMut<'_>>, m: &mut Model, r: &mut Rng) -> String
                 None => {
                     let i = res.unwrap();
                     m.dir_mut(dir).insert(name, i);
-                    m.nodes.insert(i, MNode { kind: Kind::Link(target), mode: 0o777, nlink: 1, parent: 0, xattrs: BTreeMap::new() });
+                    m.nodes.insert(
+                        i,
+                        MNode {
+                            kind: Kind::Link(target),
+                            mode: 0o777,
+                            nlink: 1,
+                            parent: 0,
+                            xattrs: BTreeMap::new(),
+                        },
+                    );
                 }
             }
         }
         _ => {
-            let Some((_, _, i)) = r.pick(&m.entries().iter().map(|e| (0u64, 0u64, e.2)).collect::<Vec<_>>()) else { return desc };
+            let Some((_, _, i)) = r.pick(
+                &m.entries()
+                    .iter()
+                    .map(|e| (0u64, 0u64, e.2))
+                    .collect::<Vec<_>>(),
+            ) else {
+                return desc;
+            };
             let key = [&b"user.a"[..], b"user.bb", b"trusted.c"][r.below(3) as usize].to_vec();
             match r.below(3) {
                 0 => {
@@ -485,7 +561,14 @@ fn step(w: &mut Writer<&MemDeviceMut<'_>>, m: &mut Model, r: &mut Rng) -> String
                 }
                 1 => {
                     let mode = r.below(0o7777) as u32;
-                    w.set_attr(i, &SetAttr { mode: Some(mode), ..SetAttr::default() }).unwrap();
+                    w.set_attr(
+                        i,
+                        &SetAttr {
+                            mode: Some(mode),
+                            ..SetAttr::default()
+                        },
+                    )
+                    .unwrap();
                     m.nodes.get_mut(&i).unwrap().mode = mode;
                 }
                 _ => {
@@ -501,7 +584,10 @@ fn step(w: &mut Writer<&MemDeviceMut<'_>>, m: &mut Model, r: &mut Rng) -> String
 
 #[test]
 fn random_operations_agree_with_the_model() {
-    let sequences: u64 = std::env::var("WRITE_MODEL_SEQUENCES").ok().and_then(|s| s.parse().ok()).unwrap_or(12);
+    let sequences: u64 = std::env::var("WRITE_MODEL_SEQUENCES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
     for seed in 1..=sequences {
         let mut img = image(16 << 20);
         let mut m = model_of(&img);
@@ -517,7 +603,167 @@ fn random_operations_agree_with_the_model() {
             w.leave().unwrap();
         }
         let context = format!("seed {seed}, ops {log:?}");
-        assert_eq!(errors(&img), Vec::<String>::new(), "{context}: {:?}", all_findings(&img));
+        assert_eq!(
+            errors(&img),
+            Vec::<String>::new(),
+            "{context}: {:?}",
+            all_findings(&img)
+        );
         assert_matches(&img, &m, &context);
+    }
+}
+
+/// The tree as a reader sees it: path → (mode, nlink, contents or target, xattrs).
+type Dump = BTreeMap<Vec<u8>, (u32, u32, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>;
+
+fn dump(img: &[u8]) -> Dump {
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(img), &mut bufs.data).unwrap();
+    let mut out = Dump::new();
+    let mut todo = vec![(b"".to_vec(), 1u64)];
+    while let Some((path, d)) = todo.pop() {
+        let ino = fs.inode(d, &mut bufs.data).unwrap();
+        let mut entries = Vec::new();
+        fs.read_dir(&ino, &mut bufs, |e| {
+            entries.push((e.name().to_vec(), e.inode));
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+        for (name, i) in entries {
+            let mut p = path.clone();
+            p.push(b'/');
+            p.extend_from_slice(&name);
+            let c = fs.inode(i, &mut bufs.data).unwrap();
+            let mut xs = Vec::new();
+            fs.xattrs(&c, &mut bufs, |x| {
+                xs.push((x.key().to_vec(), x.value().to_vec()));
+                std::ops::ControlFlow::Continue(())
+            })
+            .unwrap();
+            xs.sort();
+            let mut data = Vec::new();
+            if c.is_dir() {
+                todo.push((p.clone(), i));
+            } else {
+                data = vec![0u8; c.size() as usize];
+                fs.read(&c, 0, &mut data, &mut bufs).unwrap();
+            }
+            out.insert(p, (c.raw().mode.get(), c.raw().nlink.get(), data, xs));
+        }
+    }
+    out
+}
+
+/// The operations of the power-cut run, each one transaction, the first `limit` of
+/// them. Returns how many completed, or how many had when the device failed.
+fn ops<D: tet_core::block::BlockDeviceMut>(
+    w: &mut Writer<D>,
+    limit: usize,
+) -> Result<usize, (usize, WriteError)> {
+    let mut done = 0usize;
+    macro_rules! step {
+        ($e:expr) => {
+            if done == limit {
+                return Ok(done);
+            }
+            $e.map_err(|e| (done, e))?;
+            done += 1;
+        };
+    }
+    let at = |w: &Writer<D>, p: &[u8], done: usize| w.resolve(p).map_err(|e| (done, e));
+    let old = at(w, b"/old", done)?;
+    let f = at(w, b"/old/f", done)?;
+    step!(w.mkdir(1, b"d", 0o755, 0, 0));
+    let d = at(w, b"/d", done)?;
+    step!(w.create(d, b"new", 0o644, 3, 4));
+    let n = at(w, b"/d/new", done)?;
+    step!(w.write(n, 0, &vec![0xA5; 9 * B + 1]));
+    step!(w.write(f, 7, b"overwritten in place"));
+    step!(w.set_xattr(n, b"user.x", b"1"));
+    step!(w.link(n, old, b"hard"));
+    step!(w.symlink(d, b"s", b"/d/new", 0, 0));
+    step!(w.rename(old, b"f", d, b"f2"));
+    step!(w.truncate(n, 2 * B as u64 + 9));
+    step!(w.set_attr(
+        n,
+        &SetAttr {
+            mode: Some(0o600),
+            ..SetAttr::default()
+        }
+    ));
+    step!(w.unlink(old, b"hard"));
+    step!(w.rmdir(1, b"old"));
+    Ok(done)
+}
+
+const OPS: usize = 12;
+
+#[test]
+fn a_power_cut_at_any_write_leaves_each_operation_wholly_there_or_absent() {
+    let base = image(8 << 20);
+    // The states between operations.
+    let mut states = Vec::new();
+    for k in 0..=OPS {
+        let mut copy = base.clone();
+        {
+            let dev = MemDeviceMut::new(&mut copy);
+            let mut w = Writer::join(&dev, &opts()).unwrap();
+            assert_eq!(ops(&mut w, k).unwrap(), k);
+            w.leave().unwrap();
+        }
+        assert_eq!(
+            errors(&copy),
+            Vec::<String>::new(),
+            "after {k} operations: {:?}",
+            all_findings(&copy)
+        );
+        states.push(dump(&copy));
+    }
+    assert_ne!(states[0], states[OPS]);
+    // The number of writes of the whole run (join and leave included).
+    let total = {
+        let mut img = base.clone();
+        let dev = PowerCut::new(&mut img, u64::MAX, 0);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        assert_eq!(ops(&mut w, OPS).unwrap(), OPS);
+        w.leave().unwrap();
+        dev.writes.get()
+    };
+    assert!(total > 50, "{total} writes");
+    for cut in 1..=total {
+        for tear in [0usize, 3] {
+            let mut img = base.clone();
+            let done = {
+                let dev = PowerCut::new(&mut img, cut, tear);
+                match Writer::join(&dev, &opts()) {
+                    Ok(mut w) => match ops(&mut w, OPS) {
+                        Ok(n) => {
+                            let _ = w.leave();
+                            n
+                        }
+                        Err((n, _)) => n,
+                    },
+                    Err(_) => 0,
+                }
+            };
+            // Recovery as the protocol defines it, then the checker and the tree.
+            recover(&MemDeviceMut::new(&mut img), ME).unwrap();
+            let context =
+                format!("cut after write {cut} of {total} (tear {tear}), {done} operations done");
+            assert_eq!(
+                errors(&img),
+                Vec::<String>::new(),
+                "{context}: {:?}",
+                all_findings(&img)
+            );
+            let now = dump(&img);
+            assert!(
+                now == states[done] || states.get(done + 1) == Some(&now),
+                "{context}: the tree is neither state {done} nor the next"
+            );
+            // And the node joins again.
+            let dev = MemDeviceMut::new(&mut img);
+            Writer::join(&dev, &opts()).unwrap().leave().unwrap();
+        }
     }
 }

@@ -131,15 +131,16 @@ impl<D: BlockDeviceMut> Writer<D> {
         }
         self.stale = u64::from(n);
         dev.flush()?;
-        // 3. Commit: the flag DIRTY.
-        self.set_flag(JOURNAL_DIRTY)?;
+        // 3. Commit: the flag DIRTY, naming the transaction the checkpoint writes (so a
+        //    checkpoint write torn by a cut is rewritten by replay, section 7).
+        self.set_flag(JOURNAL_DIRTY, txn)?;
         // 4. Checkpoint.
         for (target, new) in &t.blocks {
             dev.write_block(*target, new)?;
         }
         dev.flush()?;
         // 5. Clean again.
-        self.set_flag(JOURNAL_CLEAN)?;
+        self.set_flag(JOURNAL_CLEAN, 0)?;
         // 6. Free counts, by compare-and-write of the hot sectors.
         let mut zones: BTreeSet<u32> = BTreeSet::new();
         let touched: BTreeSet<u32> = t
@@ -168,8 +169,9 @@ impl<D: BlockDeviceMut> Writer<D> {
         Ok(())
     }
 
-    /// The node's journal flag set to `state` by compare-and-write (`seq` + 1), flushed.
-    pub(super) fn set_flag(&self, state: u32) -> Result<(), WriteError> {
+    /// The node's journal flag set to `state` and `replaying_txn` by compare-and-write
+    /// (`seq` + 1), flushed.
+    pub(super) fn set_flag(&self, state: u32, replaying_txn: u64) -> Result<(), WriteError> {
         let dev = self.fs.device();
         let lba = self.fs.journal_start(self.row);
         let mut b: Block = [0; BLOCK_SIZE];
@@ -177,6 +179,7 @@ impl<D: BlockDeviceMut> Writer<D> {
         let old = first_sector(&b);
         let mut f: RawJournalFlag = *flag.raw();
         f.state.set(state);
+        f.replaying_txn.set(replaying_txn);
         f.seq.set(f.seq.get().wrapping_add(1));
         f.checksum.set(crc32c_skipping(f.as_bytes(), 56));
         let mut new = old;
