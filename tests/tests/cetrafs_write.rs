@@ -133,11 +133,12 @@ fn operations_leave_a_clean_image_that_reads_back() {
     let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
     let ino = fs.resolve(b"/dir/file", &mut bufs).unwrap();
     let mut n = 0;
-    fs.for_each_extent(&ino, &mut bufs.tree, |_| {
-        n += 1;
-        Ok(std::ops::ControlFlow::Continue(()))
-    })
-    .unwrap();
+    let _ = fs
+        .for_each_extent(&ino, &mut bufs.tree, |_| {
+            n += 1;
+            Ok(std::ops::ControlFlow::Continue(()))
+        })
+        .unwrap();
     assert_eq!(n, 1);
 }
 
@@ -266,23 +267,20 @@ fn model_of(img: &[u8]) -> Model {
             let c = fs.inode(i, &mut bufs.data).unwrap();
             if c.is_dir() {
                 todo.push(i);
-            } else if !m.nodes.contains_key(&i) {
+            } else if let std::collections::btree_map::Entry::Vacant(v) = m.nodes.entry(i) {
                 let mut data = vec![0u8; c.size() as usize];
                 fs.read(&c, 0, &mut data, &mut bufs).unwrap();
-                m.nodes.insert(
-                    i,
-                    MNode {
-                        kind: if c.is_symlink() {
-                            Kind::Link(data)
-                        } else {
-                            Kind::File(data)
-                        },
-                        mode: c.raw().mode.get() & 0o7777,
-                        nlink: c.raw().nlink.get(),
-                        parent: 0,
-                        xattrs: BTreeMap::new(),
+                v.insert(MNode {
+                    kind: if c.is_symlink() {
+                        Kind::Link(data)
+                    } else {
+                        Kind::File(data)
                     },
-                );
+                    mode: c.raw().mode.get() & 0o7777,
+                    nlink: c.raw().nlink.get(),
+                    parent: 0,
+                    xattrs: BTreeMap::new(),
+                });
             }
         }
         m.nodes.insert(
@@ -411,7 +409,7 @@ fn step(w: &mut Writer<&MemDeviceMut<'_>>, m: &mut Model, r: &mut Rng) -> String
                 }
             }
         }
-        3 | 4 | 5 => {
+        3..=5 => {
             let Some(f) = r.pick(&m.files()) else {
                 return desc;
             };
@@ -747,7 +745,7 @@ fn a_power_cut_at_any_write_leaves_each_operation_wholly_there_or_absent() {
                 }
             };
             // Recovery as the protocol defines it, then the checker and the tree.
-            recover(&MemDeviceMut::new(&mut img), ME).unwrap();
+            recover(MemDeviceMut::new(&mut img), ME).unwrap();
             let context =
                 format!("cut after write {cut} of {total} (tear {tear}), {done} operations done");
             assert_eq!(
@@ -766,4 +764,143 @@ fn a_power_cut_at_any_write_leaves_each_operation_wholly_there_or_absent() {
             Writer::join(&dev, &opts()).unwrap().leave().unwrap();
         }
     }
+}
+
+#[test]
+fn operations_fail_with_the_unix_error_and_write_nothing() {
+    let mut img = image(8 << 20);
+    let before;
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let d = w.mkdir(1, b"d", 0o755, 0, 0).unwrap();
+        let sub = w.mkdir(d, b"sub", 0o755, 0, 0).unwrap();
+        let f = w.create(d, b"f", 0o644, 0, 0).unwrap();
+        w.write(f, 0, b"x").unwrap();
+        let e = |r: Result<u64, WriteError>| r.unwrap_err().errno();
+        let u = |r: Result<(), WriteError>| r.unwrap_err().errno();
+        assert_eq!(
+            e(w.create(d, &[b'n'; 256], 0o644, 0, 0)),
+            Errno::ENAMETOOLONG
+        );
+        assert_eq!(e(w.create(d, b"a/b", 0o644, 0, 0)), Errno::EINVAL);
+        assert_eq!(e(w.create(d, b"..", 0o644, 0, 0)), Errno::EINVAL);
+        assert_eq!(e(w.create(d, b"f", 0o644, 0, 0)), Errno::EEXIST);
+        assert_eq!(e(w.mkdir(d, b"sub", 0o755, 0, 0)), Errno::EEXIST);
+        assert_eq!(e(w.create(f, b"x", 0o644, 0, 0)), Errno::ENOTDIR);
+        assert_eq!(e(w.resolve(b"/d/missing")), Errno::ENOENT);
+        assert_eq!(e(w.resolve(b"/d/f/x")), Errno::ENOTDIR);
+        assert_eq!(u(w.unlink(1, b"d")), Errno::EISDIR);
+        assert_eq!(u(w.rmdir(1, b"d")), Errno::ENOTEMPTY);
+        assert_eq!(u(w.rmdir(d, b"f")), Errno::ENOTDIR);
+        assert_eq!(u(w.rename(1, b"d", sub, b"d")), Errno::EINVAL);
+        assert_eq!(u(w.rename(d, b"f", 1, b"old")), Errno::EISDIR);
+        assert_eq!(u(w.rename(1, b"d", 1, b"old")), Errno::ENOTEMPTY);
+        assert_eq!(u(w.link(d, 1, b"dl")), Errno::EPERM);
+        assert_eq!(u(w.write(d, 0, b"x")), Errno::EISDIR);
+        assert_eq!(u(w.truncate(d, 0)), Errno::EISDIR);
+        assert_eq!(u(w.remove_xattr(f, b"user.none")), Errno::ENODATA);
+        assert_eq!(u(w.set_xattr(f, b"user.big", &[0; 257])), Errno::E2BIG);
+        assert_eq!(u(w.set_xattr(f, &[b'k'; 65], b"v")), Errno::ENAMETOOLONG);
+        assert_eq!(u(w.write(f, 1 << 44, b"x")), Errno::EFBIG);
+        w.leave().unwrap();
+    }
+    before = img.clone();
+    assert_eq!(errors(&img), Vec::<String>::new());
+    // Filling the image: ENOSPC, and what was written before it is consistent.
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.create(1, b"big", 0o644, 0, 0).unwrap();
+        let chunk = vec![7u8; 64 * B];
+        let mut off = 0u64;
+        let err = loop {
+            match w.write(f, off, &chunk) {
+                Ok(()) => off += chunk.len() as u64,
+                Err(e) => break e,
+            }
+            assert!(off < 16 << 20, "never ran out of space");
+        };
+        assert_eq!(err.errno(), Errno::ENOSPC);
+        w.leave().unwrap();
+    }
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert_ne!(img, before);
+}
+
+#[test]
+fn a_join_is_refused_while_another_node_is_active_or_a_journal_is_dirty() {
+    use tet_alloc::cetrafs::testing::{register_node, write_journal_txn};
+    let mut img = image(8 << 20);
+    register_node(&mut img, 0, 0x55, 1, b"other").unwrap();
+    let dev = MemDeviceMut::new(&mut img);
+    let e = Writer::join(&dev, &opts()).err().unwrap();
+    assert!(
+        matches!(
+            e,
+            WriteError::NodeActive {
+                row: 0,
+                node_id: 0x55,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("--node-id 0x55 --force"), "{e}");
+    drop(dev);
+    let mut img = image(8 << 20);
+    register_node(&mut img, 0, 0x55, 3, b"other").unwrap();
+    let target = {
+        let mut bufs = Buffers::new();
+        let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+        fs.superblock().raw().inode_table_start.get() + 1
+    };
+    let root = img[target as usize * B..(target as usize + 1) * B].to_vec();
+    write_journal_txn(&mut img, 0, 0, 5, &[(target, root, false)], true, true).unwrap();
+    let dev = MemDeviceMut::new(&mut img);
+    let e = Writer::join(&dev, &opts()).err().unwrap();
+    assert!(matches!(e, WriteError::NeedsReplay { row: 0, .. }), "{e:?}");
+}
+
+#[test]
+fn a_crashed_writer_is_recovered_by_its_next_join() {
+    let mut img = image(8 << 20);
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.create(1, b"f", 0o644, 0, 0).unwrap();
+        w.write(f, 0, &vec![1u8; 10 * B]).unwrap();
+        // Dropped without leaving: the row stays ACTIVE, zone group 0 owned.
+    }
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.resolve(b"/f").unwrap();
+        w.write(f, 10 * B as u64, b"more").unwrap();
+        w.leave().unwrap();
+    }
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    let mut want = vec![1u8; 10 * B];
+    want.extend_from_slice(b"more");
+    assert_eq!(read_file(&img, b"/f").unwrap(), want);
+    // Written sequentially in pieces: one extent.
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+    let ino = fs.resolve(b"/f", &mut bufs).unwrap();
+    let mut n = 0;
+    let _ = fs.for_each_extent(&ino, &mut bufs.tree, |_| {
+        n += 1;
+        Ok(std::ops::ControlFlow::Continue(()))
+    });
+    assert_eq!(n, 1);
 }
