@@ -769,7 +769,6 @@ fn a_power_cut_at_any_write_leaves_each_operation_wholly_there_or_absent() {
 #[test]
 fn operations_fail_with_the_unix_error_and_write_nothing() {
     let mut img = image(8 << 20);
-    let before;
     {
         let dev = MemDeviceMut::new(&mut img);
         let mut w = Writer::join(&dev, &opts()).unwrap();
@@ -805,7 +804,7 @@ fn operations_fail_with_the_unix_error_and_write_nothing() {
         assert_eq!(u(w.write(f, 1 << 44, b"x")), Errno::EFBIG);
         w.leave().unwrap();
     }
-    before = img.clone();
+    let before = img.clone();
     assert_eq!(errors(&img), Vec::<String>::new());
     // Filling the image: ENOSPC, and what was written before it is consistent.
     {
@@ -852,7 +851,6 @@ fn a_join_is_refused_while_another_node_is_active_or_a_journal_is_dirty() {
         "{e:?}"
     );
     assert!(e.to_string().contains("--node-id 0x55 --force"), "{e}");
-    drop(dev);
     let mut img = image(8 << 20);
     register_node(&mut img, 0, 0x55, 3, b"other").unwrap();
     let target = {
