@@ -60,6 +60,20 @@ pub fn replay(
             return Exit::of(e.category());
         }
     };
+    // A crashed writer (docs/cetrafs.md section 15): with --force, the node named by
+    // --node-id is recovered (its zone groups released with their counts from the
+    // bitmaps, its row LEFT), without a second node.
+    let recovered = if force {
+        match tet_alloc::cetrafs::write::recover(dev, node_id) {
+            Ok(r) => r.row.map(|row| (row, r.released)),
+            Err(e) => {
+                crate::say!("{}: recovering node {node_id:#x}: {e}", path.display());
+                return Exit::Operational;
+            }
+        }
+    } else {
+        None
+    };
     match output {
         Output::Json => {
             println!(
@@ -67,6 +81,7 @@ pub fn replay(
                 json!({"file": path.display().to_string(), "journals": report.journals,
                        "written": report.written, "already_applied": report.already,
                        "conflicts": report.conflicts,
+                       "recovered": recovered.map(|(row, zones)| json!({"row": row, "zone_groups_released": zones})),
                        "findings": conflicts.iter().map(|f| rendered(f).json()).collect::<Vec<_>>()})
             );
             crate::report::printed();
@@ -89,9 +104,17 @@ pub fn replay(
             }
         }
     }
+    if output != Output::Json {
+        if let Some((row, zones)) = recovered {
+            println!(
+                "{}: recovered node {node_id:#x}: {zones} zone group(s) released, registry row {row} LEFT",
+                path.display()
+            );
+        }
+    }
     if report.conflicts > 0 {
         Exit::Problems
-    } else if report.journals > 0 {
+    } else if report.journals > 0 || recovered.is_some() {
         Exit::Fixed
     } else {
         Exit::Clean
