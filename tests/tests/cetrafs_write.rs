@@ -369,7 +369,24 @@ fn step(w: &mut Writer<&MemDeviceMut<'_>>, m: &mut Model, r: &mut Rng) -> String
     };
     match op {
         0 | 1 => {
-            let res = w.create(dir, &name, 0o644, 0, 0);
+            // `create`, or `create_file` with contents (zero blocks among them).
+            let mut data: Vec<u8> = Vec::new();
+            if op == 1 {
+                data = (0..r.below(6 * B as u64)).map(|_| r.next() as u8).collect();
+                if data.len() > 2 * B {
+                    data[B..2 * B].fill(0);
+                }
+            }
+            let res = if op == 0 {
+                w.create(dir, &name, 0o644, 0, 0)
+            } else {
+                let a = SetAttr {
+                    mode: Some(0o644),
+                    mtime_ns: Some(7),
+                    ..SetAttr::default()
+                };
+                w.create_file(dir, &name, &a, &data)
+            };
             match exists {
                 Some(_) => assert_eq!(res.unwrap_err().errno(), Errno::EEXIST, "{desc}"),
                 None => {
@@ -378,7 +395,7 @@ fn step(w: &mut Writer<&MemDeviceMut<'_>>, m: &mut Model, r: &mut Rng) -> String
                     m.nodes.insert(
                         i,
                         MNode {
-                            kind: Kind::File(Vec::new()),
+                            kind: Kind::File(data),
                             mode: 0o644,
                             nlink: 1,
                             parent: 0,

@@ -23,6 +23,9 @@ use crate::Exit;
 /// The node id the offline commands join as (and `replay --node-id` recovers).
 pub const OFFLINE_NODE_ID: u64 = 0x7E7;
 
+/// Files up to this size are put in one transaction (larger ones in 16 MiB pieces).
+const ONE_TRANSACTION: u64 = 1 << 20;
+
 /// Options every writing command takes.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Node {
@@ -366,6 +369,8 @@ fn put_tree(
     let ctx = |e: &WriteError| fail(format!("cannot create '{}'", src.display()), e);
     let ft = md.file_type();
     let existing = w.lookup(dir, name).ok();
+    // Whether the inode already has its mode, owner and times.
+    let mut attrs_done = false;
     let ino = if ft.is_dir() {
         match existing {
             Some(i)
@@ -399,6 +404,28 @@ fn put_tree(
             })?;
             w.symlink(dir, name, t.as_os_str().as_bytes(), md.uid(), md.gid())
                 .map_err(|e| ctx(&e))?
+        } else if ft.is_file() && md.len() <= ONE_TRANSACTION {
+            // A small file in one transaction: whole or absent.
+            let data = std::fs::read(src).map_err(|e| {
+                Fail(
+                    format!("cannot read '{}': {e}", src.display()),
+                    Exit::Operational,
+                )
+            })?;
+            let attr = SetAttr {
+                mode: Some(md.mode()),
+                uid: Some(md.uid()),
+                gid: Some(md.gid()),
+                ..SetAttr::default()
+            };
+            let attr = SetAttr {
+                atime_ns: Some(ns(md.atime(), md.atime_nsec())),
+                mtime_ns: Some(ns(md.mtime(), md.mtime_nsec())),
+                ..attr
+            };
+            attrs_done = true;
+            w.create_file(dir, name, &attr, &data)
+                .map_err(|e| ctx(&e))?
         } else if ft.is_file() {
             let ino = w
                 .create(dir, name, md.mode(), md.uid(), md.gid())
@@ -409,7 +436,7 @@ fn put_tree(
                     Exit::Operational,
                 )
             })?;
-            let mut buf = vec![0u8; 1 << 20];
+            let mut buf = vec![0u8; 16 << 20];
             let mut off = 0u64;
             loop {
                 let n = file.read(&mut buf).map_err(|e| {
@@ -471,12 +498,9 @@ fn put_tree(
             put_tree(w, &src.join(&n), ino, n.as_bytes(), links)?;
         }
     }
-    let ns = |s: i64, n: i64| -> u64 {
-        u64::try_from(s)
-            .unwrap_or(0)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(u64::try_from(n).unwrap_or(0))
-    };
+    if attrs_done {
+        return Ok(());
+    }
     let attr = SetAttr {
         mode: (!ft.is_symlink()).then_some(md.mode() & 0o7777),
         uid: Some(md.uid()),
@@ -485,6 +509,13 @@ fn put_tree(
         mtime_ns: Some(ns(md.mtime(), md.mtime_nsec())),
     };
     w.set_attr(ino, &attr).map_err(|e| ctx(&e))
+}
+
+fn ns(s: i64, n: i64) -> u64 {
+    u64::try_from(s)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(n).unwrap_or(0))
 }
 
 /// `tet-host rm [-r] [-f] IMAGE PATH...`.

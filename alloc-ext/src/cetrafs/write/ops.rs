@@ -26,8 +26,9 @@ const FT_DIR: u8 = 2;
 const FT_LNK: u8 = 7;
 /// The largest file: 2^32 blocks.
 const MAX_SIZE: u64 = 1 << 44;
-/// Blocks a write puts in one transaction at most (1 MiB).
-const WRITE_CHUNK: u64 = 256;
+/// Blocks a write puts in one transaction at most (16 MiB; fewer when the blocks it
+/// changes in place do not fit one journal).
+const WRITE_CHUNK: u64 = 4096;
 const XATTR_ENTRY: usize = 322;
 
 /// What `set_attr` changes (`None`: unchanged). `ctime` is always the writer's time.
@@ -218,6 +219,57 @@ impl<D: BlockDeviceMut> Writer<D> {
         gid: u32,
     ) -> Result<u64, WriteError> {
         self.run(|w, t| w.make(t, dir, name, S_IFREG | (mode & 0o7777), uid, gid, None))
+    }
+
+    /// Creates regular file `name` in `dir` holding `data`, with the times and owner of
+    /// `attr` (mode from `attr.mode`, default 0o644), all in one transaction: a file
+    /// either exists whole or not at all (`ENOSPC` when it does not fit one
+    /// transaction: create and write it in pieces instead). Zero blocks of `data`
+    /// become holes.
+    pub fn create_file(
+        &mut self,
+        dir: u64,
+        name: &[u8],
+        attr: &SetAttr,
+        data: &[u8],
+    ) -> Result<u64, WriteError> {
+        let mode = S_IFREG | (attr.mode.unwrap_or(0o644) & 0o7777);
+        let (uid, gid) = (attr.uid.unwrap_or(0), attr.gid.unwrap_or(0));
+        self.run(|w, t| {
+            let ino = w.make(t, dir, name, mode, uid, gid, None)?;
+            let len = tet_core::arith::u64_of(data.len());
+            let mut at = 0usize;
+            while at < data.len() {
+                let end = at.saturating_add(BLOCK_SIZE).min(data.len());
+                let piece = data.get(at..end).unwrap_or(&[]);
+                // Runs of nonzero blocks are written together.
+                if piece.iter().any(|b| *b != 0) {
+                    let mut e = end;
+                    while e < data.len() {
+                        let next = e.saturating_add(BLOCK_SIZE).min(data.len());
+                        if data.get(e..next).is_none_or(|p| p.iter().all(|b| *b == 0)) {
+                            break;
+                        }
+                        e = next;
+                    }
+                    let off = tet_core::arith::u64_of(at);
+                    w.write_piece(t, ino, off, data.get(at..e).unwrap_or(&[]))?;
+                    at = e;
+                } else {
+                    at = end;
+                }
+            }
+            let mut r = w.inode(t, ino)?;
+            r.size.set(len);
+            if let Some(x) = attr.atime_ns {
+                r.atime_ns.set(x);
+            }
+            if let Some(x) = attr.mtime_ns {
+                r.mtime_ns.set(x);
+            }
+            w.put_inode(t, ino, r);
+            Ok(ino)
+        })
     }
 
     /// Makes directory `name` in `dir`.
