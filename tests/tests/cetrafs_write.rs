@@ -919,3 +919,46 @@ fn a_crashed_writer_is_recovered_by_its_next_join() {
     });
     assert_eq!(n, 1);
 }
+
+#[test]
+fn a_file_unlinked_while_open_waits_in_lost_found_until_released() {
+    let mut img = image(8 << 20);
+    let keep;
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.create(1, b"open", 0o644, 0, 0).unwrap();
+        w.write(f, 0, b"still here").unwrap();
+        let g = w.create(1, b"two", 0o644, 0, 0).unwrap();
+        w.link(g, 1, b"names").unwrap();
+        assert_eq!(w.unlink_open(1, b"two").unwrap(), None);
+        keep = w.unlink_open(1, b"open").unwrap().unwrap();
+        assert_eq!(keep, f);
+        w.leave().unwrap();
+    }
+    // A crash (or a leave) before the last close: a named file, no finding.
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert_eq!(
+        read_file(&img, format!("/lost+found/#{keep}").as_bytes()).unwrap(),
+        b"still here"
+    );
+    assert!(read_file(&img, b"/open").is_none());
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        w.release(keep).unwrap();
+        w.leave().unwrap();
+    }
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert!(read_file(&img, format!("/lost+found/#{keep}").as_bytes()).is_none());
+}

@@ -30,6 +30,13 @@ const MAX_SIZE: u64 = 1 << 44;
 /// changes in place do not fit one journal).
 const WRITE_CHUNK: u64 = 4096;
 const XATTR_ENTRY: usize = 322;
+/// Where a file unlinked while open waits for its last close.
+const LOST_FOUND: &[u8] = b"lost+found";
+
+/// The name a file unlinked while open keeps in `/lost+found`.
+fn kept_name(ino: u64) -> Vec<u8> {
+    alloc::format!("#{ino}").into_bytes()
+}
 
 /// What `set_attr` changes (`None`: unchanged). `ctime` is always the writer's time.
 #[derive(Clone, Copy, Debug, Default)]
@@ -424,6 +431,58 @@ impl<D: BlockDeviceMut> Writer<D> {
             w.put_inode(t, dir, d);
             Ok(())
         })
+    }
+
+    /// `unlink` of a file the caller holds open (the mount, section 15): when `name`
+    /// is the file's last name, the same transaction names it `#INO` in `/lost+found`
+    /// (made if absent) instead of freeing it, and returns its inode for
+    /// [`Writer::release`] at the last close; otherwise as `unlink` (`None`).
+    pub fn unlink_open(&mut self, dir: u64, name: &[u8]) -> Result<Option<u64>, WriteError> {
+        self.run(|w, t| {
+            let mut d = w.inode(t, dir)?;
+            if !is_dir(&d) {
+                return Err(Errno::ENOTDIR.into());
+            }
+            let f = w.find(t, &d, name)?.ok_or(Errno::ENOENT)?;
+            let r = w.inode(t, f.ino)?;
+            if is_dir(&r) {
+                return Err(Errno::EISDIR.into());
+            }
+            w.remove_entry(t, &f)?;
+            w.touch_dir(&mut d);
+            w.put_inode(t, dir, d);
+            if r.nlink.get() > 1 {
+                w.drop_link(t, f.ino)?;
+                return Ok(None);
+            }
+            let root = w.fs.superblock().root_inode();
+            let rd = w.inode(t, root)?;
+            let lf = match w.find(t, &rd, LOST_FOUND)? {
+                Some(x) if x.file_type == FT_DIR => x.ino,
+                Some(_) => return Err(Errno::EEXIST.into()),
+                None => w.make(t, root, LOST_FOUND, S_IFDIR | 0o700, 0, 0, None)?,
+            };
+            let mut l = w.inode(t, lf)?;
+            w.add_entry(
+                t,
+                &mut l,
+                &kept_name(f.ino),
+                f.ino,
+                file_type_of(r.mode.get()),
+            )?;
+            w.touch_dir(&mut l);
+            w.put_inode(t, lf, l);
+            Ok(Some(f.ino))
+        })
+    }
+
+    /// The last close of a file [`Writer::unlink_open`] kept: its `/lost+found` entry
+    /// removed and the file freed, in one transaction. `ENOENT` when it is not there
+    /// (a user removed it).
+    pub fn release(&mut self, ino: u64) -> Result<(), WriteError> {
+        let root = self.fs.superblock().root_inode();
+        let lf = self.lookup(root, LOST_FOUND)?;
+        self.unlink(lf, &kept_name(ino))
     }
 
     /// Removes the empty directory `name` from `dir`.
