@@ -180,3 +180,54 @@ fn a_crashed_writer_is_refused_to_others_and_recovered_by_replay() {
     assert_eq!(ok(&["cat", "img", "/f"], &d), b"data");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn kill_9_of_a_put_then_recovery_leaves_a_clean_image() {
+    let d = dir("kill");
+    let big: Vec<u8> = (0..24_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    std::fs::write(d.join("big"), &big).unwrap();
+    ok(&["mkfs", "base", "--size", "64M"], &d);
+    // Seeded moments, from early in the command to near its end.
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    for round in 0..4 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let wait = std::time::Duration::from_millis(10 + seed % 1500);
+        std::fs::copy(d.join("base"), d.join("img")).unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tet-host"))
+            .args(["put", "img", "big", "/big"])
+            .current_dir(&d)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(wait);
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        let (c, _, err) = run(&["replay", "img", "--node-id", "2023", "--force"], &d);
+        assert!(
+            c == 0 || c == 1,
+            "round {round} ({wait:?}): replay {c}: {err}"
+        );
+        let (c, out, err) = run(&["verify", "img"], &d);
+        assert_eq!(
+            c,
+            0,
+            "round {round} ({wait:?}): {} {err}",
+            String::from_utf8_lossy(&out)
+        );
+        // Whatever of the file is there reads as a prefix of it; the image takes writes.
+        let (c, got, _) = run(&["cat", "img", "/big"], &d);
+        if c == 0 {
+            assert!(
+                big.starts_with(&got),
+                "round {round}: /big is not a prefix of the source"
+            );
+        }
+        ok(&["mkdir", "img", "/after"], &d);
+        ok(&["verify", "img"], &d);
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
