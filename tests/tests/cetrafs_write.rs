@@ -962,3 +962,19 @@ fn a_file_unlinked_while_open_waits_in_lost_found_until_released() {
     );
     assert!(read_file(&img, format!("/lost+found/#{keep}").as_bytes()).is_none());
 }
+
+/// The fuzz target's body over seeded random inputs (a sample of what `cargo fuzz run
+/// cetrafs_write` explores; `WRITE_FUZZ_INPUTS` for longer runs).
+#[test]
+fn the_fuzz_body_holds_over_random_inputs() {
+    let n: u64 = std::env::var("WRITE_FUZZ_INPUTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let mut r = Rng(0xC0FF_EE00_D15E_A5E5);
+    for _ in 0..n {
+        let len = 4 * (1 + r.below(64)) as usize;
+        let data: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
+        tet_host::fuzzing::cetrafs_write(&data);
+    }
+}
