@@ -348,6 +348,9 @@ pub fn put(a: &PutArgs) -> Exit {
         let dest = a.dest.as_bytes();
         let (dir, name) = place(w, dest, &src_name)
             .map_err(|e| fail(format!("cannot create '{}'", show(dest)), &e))?;
+        // Files and directories share transactions (each still whole or absent).
+        w.set_batch(true)
+            .map_err(|e| fail(format!("cannot create '{}'", show(dest)), &e))?;
         let mut links = std::collections::BTreeMap::new();
         put_tree(w, &a.src, dir, &name, &mut links)
     })
@@ -521,6 +524,8 @@ fn ns(s: i64, n: i64) -> u64 {
 /// `tet-host rm [-r] [-f] IMAGE PATH...`.
 pub fn rm(a: &RmArgs) -> Exit {
     with_writer("rm", &a.image, a.node.node_id, |w| {
+        w.set_batch(true)
+            .map_err(|e| fail("cannot remove".to_string(), &e))?;
         for p in &a.paths {
             let p = p.as_bytes();
             let what = format!("cannot remove '{}'", show(p));

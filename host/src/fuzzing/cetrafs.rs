@@ -541,7 +541,10 @@ fn write_base() -> &'static [u8] {
 pub fn cetrafs_write(data: &[u8]) {
     use tet_alloc::cetrafs::write::{JoinOptions, SetAttr, WriteError, Writer};
     let mut img = write_base().to_vec();
-    assert!(!img.is_empty(), "the write target's base image did not build");
+    assert!(
+        !img.is_empty(),
+        "the write target's base image did not build"
+    );
     {
         let dev = tet_core::block::MemDeviceMut::new(&mut img);
         let opts = JoinOptions {

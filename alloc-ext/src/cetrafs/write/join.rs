@@ -203,6 +203,8 @@ impl<D: BlockDeviceMut> Writer<D> {
             now_ns: 0,
             left: false,
             xattrs_enabled: fs_xattr,
+            batch: false,
+            pending: super::txn::Txn::default(),
         })
     }
 
@@ -321,6 +323,7 @@ impl<D: BlockDeviceMut> Writer<D> {
     /// Leaves (section 15): every zone group released with its free count, the row
     /// `LEFT`, `SB_CLEAN` set again if the join cleared it.
     pub fn leave(mut self) -> Result<(), WriteError> {
+        self.sync()?;
         self.left = true;
         for z in self.owned.clone() {
             self.write_zone(z, None)?;

@@ -251,6 +251,9 @@ pub struct Writer<D> {
     left: bool,
     /// `COMPAT_XATTR` is known to be set.
     xattrs_enabled: bool,
+    /// Batch mode, and its transaction not committed yet.
+    batch: bool,
+    pending: txn::Txn,
 }
 
 impl<D: BlockDeviceMut> Writer<D> {

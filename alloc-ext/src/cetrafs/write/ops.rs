@@ -126,28 +126,28 @@ impl<D: BlockDeviceMut> Writer<D> {
 
     /// The inode of `ino`, as it reads now (every transaction checkpointed).
     pub fn stat(&self, ino: u64) -> Result<RawInode, WriteError> {
-        self.inode(&Txn::default(), ino)
+        self.inode(&self.pending, ino)
     }
 
     /// The inode `name` names in directory `dir`.
     pub fn lookup(&self, dir: u64, name: &[u8]) -> Result<u64, WriteError> {
-        let t = Txn::default();
-        let d = self.inode(&t, dir)?;
+        let t = &self.pending;
+        let d = self.inode(t, dir)?;
         if !is_dir(&d) {
             return Err(Errno::ENOTDIR.into());
         }
-        Ok(self.find(&t, &d, name)?.ok_or(Errno::ENOENT)?.ino)
+        Ok(self.find(t, &d, name)?.ok_or(Errno::ENOENT)?.ino)
     }
 
     /// The entries of directory `dir`: (name, inode, file type code).
     pub fn read_dir(&self, dir: u64) -> Result<Vec<(Vec<u8>, u64, u8)>, WriteError> {
-        let t = Txn::default();
-        let d = self.inode(&t, dir)?;
+        let t = &self.pending;
+        let d = self.inode(t, dir)?;
         if !is_dir(&d) {
             return Err(Errno::ENOTDIR.into());
         }
         Ok(self
-            .entries(&t, &d)?
+            .entries(t, &d)?
             .into_iter()
             .map(|(f, n)| (n, f.ino, f.file_type))
             .collect())
@@ -156,13 +156,13 @@ impl<D: BlockDeviceMut> Writer<D> {
     /// The inode a path names, from the root (`/` separated, `.` and `..` understood,
     /// symlinks not followed: a path through one is `ENOTDIR`).
     pub fn resolve(&self, path: &[u8]) -> Result<u64, WriteError> {
-        let t = Txn::default();
+        let t = &self.pending;
         let mut cur = self.fs.superblock().root_inode();
         for c in path.split(|b| *b == b'/') {
             if c.is_empty() || c == b"." {
                 continue;
             }
-            let d = self.inode(&t, cur)?;
+            let d = self.inode(t, cur)?;
             if !is_dir(&d) {
                 return Err(Errno::ENOTDIR.into());
             }
@@ -173,7 +173,7 @@ impl<D: BlockDeviceMut> Writer<D> {
             if c.len() > 255 {
                 return Err(Errno::ENAMETOOLONG.into());
             }
-            cur = self.find(&t, &d, c)?.ok_or(Errno::ENOENT)?.ino;
+            cur = self.find(t, &d, c)?.ok_or(Errno::ENOENT)?.ino;
         }
         Ok(cur)
     }
@@ -608,6 +608,7 @@ impl<D: BlockDeviceMut> Writer<D> {
     /// one journal: new blocks are written first, then the transaction mapping them;
     /// blocks already mapped change through the journal.
     pub fn write(&mut self, ino: u64, offset: u64, data: &[u8]) -> Result<(), WriteError> {
+        self.sync()?;
         let end = offset
             .checked_add(tet_core::arith::u64_of(data.len()))
             .ok_or(Errno::EFBIG)?;

@@ -14,7 +14,7 @@ use zerocopy::{FromBytes, FromZeros, IntoBytes};
 use super::{Errno, WriteError, Writer};
 
 /// The blocks a transaction changes, and what its allocation did.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct Txn {
     /// Journaled targets: their new contents.
     pub blocks: BTreeMap<u64, Box<Block>>,
@@ -31,6 +31,9 @@ pub(super) struct Txn {
     pub allocated_in: BTreeMap<u32, u64>,
     pub freed_in: BTreeMap<u32, u64>,
 }
+
+/// Newly allocated data blocks a batched transaction holds at most (16 MiB).
+const BATCH_DATA: usize = 4096;
 
 pub(super) fn first_sector(b: &Block) -> [u8; SECTOR] {
     let mut s = [0u8; SECTOR];
@@ -59,21 +62,63 @@ impl<D: BlockDeviceMut> Writer<D> {
         tet_core::arith::u64_of(t.blocks.len()) <= self.slots()
     }
 
-    /// Runs `f` as one transaction and commits it; an error writes nothing.
+    /// Runs `f` as one transaction and commits it; an error writes nothing. In batch
+    /// mode ([`Writer::set_batch`]) the operation joins the pending transaction while
+    /// it fits one journal (the pending one is committed first when it would not), so
+    /// that several operations share a commit: each is still wholly there or absent.
     pub(super) fn run<T>(
         &mut self,
-        f: impl FnOnce(&mut Self, &mut Txn) -> Result<T, WriteError>,
+        mut f: impl FnMut(&mut Self, &mut Txn) -> Result<T, WriteError>,
     ) -> Result<T, WriteError> {
         if self.left {
             return Err(Errno::EROFS.into());
+        }
+        if self.batch && !self.pending.blocks.is_empty() {
+            let mut t = self.pending.clone();
+            let r = f(self, &mut t);
+            match r {
+                Ok(v) if self.fits(&t) && t.data.len() < BATCH_DATA => {
+                    self.pending = t;
+                    return Ok(v);
+                }
+                Err(e) if e.errno() != Errno::ENOSPC => return Err(e),
+                // Too big together (or out of space while blocks freed in the pending
+                // transaction are held back): commit the pending one, run alone.
+                _ => self.sync()?,
+            }
         }
         let mut t = Txn::default();
         let r = f(self, &mut t)?;
         if !self.fits(&t) {
             return Err(Errno::ENOSPC.into());
         }
-        self.commit(t)?;
+        if self.batch {
+            self.pending = t;
+        } else {
+            self.commit(t)?;
+        }
         Ok(r)
+    }
+
+    /// Commits the pending transaction of batch mode (a no-op otherwise): every
+    /// operation returned before is durable when this returns.
+    pub fn sync(&mut self) -> Result<(), WriteError> {
+        let t = core::mem::take(&mut self.pending);
+        if t.blocks.is_empty() && t.data.is_empty() {
+            return Ok(());
+        }
+        self.commit(t)
+    }
+
+    /// Batch mode: operations share transactions (as many as fit one journal), each
+    /// still wholly there or absent after a crash; [`Writer::sync`] commits. Turning it
+    /// off commits what is pending.
+    pub fn set_batch(&mut self, on: bool) -> Result<(), WriteError> {
+        if !on {
+            self.sync()?;
+        }
+        self.batch = on;
+        Ok(())
     }
 
     /// Commits `t` (section 15's steps 1 to 6).
