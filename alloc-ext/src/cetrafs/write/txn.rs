@@ -210,7 +210,9 @@ impl<D: BlockDeviceMut> Writer<D> {
         for z in zones {
             self.write_zone(z, Some(self.row))?;
         }
-        self.fs.device().flush()?;
+        // Not flushed here: the next transaction's first flush (or the leave's) makes
+        // the counts durable; a cut before leaves them behind the bitmaps, which
+        // recovery sets again.
         Ok(())
     }
 
