@@ -925,6 +925,10 @@ fn a_crashed_writer_is_recovered_by_its_next_join() {
         "{:?}",
         all_findings(&img)
     );
+    // Clean again: SB_CLEAN set, as after a clean leave.
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+    assert_eq!(fs.superblock().raw().sb_flags.get() & 1, 1);
     let mut want = vec![1u8; 10 * B];
     want.extend_from_slice(b"more");
     assert_eq!(read_file(&img, b"/f").unwrap(), want);

@@ -96,7 +96,8 @@ fn set_sb_clean<D: BlockDeviceMut>(fs: &Fs<D>, clean: bool) -> Result<bool, Writ
 
 /// Recovers node `node_id` after a crash, with no second node (section 15): replays
 /// its journal (forced), sets the free counts of the zone groups its row owns from
-/// their bitmaps and releases them, and marks the row `LEFT`. Idempotent; a node with
+/// their bitmaps and releases them, and marks the row `LEFT`; with no other node
+/// `ACTIVE` and no journal dirty, sets `SB_CLEAN`. Idempotent; a node with
 /// no row, or whose row has `LEFT` with a clean journal, is left as it is.
 pub fn recover<D: BlockDeviceMut>(dev: D, node_id: u64) -> Result<Recovered, WriteError> {
     let mut bufs = Buffers::new();
@@ -164,6 +165,16 @@ fn recover_in<D: BlockDeviceMut>(
     if r.magic == NODE_MAGIC && r.state.get() != LEFT {
         r.state.set(LEFT);
         write_row(&w.fs, row, r)?;
+    }
+    // With no node left ACTIVE and every journal clean, the filesystem is clean again.
+    let mut live = false;
+    for other in 0..w.fs.superblock().node_capacity() {
+        let (_, _, o) = row_at(&w.fs, other)?;
+        let dirty = w.fs.journal_flag(other, &mut bufs.data)?.is_dirty();
+        live |= dirty || (o.magic == NODE_MAGIC && o.state.get() == ACTIVE);
+    }
+    if !live {
+        set_sb_clean(&w.fs, true)?;
     }
     Ok((out, w.fs))
 }
