@@ -76,14 +76,18 @@ pub fn replay(
     };
     match output {
         Output::Json => {
-            println!(
-                "{}",
-                json!({"file": path.display().to_string(), "journals": report.journals,
-                       "written": report.written, "already_applied": report.already,
-                       "conflicts": report.conflicts,
-                       "recovered": recovered.map(|(row, zones)| json!({"row": row, "zone_groups_released": zones})),
-                       "findings": conflicts.iter().map(|f| rendered(f).json()).collect::<Vec<_>>()})
-            );
+            let mut v = json!({"file": path.display().to_string(), "journals": report.journals,
+                   "written": report.written, "already_applied": report.already,
+                   "conflicts": report.conflicts,
+                   "findings": conflicts.iter().map(|f| rendered(f).json()).collect::<Vec<_>>()});
+            // Only when a crashed writer was recovered (the key is absent otherwise).
+            if let (Some((row, zones)), Some(o)) = (recovered, v.as_object_mut()) {
+                o.insert(
+                    "recovered".into(),
+                    json!({"node_id": node_id, "row": row, "zone_groups_released": zones}),
+                );
+            }
+            println!("{v}");
             crate::report::printed();
         }
         _ => {
