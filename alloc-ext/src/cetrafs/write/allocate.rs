@@ -175,6 +175,10 @@ impl<D: BlockDeviceMut> Writer<D> {
         let a = self.area(bg);
         let mut i = lba.saturating_sub(a.data);
         let end = i.saturating_add(len);
+        // An extent stays inside one block group's data area (section 9).
+        if end > a.count {
+            return Err(bad_block(lba.saturating_add(len)));
+        }
         while i < end {
             let blk = a.bitmap.saturating_add(i / BITS_PER_BITMAP_BLOCK);
             let mut bm = self.read(t, blk)?;

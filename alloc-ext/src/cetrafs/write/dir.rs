@@ -9,7 +9,7 @@ use tet_core::cetrafs::{DIRENTS_PER_BLOCK, TAIL_AT, TAIL_DIR};
 use tet_core::checksum::crc32c_skipping;
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
-use super::tree::{lookup, Ext};
+use super::tree::Ext;
 use super::txn::Txn;
 use super::{Errno, WriteError, Writer};
 
@@ -59,12 +59,27 @@ impl<D: BlockDeviceMut> Writer<D> {
     pub(super) fn dir_blocks(&self, t: &Txn, dir: &RawInode) -> Result<Vec<u64>, WriteError> {
         let m = self.map_of(t, dir)?;
         let n = dir.size.get() / BLOCK_SIZE_U64;
+        // Walked extent by extent (sorted), never block by block of what `size` claims:
+        // a hostile size cannot make this loop longer than the blocks mapped, nor past
+        // the filesystem's size.
+        if n > self.fs.superblock().total_blocks() {
+            return Err(Errno::EIO.into());
+        }
         let mut out = Vec::new();
-        for l in 0..n {
-            match lookup(&m.exts, l) {
-                Some((p, false)) => out.push(p),
-                _ => return Err(Errno::EIO.into()),
+        for e in &m.exts {
+            let have = tet_core::arith::u64_of(out.len());
+            if have >= n {
+                break;
             }
+            if e.logical != have || e.uninit {
+                return Err(Errno::EIO.into());
+            }
+            for k in 0..e.len.min(n.saturating_sub(have)) {
+                out.push(e.physical.saturating_add(k));
+            }
+        }
+        if tet_core::arith::u64_of(out.len()) != n {
+            return Err(Errno::EIO.into());
         }
         Ok(out)
     }
