@@ -1002,3 +1002,79 @@ fn the_fuzz_body_holds_over_random_inputs() {
         tet_host::fuzzing::cetrafs_write(&data);
     }
 }
+
+/// A small host tree for `put`: nested directories, files of 0 to 17 blocks, a hard
+/// link and a symlink.
+fn host_tree(name: &str) -> std::path::PathBuf {
+    let root = std::env::temp_dir().join(format!("tet-write-put-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let t = root.join("t");
+    std::fs::create_dir_all(t.join("a/b")).unwrap();
+    for (i, size) in [0usize, 100, 5000, 3 * B + 1, 70_000].iter().enumerate() {
+        let data: Vec<u8> = (0..*size).map(|k| (k * 7 + i) as u8).collect();
+        let dir = if i % 2 == 0 {
+            t.join("a")
+        } else {
+            t.join("a/b")
+        };
+        std::fs::write(dir.join(format!("f{i}")), data).unwrap();
+    }
+    std::fs::hard_link(t.join("a/f2"), t.join("hard")).unwrap();
+    std::os::unix::fs::symlink("a/f2", t.join("sym")).unwrap();
+    t
+}
+
+#[test]
+fn a_power_cut_at_any_write_of_put_leaves_whole_files_only() {
+    let src = host_tree("cut");
+    let base = image(8 << 20);
+    let total = {
+        let mut img = base.clone();
+        let dev = PowerCut::new(&mut img, u64::MAX, 0);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        tet_host::cetrafs::write::put_with(&mut w, &src, b"/").unwrap();
+        w.leave().unwrap();
+        let n = dev.writes.get();
+        assert_eq!(errors(&img), Vec::<String>::new());
+        let all = dump(&img);
+        assert!(all.contains_key(&b"/t/a/b/f3".to_vec()), "{:?}", all.keys());
+        n
+    };
+    for cut in 1..=total {
+        for tear in [0usize, 5] {
+            let mut img = base.clone();
+            {
+                let dev = PowerCut::new(&mut img, cut, tear);
+                if let Ok(mut w) = Writer::join(&dev, &opts()) {
+                    if tet_host::cetrafs::write::put_with(&mut w, &src, b"/").is_ok() {
+                        let _ = w.leave();
+                    }
+                }
+            }
+            recover(MemDeviceMut::new(&mut img), ME).unwrap();
+            let context = format!("put cut after write {cut} of {total} (tear {tear})");
+            assert_eq!(
+                errors(&img),
+                Vec::<String>::new(),
+                "{context}: {:?}",
+                all_findings(&img)
+            );
+            // Every file there is whole: the source's bytes (a symlink its target).
+            for (path, (mode, _, data, _)) in dump(&img) {
+                let Some(rel) = path.strip_prefix(b"/t/".as_slice()) else {
+                    continue;
+                };
+                let host = src.join(std::str::from_utf8(rel).unwrap());
+                match mode & 0o170_000 {
+                    0o100_000 => assert!(
+                        data == std::fs::read(&host).unwrap(),
+                        "{context}: {host:?} partial"
+                    ),
+                    0o120_000 => assert_eq!(data, b"a/f2", "{context}"),
+                    _ => {}
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(src.parent().unwrap());
+}

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use tet_alloc::cetrafs::fsck;
 use tet_alloc::cetrafs::write::{Errno, JoinOptions, SetAttr, WriteError, Writer};
+use tet_core::block::BlockDeviceMut;
 use tet_core::cetrafs::check::Severity;
 
 use crate::cetrafs::device::FileDevice;
@@ -317,8 +318,8 @@ fn with_writer(
 
 /// The (directory, name) a path's last component goes in, where an existing directory
 /// at `dest` means "inside it, under `default_name`".
-fn place(
-    w: &Writer<&FileDevice>,
+fn place<D: BlockDeviceMut>(
+    w: &Writer<D>,
     dest: &[u8],
     default_name: &[u8],
 ) -> Result<(u64, Vec<u8>), WriteError> {
@@ -345,19 +346,38 @@ pub fn put(a: &PutArgs) -> Exit {
         .map(|n| n.as_bytes().to_vec())
         .unwrap_or_else(|| b"root".to_vec());
     with_writer("put", &a.image, a.node.node_id, |w| {
-        let dest = a.dest.as_bytes();
-        let (dir, name) = place(w, dest, &src_name)
-            .map_err(|e| fail(format!("cannot create '{}'", show(dest)), &e))?;
-        // Files and directories share transactions (each still whole or absent).
-        w.set_batch(true)
-            .map_err(|e| fail(format!("cannot create '{}'", show(dest)), &e))?;
-        let mut links = std::collections::BTreeMap::new();
-        put_tree(w, &a.src, dir, &name, &mut links)
+        put_in(w, &a.src, a.dest.as_bytes(), &src_name)
     })
 }
 
-fn put_tree(
-    w: &mut Writer<&FileDevice>,
+fn put_in<D: BlockDeviceMut>(w: &mut Writer<D>, src: &Path, dest: &[u8], src_name: &[u8]) -> Done {
+    let (dir, name) = place(w, dest, src_name)
+        .map_err(|e| fail(format!("cannot create '{}'", show(dest)), &e))?;
+    // Files and directories share transactions (each still whole or absent).
+    w.set_batch(true)
+        .map_err(|e| fail(format!("cannot create '{}'", show(dest)), &e))?;
+    let mut links = std::collections::BTreeMap::new();
+    put_tree(w, src, dir, &name, &mut links)
+}
+
+/// What `put` does once joined, over any device: `src` (a host file or tree) copied to
+/// `dest` in the image (inside it when it is a directory), in batch mode, not synced
+/// (the caller's `sync` or `leave` commits). For the crash tests; the message is the
+/// command's.
+pub fn put_with<D: BlockDeviceMut>(
+    w: &mut Writer<D>,
+    src: &Path,
+    dest: &[u8],
+) -> Result<(), String> {
+    let name = src
+        .file_name()
+        .map(|n| n.as_bytes().to_vec())
+        .unwrap_or_else(|| b"root".to_vec());
+    put_in(w, src, dest, &name).map_err(|Fail(m, _)| m)
+}
+
+fn put_tree<D: BlockDeviceMut>(
+    w: &mut Writer<D>,
     src: &Path,
     dir: u64,
     name: &[u8],
