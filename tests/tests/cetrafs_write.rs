@@ -1037,7 +1037,11 @@ fn a_power_cut_at_any_write_of_put_leaves_whole_files_only() {
         let n = dev.writes.get();
         assert_eq!(errors(&img), Vec::<String>::new());
         let all = dump(&img);
-        assert!(all.contains_key(&b"/t/a/b/f3".to_vec()), "{:?}", all.keys());
+        assert!(
+            all.contains_key(b"/t/a/b/f3".as_slice()),
+            "{:?}",
+            all.keys()
+        );
         n
     };
     for cut in 1..=total {
