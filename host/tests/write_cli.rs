@@ -191,11 +191,12 @@ fn kill_9_of_a_put_then_recovery_leaves_a_clean_image() {
     ok(&["mkfs", "base", "--size", "64M"], &d);
     // Seeded moments, from early in the command to near its end.
     let mut seed = 0x2545_F491_4F6C_DD1Du64;
-    for round in 0..4 {
+    let mut cut_short = 0;
+    for round in 0..6 {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let wait = std::time::Duration::from_millis(10 + seed % 1500);
+        let wait = std::time::Duration::from_millis(10 + seed % 400);
         std::fs::copy(d.join("base"), d.join("img")).unwrap();
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tet-host"))
             .args(["put", "img", "big", "/big"])
@@ -220,6 +221,9 @@ fn kill_9_of_a_put_then_recovery_leaves_a_clean_image() {
         );
         // Whatever of the file is there reads as a prefix of it; the image takes writes.
         let (c, got, _) = run(&["cat", "img", "/big"], &d);
+        if c != 0 || got.len() < big.len() {
+            cut_short += 1;
+        }
         if c == 0 {
             assert!(
                 big.starts_with(&got),
@@ -229,5 +233,8 @@ fn kill_9_of_a_put_then_recovery_leaves_a_clean_image() {
         ok(&["mkdir", "img", "/after"], &d);
         ok(&["verify", "img"], &d);
     }
+    // The moments are early enough that some kills land inside the put (on a machine
+    // fast enough to finish it first, none would: then this says so).
+    eprintln!("kill -9: {cut_short} of 6 puts cut short");
     let _ = std::fs::remove_dir_all(&d);
 }
