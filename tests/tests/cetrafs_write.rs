@@ -603,6 +603,7 @@ fn random_operations_agree_with_the_model() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(12);
+    let mut deepest = 0u16;
     for seed in 1..=sequences {
         let mut img = image(16 << 20);
         let mut m = model_of(&img);
@@ -627,7 +628,21 @@ fn random_operations_agree_with_the_model() {
             all_findings(&img)
         );
         assert_matches(&img, &m, &context);
+        deepest = deepest.max(max_depth(&img, &m));
     }
+    // Interleaved writes fragment files: extent trees below the inode were written.
+    assert!(deepest >= 1, "no file needed a tree block");
+}
+
+/// The deepest extent tree among the model's files.
+fn max_depth(img: &[u8], m: &Model) -> u16 {
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(img), &mut bufs.data).unwrap();
+    m.files()
+        .iter()
+        .map(|i| fs.inode(*i, &mut bufs.data).unwrap().depth())
+        .max()
+        .unwrap_or(0)
 }
 
 /// The tree as a reader sees it: path → (mode, nlink, contents or target, xattrs).
