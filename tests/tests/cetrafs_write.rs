@@ -1097,3 +1097,37 @@ fn a_power_cut_at_any_write_of_put_leaves_whole_files_only() {
     }
     let _ = std::fs::remove_dir_all(src.parent().unwrap());
 }
+
+#[test]
+fn a_file_of_more_extents_than_four_leaves_hold_gets_a_depth_2_tree() {
+    let mut img = image(16 << 20);
+    let n = 1100u64; // > 4 × 254 extents: one per written block, holes between
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        w.set_batch(true).unwrap();
+        let f = w.create(1, b"holes", 0o644, 0, 0).unwrap();
+        for k in 0..n {
+            w.write(f, 2 * k * B as u64, &[k as u8 | 1; 8]).unwrap();
+        }
+        // Appending past the end, and cutting the tail, keep it consistent.
+        w.truncate(f, (2 * n - 101) * B as u64).unwrap();
+        w.leave().unwrap();
+    }
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+    let ino = fs.resolve(b"/holes", &mut bufs).unwrap();
+    assert_eq!(ino.depth(), 2);
+    let got = read_file(&img, b"/holes").unwrap();
+    assert_eq!(got.len(), (2 * n as usize - 101) * B);
+    for k in 0..(n as usize - 51) {
+        assert_eq!(got[2 * k * B], k as u8 | 1, "block {}", 2 * k);
+        assert_eq!(got[(2 * k + 1) * B], 0, "hole {}", 2 * k + 1);
+    }
+}
