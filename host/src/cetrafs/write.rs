@@ -270,6 +270,16 @@ fn with_writer(
             return Exit::Operational;
         }
     };
+    // This node's own crash first (docs/cetrafs.md section 15: its next join recovers
+    // it): a command killed mid-transaction leaves counts behind the bitmaps, which the
+    // check would report as errors.
+    if let Err(e) = tet_alloc::cetrafs::write::recover(&dev, node_id) {
+        crate::say!(
+            "{tool}: {}: recovering node {node_id:#x}: {e}",
+            image.display()
+        );
+        return exit_of(&e);
+    }
     let (found, _) = fsck::findings(&dev, &fsck::Options::default());
     let errors = found
         .iter()
