@@ -374,6 +374,29 @@ pub enum Command {
         #[command(flatten)]
         read: ReadArgs,
     },
+    /// Copy a file or a tree (modes, owners, times, symlinks, hard links, xattrs) into a
+    /// cetrafs image, as one node through its journal (docs/cetrafs.md section 15).
+    Put(crate::cetrafs::write::PutArgs),
+    /// Remove files (and with -r directories) from a cetrafs image.
+    Rm(crate::cetrafs::write::RmArgs),
+    /// Make directories in a cetrafs image.
+    Mkdir(crate::cetrafs::write::MkdirArgs),
+    /// Rename or move a path inside a cetrafs image.
+    Mv(crate::cetrafs::write::MvArgs),
+    /// Make a hard link, or with -s a symbolic link, inside a cetrafs image.
+    Ln(crate::cetrafs::write::LnArgs),
+    /// Change permission bits inside a cetrafs image.
+    Chmod(crate::cetrafs::write::ChmodArgs),
+    /// Change numeric owner and group inside a cetrafs image.
+    Chown(crate::cetrafs::write::ChownArgs),
+    /// Set access and modification times (creating missing files) in a cetrafs image.
+    Touch(crate::cetrafs::write::TouchArgs),
+    /// Set the size of files in a cetrafs image.
+    Truncate(crate::cetrafs::write::TruncateArgs),
+    /// Set or remove an extended attribute in a cetrafs image.
+    Setfattr(crate::cetrafs::write::SetfattrArgs),
+    /// Print the extended attributes of paths in a cetrafs image (as getfattr -d).
+    Getfattr(crate::cetrafs::write::GetfattrArgs),
     /// Check every structural rule and decode payloads (.tet: the first 128 chunks, or
     /// all with --deep); exit 0 when clean, 4 when problems are found.
     Verify {
@@ -416,6 +439,17 @@ impl Command {
             // `.tet` repair prints lines: `main` turns JSON errors off for it.
             Command::Repair { json, .. } => *json,
             Command::Convert { .. } | Command::Export { .. } => false,
+            Command::Put(_)
+            | Command::Rm(_)
+            | Command::Mkdir(_)
+            | Command::Mv(_)
+            | Command::Ln(_)
+            | Command::Chmod(_)
+            | Command::Chown(_)
+            | Command::Touch(_)
+            | Command::Truncate(_)
+            | Command::Setfattr(_)
+            | Command::Getfattr(_) => false,
         }
     }
 }

@@ -44,6 +44,18 @@ fn main() -> ExitCode {
     ExitCode::from(exit.code())
 }
 
+/// Runs `f` when `image` is a cetrafs image; otherwise says what it is (exit 16).
+fn only_cetrafs(image: &std::path::Path, f: impl FnOnce() -> Exit) -> Exit {
+    match sniff(image) {
+        Err(e) => e,
+        Ok(None) => {
+            tet_host::say!("{}: a .tet file, not a cetrafs image", image.display());
+            Exit::Usage
+        }
+        Ok(Some(_)) => f(),
+    }
+}
+
 /// Runs one command.
 fn dispatch(command: Command) -> Exit {
     match command {
@@ -168,6 +180,17 @@ fn dispatch(command: Command) -> Exit {
                 no_journal,
             )
         }),
+        Command::Put(a) => only_cetrafs(&a.image, || cetrafs::write::put(&a)),
+        Command::Rm(a) => only_cetrafs(&a.image, || cetrafs::write::rm(&a)),
+        Command::Mkdir(a) => only_cetrafs(&a.image, || cetrafs::write::mkdir(&a)),
+        Command::Mv(a) => only_cetrafs(&a.image, || cetrafs::write::mv(&a)),
+        Command::Ln(a) => only_cetrafs(&a.image, || cetrafs::write::ln(&a)),
+        Command::Chmod(a) => only_cetrafs(&a.image, || cetrafs::write::chmod(&a)),
+        Command::Chown(a) => only_cetrafs(&a.image, || cetrafs::write::chown(&a)),
+        Command::Touch(a) => only_cetrafs(&a.image, || cetrafs::write::touch(&a)),
+        Command::Truncate(a) => only_cetrafs(&a.image, || cetrafs::write::truncate(&a)),
+        Command::Setfattr(a) => only_cetrafs(&a.image, || cetrafs::write::setfattr(&a)),
+        Command::Getfattr(a) => only_cetrafs(&a.image, || cetrafs::write::getfattr(&a)),
         Command::Tune {
             image,
             label,
