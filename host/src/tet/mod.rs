@@ -20,6 +20,7 @@ pub mod repair;
 pub mod report;
 pub mod verify;
 pub mod write;
+pub mod zarr;
 
 /// Opens `bytes` as a `.tet` file for reading data, or says why not (exit 4). The chunk
 /// checksum table the footer metadata names is attached, so every chunk the command
