@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rayon::prelude::*;
 use serde_json::{json, Map, Value};
 use tet_alloc::tet::writer::{interop, DatasetSpec, FooterSpec, HistoryRow, Writer};
 use tet_core::tet::{DType, DatasetId};
@@ -32,7 +33,7 @@ const MAX_CHUNKS: u64 = 1 << 26;
 /// The deepest group nesting walked.
 const MAX_DEPTH: usize = 32;
 /// Tiles decoded and compressed per batch.
-const BATCH: usize = 16;
+const BATCH_CELLS: u64 = 16;
 
 /// The attribute recording the source's Zarr `fill_value` (its JSON text).
 pub const FILL_KEY: &str = "zarr_fill_value";
@@ -551,24 +552,30 @@ fn convert_inner(
             .collect();
         let cells = product(&grid).unwrap_or(0);
         let id = DatasetId(u32::try_from(i).unwrap_or(u32::MAX));
-        let mut batch: Vec<Tile> = Vec::new();
-        for cell in 0..cells {
-            let coords = tet_alloc::tet::query::position_coords(&grid, cell);
-            let t = read_tile(s, a, c, &coords)?;
-            batch.push((id, coords, t));
-            if batch.len() >= BATCH || cell.saturating_add(1) == cells {
-                write_batch(&mut w, &batch, o.codec, o.level)
-                    .map_err(|e| operational(format!("{}: {e}", output.display())))?;
-                if let Some(b) = &bar {
-                    b.inc(
-                        batch
-                            .iter()
-                            .map(|(_, _, t)| u64::try_from(t.len()).unwrap_or(0))
-                            .sum(),
-                    );
-                }
-                batch.clear();
+        // A batch of tiles is decoded on every core (each through zarrs), then
+        // compressed on every core and written in grid order.
+        let mut first = 0u64;
+        while first < cells {
+            let last = first.saturating_add(BATCH_CELLS).min(cells);
+            let read: Vec<Result<Tile, Fail>> = (first..last)
+                .into_par_iter()
+                .map(|cell| {
+                    let coords = tet_alloc::tet::query::position_coords(&grid, cell);
+                    read_tile(s, a, c, &coords).map(|t| (id, coords, t))
+                })
+                .collect();
+            let batch = read.into_iter().collect::<Result<Vec<Tile>, Fail>>()?;
+            write_batch(&mut w, &batch, o.codec, o.level)
+                .map_err(|e| operational(format!("{}: {e}", output.display())))?;
+            if let Some(b) = &bar {
+                b.inc(
+                    batch
+                        .iter()
+                        .map(|(_, _, t)| u64::try_from(t.len()).unwrap_or(0))
+                        .sum(),
+                );
             }
+            first = last;
         }
     }
     let descrs: Vec<String> = sources
