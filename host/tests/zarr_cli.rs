@@ -290,6 +290,19 @@ fn bad_stores_are_refused_with_the_file_and_field() {
         "{err}"
     );
     assert!(!out.exists());
+    // A chunk whose crc32c does not match (transposed is stored with crc32c).
+    let s = d.join("crc.zarr");
+    copy_array("nested/deeper/transposed", &s);
+    let c = s.join("c/0/0/0");
+    let mut b = std::fs::read(&c).unwrap();
+    b[0] ^= 0x40;
+    std::fs::write(&c, &b).unwrap();
+    let (code, err) = run(&d, &["convert", s.to_str().unwrap(), o]);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("crc.zarr") && err.contains("[0, 0, 0]"),
+        "{err}"
+    );
     // A hostile shape: refused before anything is allocated.
     for (field, value, what) in [
         (
@@ -334,9 +347,18 @@ fn bad_stores_are_refused_with_the_file_and_field() {
     let (code, err) = run(&d, &["convert", s.to_str().unwrap(), o]);
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("fill_value"), "{err}");
+    // NumPy-only options are refused for a store, and .npy export still needs a dataset.
+    let good = fixtures().join("fixture.zarr");
+    let (code, err) = run(
+        &d,
+        &["convert", good.to_str().unwrap(), o, "--coord", "x=a.npy"],
+    );
+    assert_eq!(code, 16, "{err}");
+    let (code, err) = run(&d, &["export", "x.tet", "x.npy"]);
+    assert_eq!(code, 16, "{err}");
+    assert!(err.contains("--dataset"), "{err}");
     // An existing output needs --force; the store is never its own output.
     std::fs::write(&out, b"x").unwrap();
-    let good = fixtures().join("fixture.zarr");
     let (code, err) = run(&d, &["convert", good.to_str().unwrap(), o]);
     assert_eq!(code, 16, "{err}");
     assert_eq!(std::fs::read(&out).unwrap(), b"x");

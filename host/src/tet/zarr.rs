@@ -623,7 +623,14 @@ fn read_tile<T: zarrs::storage::ReadableStorageTraits + ?Sized + 'static>(
     if product(&shape) == Some(0) {
         return Ok(Vec::new());
     }
-    let where_ = || format!("{}: array '{}' at {start:?}", s.file.display(), s.name);
+    let dir = s.file.parent().unwrap_or(&s.file);
+    let where_ = || {
+        format!(
+            "{}: array '{}', the chunk data of the tile starting at element {start:?}",
+            dir.display(),
+            s.name
+        )
+    };
     let subset = ArraySubset::new_with_start_shape(start.clone(), shape.clone())
         .map_err(|e| damaged(format!("{}: {e}", where_())))?;
     let bytes: ArrayBytes<'static> = a
