@@ -231,6 +231,27 @@ fn array_option_and_chunk_option() {
         info.contains("types/u64") && !info.contains("temperature"),
         "{info}"
     );
+    // Re-chunked (source chunks of 100, 3 and 4 read as tiles of 2): the same values.
+    let e = expected();
+    for name in ["types/u8", "types/u64", "types/f16"] {
+        let out = d.join(format!("{}.npy", name.replace('/', "_")));
+        let (code, err) = run(
+            &d,
+            &[
+                "export",
+                tet.to_str().unwrap(),
+                "--dataset",
+                name,
+                out.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(
+            hex(&npy(&out).1),
+            e[name]["hex"].as_str().unwrap(),
+            "{name}"
+        );
+    }
     let (code, err) = run(
         &d,
         &[
