@@ -267,9 +267,10 @@ pub enum Command {
         #[command(flatten)]
         read: ReadArgs,
     },
-    /// Convert a NumPy .npy (one dataset) or .npz (one dataset per array) file to .tet.
+    /// Convert a NumPy .npy (one dataset) or .npz (one dataset per array) file, or a Zarr
+    /// v3 store (a directory: one dataset per array, named by its path), to .tet.
     Convert {
-        /// The .npy or .npz file.
+        /// The .npy or .npz file, or the Zarr v3 store.
         input: PathBuf,
         /// The .tet file to write (replaced atomically).
         output: PathBuf,
@@ -310,15 +311,19 @@ pub enum Command {
         /// implementation's limit; larger coordinates are datasets, --coord).
         #[arg(long, value_name = "[DATASET:]DIM=LABELS")]
         labels: Vec<String>,
+        /// For a Zarr store: only the array, or the arrays of the group, at this path.
+        #[arg(long, value_name = "PATH")]
+        array: Option<String>,
     },
-    /// Write a dataset, or a selection of it, to a NumPy .npy file.
+    /// Write a dataset, or a selection of it, to a NumPy .npy file; or datasets to a Zarr
+    /// v3 store (an output ending in .zarr).
     Export {
         /// The .tet file.
         file: PathBuf,
-        /// The dataset.
+        /// The dataset (required for .npy; for .zarr, without it every dataset).
         #[arg(long)]
-        dataset: String,
-        /// The .npy file to write.
+        dataset: Option<String>,
+        /// The .npy file, or the .zarr store (a directory), to write.
         output: PathBuf,
         /// A selection as JSON, e.g. '[{"start": 0, "stop": 10}]'.
         #[arg(long)]

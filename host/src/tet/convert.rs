@@ -54,7 +54,7 @@ pub struct MetaArgs {
 
 /// Splits `[DATASET:]rest`, where the dataset prefix ends at a `:` before any `=` (so
 /// `units=m:s` has none).
-fn target(arg: &str) -> (Option<&str>, &str) {
+pub(crate) fn target(arg: &str) -> (Option<&str>, &str) {
     let eq = arg.find('=').unwrap_or(arg.len());
     match arg.find(':') {
         Some(c) if c < eq => (arg.get(..c), arg.get(c.saturating_add(1)..).unwrap_or("")),
@@ -62,7 +62,7 @@ fn target(arg: &str) -> (Option<&str>, &str) {
     }
 }
 
-fn key_value<'a>(arg: &'a str, what: &str) -> Result<(&'a str, &'a str), String> {
+pub(crate) fn key_value<'a>(arg: &'a str, what: &str) -> Result<(&'a str, &'a str), String> {
     arg.split_once('=')
         .filter(|(k, _)| !k.is_empty())
         .ok_or_else(|| {
@@ -697,7 +697,7 @@ fn numpy_metadata(arrays: &[(String, Npy<'_>)]) -> Option<String> {
 
 /// The `arrays` history param: the `name:descr` list as JSON text (a string, as the other
 /// implementation requires), or when that is too long for it, the count and the dtypes.
-fn arrays_param(descrs: &[String]) -> String {
+pub(crate) fn arrays_param(descrs: &[String]) -> String {
     let list = serde_json::to_string(descrs).unwrap_or_default();
     if list.len() <= interop::ATTR_STRING_BYTES {
         return list;
