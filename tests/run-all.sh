@@ -37,6 +37,20 @@ step "tests"
 log=$(mktemp)
 cargo test --workspace --locked 2>&1 | tee "$log"
 
+step "Zarr export read by zarr-python (when a Python with zarr is at hand)"
+# cargo test needs no Python (the fixture store is committed); this checks that
+# zarr-python opens what export writes. TET_ZARR_PYTHON picks the interpreter.
+zarr_py=${TET_ZARR_PYTHON:-python3}
+if "$zarr_py" -c 'import zarr, numpy' >/dev/null 2>&1; then
+  cargo build -q -p tet-host --locked
+  zarr_work=$(mktemp -d)
+  "$zarr_py" tests/interop/check_zarr_export.py target/debug/tet-host \
+    host/tests/fixtures/zarr/fixture.zarr "$zarr_work"
+  rm -rf "$zarr_work"
+else
+  echo "zarr-python not importable by $zarr_py: skipped (cargo test covered the round trip)"
+fi
+
 step "tet-core (every CRC table size) and tet-alloc for thumbv7m-none-eabi"
 cargo build -p tet-core --target thumbv7m-none-eabi --release --locked
 cargo build -p tet-core --target thumbv7m-none-eabi --release --locked --features crc-no-table
@@ -84,7 +98,7 @@ for target in $(cd fuzz && cargo fuzz list); do
     # A whole image as one more seed (first byte odd: the input is the image), made by
     # the project's own mkfs, so mutations reach past one block into every structure.
     img=$(mktemp)
-    cargo run -q --release -p tet-host -- mkfs "$img" --size 256K --zone-groups 1 \
+    cargo run -q -p tet-host --locked -- mkfs "$img" --size 256K --zone-groups 1 \
         --nodes 1 --inodes 16 --from docs/examples >/dev/null
     { printf '\001'; cat "$img"; } > "$corpus/whole-image"
     rm -f "$img"

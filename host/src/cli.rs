@@ -267,9 +267,10 @@ pub enum Command {
         #[command(flatten)]
         read: ReadArgs,
     },
-    /// Convert a NumPy .npy (one dataset) or .npz (one dataset per array) file to .tet.
+    /// Convert a NumPy .npy (one dataset) or .npz (one dataset per array) file, or a Zarr
+    /// v3 store (a directory: one dataset per array, named by its path), to .tet.
     Convert {
-        /// The .npy or .npz file.
+        /// The .npy or .npz file, or the Zarr v3 store.
         input: PathBuf,
         /// The .tet file to write (replaced atomically).
         output: PathBuf,
@@ -287,8 +288,13 @@ pub enum Command {
         #[arg(long)]
         name: Option<String>,
         /// Replace the output file when it exists.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "append")]
         force: bool,
+        /// Add the input's arrays to OUTPUT, an existing .tet file, as new datasets: the
+        /// file is written again atomically, its datasets' stored bytes copied as they
+        /// are, its history and metadata kept, one history row added.
+        #[arg(long)]
+        append: bool,
         /// Dimension names, one per axis: [DATASET:]time,lat,lon (repeatable; without
         /// DATASET, every array of the input).
         #[arg(long, value_name = "[DATASET:]NAMES")]
@@ -305,15 +311,19 @@ pub enum Command {
         /// implementation's limit; larger coordinates are datasets, --coord).
         #[arg(long, value_name = "[DATASET:]DIM=LABELS")]
         labels: Vec<String>,
+        /// For a Zarr store: only the array, or the arrays of the group, at this path.
+        #[arg(long, value_name = "PATH")]
+        array: Option<String>,
     },
-    /// Write a dataset, or a selection of it, to a NumPy .npy file.
+    /// Write a dataset, or a selection of it, to a NumPy .npy file; or datasets to a Zarr
+    /// v3 store (an output ending in .zarr).
     Export {
         /// The .tet file.
         file: PathBuf,
-        /// The dataset.
+        /// The dataset (required for .npy; for .zarr, without it every dataset).
         #[arg(long)]
-        dataset: String,
-        /// The .npy file to write.
+        dataset: Option<String>,
+        /// The .npy file, or the .zarr store (a directory), to write.
         output: PathBuf,
         /// A selection as JSON, e.g. '[{"start": 0, "stop": 10}]'.
         #[arg(long)]
@@ -369,6 +379,29 @@ pub enum Command {
         #[command(flatten)]
         read: ReadArgs,
     },
+    /// Copy a file or a tree (modes, owners, times, symlinks, hard links, xattrs) into a
+    /// cetrafs image, as one node through its journal (docs/cetrafs.md section 15).
+    Put(crate::cetrafs::write::PutArgs),
+    /// Remove files (and with -r directories) from a cetrafs image.
+    Rm(crate::cetrafs::write::RmArgs),
+    /// Make directories in a cetrafs image.
+    Mkdir(crate::cetrafs::write::MkdirArgs),
+    /// Rename or move a path inside a cetrafs image.
+    Mv(crate::cetrafs::write::MvArgs),
+    /// Make a hard link, or with -s a symbolic link, inside a cetrafs image.
+    Ln(crate::cetrafs::write::LnArgs),
+    /// Change permission bits inside a cetrafs image.
+    Chmod(crate::cetrafs::write::ChmodArgs),
+    /// Change numeric owner and group inside a cetrafs image.
+    Chown(crate::cetrafs::write::ChownArgs),
+    /// Set access and modification times (creating missing files) in a cetrafs image.
+    Touch(crate::cetrafs::write::TouchArgs),
+    /// Set the size of files in a cetrafs image.
+    Truncate(crate::cetrafs::write::TruncateArgs),
+    /// Set or remove an extended attribute in a cetrafs image.
+    Setfattr(crate::cetrafs::write::SetfattrArgs),
+    /// Print the extended attributes of paths in a cetrafs image (as getfattr -d).
+    Getfattr(crate::cetrafs::write::GetfattrArgs),
     /// Check every structural rule and decode payloads (.tet: the first 128 chunks, or
     /// all with --deep); exit 0 when clean, 4 when problems are found.
     Verify {
@@ -411,6 +444,17 @@ impl Command {
             // `.tet` repair prints lines: `main` turns JSON errors off for it.
             Command::Repair { json, .. } => *json,
             Command::Convert { .. } | Command::Export { .. } => false,
+            Command::Put(_)
+            | Command::Rm(_)
+            | Command::Mkdir(_)
+            | Command::Mv(_)
+            | Command::Ln(_)
+            | Command::Chmod(_)
+            | Command::Chown(_)
+            | Command::Touch(_)
+            | Command::Truncate(_)
+            | Command::Setfattr(_)
+            | Command::Getfattr(_) => false,
         }
     }
 }

@@ -44,6 +44,18 @@ fn main() -> ExitCode {
     ExitCode::from(exit.code())
 }
 
+/// Runs `f` when `image` is a cetrafs image; otherwise says what it is (exit 16).
+fn only_cetrafs(image: &std::path::Path, f: impl FnOnce() -> Exit) -> Exit {
+    match sniff(image) {
+        Err(e) => e,
+        Ok(None) => {
+            tet_host::say!("{}: a .tet file, not a cetrafs image", image.display());
+            Exit::Usage
+        }
+        Ok(Some(_)) => f(),
+    }
+}
+
 /// Runs one command.
 fn dispatch(command: Command) -> Exit {
     match command {
@@ -168,6 +180,17 @@ fn dispatch(command: Command) -> Exit {
                 no_journal,
             )
         }),
+        Command::Put(a) => only_cetrafs(&a.image, || cetrafs::write::put(&a)),
+        Command::Rm(a) => only_cetrafs(&a.image, || cetrafs::write::rm(&a)),
+        Command::Mkdir(a) => only_cetrafs(&a.image, || cetrafs::write::mkdir(&a)),
+        Command::Mv(a) => only_cetrafs(&a.image, || cetrafs::write::mv(&a)),
+        Command::Ln(a) => only_cetrafs(&a.image, || cetrafs::write::ln(&a)),
+        Command::Chmod(a) => only_cetrafs(&a.image, || cetrafs::write::chmod(&a)),
+        Command::Chown(a) => only_cetrafs(&a.image, || cetrafs::write::chown(&a)),
+        Command::Touch(a) => only_cetrafs(&a.image, || cetrafs::write::touch(&a)),
+        Command::Truncate(a) => only_cetrafs(&a.image, || cetrafs::write::truncate(&a)),
+        Command::Setfattr(a) => only_cetrafs(&a.image, || cetrafs::write::setfattr(&a)),
+        Command::Getfattr(a) => only_cetrafs(&a.image, || cetrafs::write::getfattr(&a)),
         Command::Tune {
             image,
             label,
@@ -266,10 +289,12 @@ fn dispatch(command: Command) -> Exit {
             level,
             name,
             force,
+            append,
             dims,
             attr,
             coord,
             labels,
+            array,
         } => {
             let chunk = match chunk.as_deref().map(tet::convert::parse_chunk).transpose() {
                 Ok(c) => c,
@@ -278,27 +303,44 @@ fn dispatch(command: Command) -> Exit {
                     return Exit::Usage;
                 }
             };
-            tet::convert::convert(
-                &input,
-                &output,
-                &tet::convert::ConvertOptions {
-                    chunk,
-                    codec: if codec == "raw" {
-                        tet_core::tet::Codec::Raw
-                    } else {
-                        tet_core::tet::Codec::Zstd
-                    },
-                    level,
-                    name,
-                    force,
-                    meta: tet::convert::MetaArgs {
-                        dims,
-                        attrs: attr,
-                        coords: coord,
-                        labels,
-                    },
+            let zarr = tet::zarr::is_store(&input);
+            if array.is_some() && !zarr {
+                tet_host::say!(
+                    "--array picks arrays of a Zarr store; {} is not one",
+                    input.display()
+                );
+                return Exit::Usage;
+            }
+            if append && zarr {
+                tet_host::say!(
+                    "--append adds the arrays of a .npy or .npz file; convert the Zarr store \
+                     to a .tet file of its own"
+                );
+                return Exit::Usage;
+            }
+            let options = tet::convert::ConvertOptions {
+                chunk,
+                codec: if codec == "raw" {
+                    tet_core::tet::Codec::Raw
+                } else {
+                    tet_core::tet::Codec::Zstd
                 },
-            )
+                level,
+                name,
+                force,
+                append,
+                meta: tet::convert::MetaArgs {
+                    dims,
+                    attrs: attr,
+                    coords: coord,
+                    labels,
+                },
+            };
+            if zarr {
+                tet::zarr::convert(&input, &output, array.as_deref(), &options)
+            } else {
+                tet::convert::convert(&input, &output, &options)
+            }
         }
         Command::Export {
             file,
@@ -319,6 +361,31 @@ fn dispatch(command: Command) -> Exit {
                     tet_host::say!("--selection: {e}");
                     return Exit::Usage;
                 }
+            };
+            let to_zarr =
+                output.extension().is_some_and(|e| e == "zarr") || tet::zarr::is_store(&output);
+            if to_zarr {
+                if selection.is_some() || coords {
+                    tet_host::say!(
+                        "--selection and --coords are for .npy exports; a Zarr export writes \
+                         whole datasets with their axis metadata"
+                    );
+                    return Exit::Usage;
+                }
+                return with_input_mode(&file, memory.no_mmap, |b| {
+                    tet::zarr::export(
+                        &file,
+                        b,
+                        dataset.as_deref(),
+                        &output,
+                        memory.memory_budget,
+                        force,
+                    )
+                });
+            }
+            let Some(dataset) = dataset else {
+                tet_host::say!("export to .npy needs --dataset NAME");
+                return Exit::Usage;
             };
             with_input_mode(&file, memory.no_mmap, |b| {
                 tet::export::export_with(

@@ -434,3 +434,103 @@ fn restore_says_why_it_cannot() {
         Some("the source was |b1, but the dataset is f32: written as stored")
     );
 }
+
+/// The stored bytes of every chunk of `ds`, in grid order.
+fn stored(bytes: &[u8], ds: &str) -> Vec<Vec<u8>> {
+    let f = tet_core::tet::TetFile::open(bytes).unwrap();
+    let d = f.dataset(ds).unwrap();
+    let t = tet_alloc::tet::scan::ChunkTable::new(f).unwrap();
+    let mut out: Vec<(Vec<u64>, Vec<u8>)> = (0..t.rows())
+        .filter_map(|r| t.chunk(r))
+        .filter(|c| c.dataset == d.id())
+        .map(|c| (c.coords.as_slice().to_vec(), c.payload.to_vec()))
+        .collect();
+    out.sort();
+    out.into_iter().map(|(_, b)| b).collect()
+}
+
+#[test]
+fn append_adds_datasets_and_keeps_every_stored_byte() {
+    let d = dir().join("append");
+    std::fs::create_dir_all(&d).unwrap();
+    let t: Vec<u8> = (0..2 * 300 * 40)
+        .flat_map(|i| (i as f32).to_le_bytes())
+        .collect();
+    std::fs::write(d.join("t.npy"), npy("<f4", false, &[2, 300, 40], &t)).unwrap();
+    let m: Vec<u8> = (0..12u8).map(|i| i % 2).collect();
+    std::fs::write(d.join("mask.npy"), npy("|u1", false, &[3, 4], &m)).unwrap();
+    let path = |n: &str| d.join(n).to_str().unwrap().to_string();
+    let (code, _, e) = run(&[
+        "convert",
+        &path("t.npy"),
+        &path("a.tet"),
+        "--chunk",
+        "1,100,40",
+        "--dims",
+        "time,y,x",
+        "--attr",
+        "units=K",
+    ]);
+    assert_eq!(code, 0, "{e}");
+    let before = std::fs::read(d.join("a.tet")).unwrap();
+    let (code, _, e) = run(&["convert", &path("mask.npy"), &path("a.tet"), "--append"]);
+    assert_eq!(code, 0, "{e}");
+    let after = std::fs::read(d.join("a.tet")).unwrap();
+    // Every chunk of the old dataset has the same stored bytes; the new one reads back.
+    assert_eq!(stored(&before, "t"), stored(&after, "t"));
+    assert_eq!(stored(&before, "t").len(), 6);
+    assert_eq!(
+        values(&d.join("a.tet"), "mask")["data"],
+        serde_json::json!(m.iter().map(|v| *v as u64).collect::<Vec<_>>())
+    );
+    let (code, o, _) = run(&["verify", "--deep", &path("a.tet")]);
+    assert_eq!(code, 0, "{o}");
+    // History and metadata kept, one row added.
+    let (_, o, _) = run(&["info", "--json", "--history", "--metadata", &path("a.tet")]);
+    let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+    let ops: Vec<&str> = v["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["op"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops, ["convert", "append"], "{v}");
+    let t = &v["metadata"]["datasets"][0];
+    assert_eq!(
+        (&t["dataset"], &t["dims"]),
+        (
+            &serde_json::json!("t"),
+            &serde_json::json!(["time", "y", "x"])
+        ),
+        "{v}"
+    );
+    assert_eq!(t["attrs"]["units"], "K", "{v}");
+    // A name the file has is refused, and the file is left as it was.
+    let (code, _, e) = run(&["convert", &path("mask.npy"), &path("a.tet"), "--append"]);
+    assert_eq!(code, 16, "{e}");
+    assert!(e.contains("already has a dataset 'mask'"), "{e}");
+    assert_eq!(std::fs::read(d.join("a.tet")).unwrap(), after);
+    // Appending to a file that is not there, or with --force: refused.
+    let (code, _, e) = run(&["convert", &path("mask.npy"), &path("none.tet"), "--append"]);
+    assert_eq!(code, 8, "{e}");
+    assert!(!d.join("none.tet").exists());
+    let (code, _, _) = run(&[
+        "convert",
+        &path("mask.npy"),
+        &path("a.tet"),
+        "--append",
+        "--force",
+    ]);
+    assert_eq!(code, 16);
+    // A damaged chunk is never given a fresh checksum: the append is refused.
+    let mut bad = after.clone();
+    let f = tet_core::tet::TetFile::open(&after).unwrap();
+    let r = f.rows()[0];
+    bad[r.payload_offset.get() as usize + 3] ^= 1;
+    std::fs::write(d.join("bad.tet"), &bad).unwrap();
+    std::fs::write(d.join("q.npy"), npy("<i8", false, &[2], &[0u8; 16])).unwrap();
+    let (code, _, e) = run(&["convert", &path("q.npy"), &path("bad.tet"), "--append"]);
+    assert_eq!(code, 4, "{e}");
+    assert!(e.contains("--zero-bad-chunks"), "{e}");
+    assert_eq!(std::fs::read(d.join("bad.tet")).unwrap(), bad);
+}

@@ -326,3 +326,115 @@ fn refusals_name_the_rule() {
     assert_eq!(c, 16, "{e}");
     assert!(e.contains("has 70 entries (at most 64)"), "{e}");
 }
+
+/// A `_FillValue` a float32 cannot hold exactly (1e20, CMIP's; -9999.9) marks the
+/// elements that store it, as NumPy's `a == 1e20` does for a float32 `a`.
+#[test]
+fn a_fill_value_matches_in_the_datasets_precision() {
+    let d = dir().join("fill32");
+    std::fs::create_dir_all(&d).unwrap();
+    let v = [1.0f32, 1e20, 3.0, -9999.9, 5.0, 1e20];
+    std::fs::write(d.join("f.npy"), npy("<f4", false, &[2, 3], &f32s(&v))).unwrap();
+    let p = |n: &str| d.join(n).to_str().unwrap().to_string();
+    for (fill, nulls, mean) in [("1e20", 2, "-2497.725"), ("-9999.9", 1, "4e19")] {
+        let (code, _, e) = run(&[
+            "convert",
+            &p("f.npy"),
+            &p("f.tet"),
+            "--force",
+            "--attr",
+            &format!("_FillValue={fill}"),
+        ]);
+        assert_eq!(code, 0, "{e}");
+        let (code, o, e) = run(&[
+            "query",
+            r#"{"dataset": "f", "null_count": []}"#,
+            "-t",
+            &p("f.tet"),
+        ]);
+        assert_eq!(code, 0, "{e}");
+        let out: serde_json::Value = serde_json::from_str(&o).unwrap();
+        assert_eq!(out["result"], nulls, "fill {fill}: {o}");
+        let (_, o, _) = run(&[
+            "query",
+            r#"{"dataset": "f", "nan_mean": []}"#,
+            "-t",
+            &p("f.tet"),
+        ]);
+        let out: serde_json::Value = serde_json::from_str(&o).unwrap();
+        let got = out["result"].as_f64().unwrap();
+        let want: f64 = mean.parse().unwrap();
+        assert!(
+            (got - want).abs() <= 1e-6 * want.abs(),
+            "fill {fill}: nan_mean {got}, want {want}"
+        );
+    }
+    // The query's own fill is compared the same way.
+    let (_, o, _) = run(&[
+        "query",
+        r#"{"dataset": "f", "null_count": {"fill": 1e20}}"#,
+        "-t",
+        &p("f.tet"),
+    ]);
+    let out: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(out["result"], 2, "{o}");
+}
+
+/// With an .npz input, options without a dataset are checked as for a .npy: a misspelt
+/// dimension in --coord or --labels, a member that is not 1-D, and labels beside a
+/// coordinate dataset on one axis are refused; --attr and --dims leave the members that
+/// are coordinates alone.
+#[test]
+fn npz_options_without_a_dataset_are_checked() {
+    let d = dir().join("npzopts");
+    std::fs::create_dir_all(&d).unwrap();
+    let p = |n: &str| d.join(n).to_str().unwrap().to_string();
+    let npy_of = |descr: &str, shape: &[u64], data: Vec<u8>| npy(descr, false, shape, &data);
+    let mut z = zip::ZipWriter::new(std::fs::File::create(d.join("s.npz")).unwrap());
+    for (name, bytes) in [
+        ("t2m.npy", npy_of("<f4", &[2, 3, 4], f32s(&[0.0; 24]))),
+        ("latitude.npy", npy_of("<f8", &[3], f64s(&[1.0, 2.0, 3.0]))),
+        ("lon.npy", npy_of("<f8", &[4], f64s(&[0.0, 1.0, 2.0, 3.0]))),
+    ] {
+        z.start_file(name, zip::write::SimpleFileOptions::default())
+            .unwrap();
+        std::io::Write::write_all(&mut z, &bytes).unwrap();
+    }
+    z.finish().unwrap();
+    let (src, out) = (p("s.npz"), p("s.tet"));
+    let convert = |extra: &[&str]| {
+        let mut a = vec!["convert", &src, &out, "--force", "--dims", "time,lat,lon"];
+        a.extend_from_slice(extra);
+        run(&a)
+    };
+    let (code, _, e) = convert(&["--coord", "lati=latitude"]);
+    assert_eq!(code, 16, "{e}");
+    assert!(
+        e.contains("no array of the input has a dimension named 'lati'"),
+        "{e}"
+    );
+    let (code, _, e) = convert(&["--labels", "lonn=a,b,c,d"]);
+    assert_eq!(code, 16, "{e}");
+    let (code, _, e) = convert(&["--coord", "lat=t2m"]);
+    assert_eq!(code, 16, "{e}");
+    assert!(e.contains("a coordinate is a 1-D array"), "{e}");
+    let (code, _, e) = convert(&["--coord", "lon=lon", "--labels", "lon=a,b,c,d"]);
+    assert_eq!(code, 16, "{e}");
+    assert!(e.contains("an axis has at most one"), "{e}");
+    let (code, _, e) = convert(&[
+        "--coord",
+        "lat=latitude",
+        "--coord",
+        "lon=lon",
+        "--attr",
+        "units=K",
+    ]);
+    assert_eq!(code, 0, "{e}");
+    let (_, o, _) = run(&["info", "--json", "--metadata", &p("s.tet")]);
+    let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+    let ds = v["metadata"]["datasets"].as_array().unwrap();
+    let of = |n: &str| ds.iter().find(|x| x["dataset"] == n).unwrap().clone();
+    assert_eq!(of("t2m")["attrs"]["units"], "K", "{v}");
+    assert!(of("latitude")["attrs"].get("units").is_none(), "{v}");
+    assert_eq!(of("latitude")["dims"], serde_json::json!(["lat"]), "{v}");
+}

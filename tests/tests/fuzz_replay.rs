@@ -92,3 +92,8 @@ fn errors(img: &[u8]) -> Vec<tet_core::cetrafs::Finding> {
 fn replay_cetrafs_repair() {
     assert!(replay("cetrafs_repair", tet_host::fuzzing::cetrafs_repair) >= 4);
 }
+
+#[test]
+fn replay_cetrafs_write() {
+    assert!(replay("cetrafs_write", tet_host::fuzzing::cetrafs_write) >= 4);
+}

@@ -35,11 +35,24 @@ fn converted_files_carry_string_params() {
             level: 3,
             name: None,
             force: true,
+            append: false,
             meta: Default::default(),
         };
         assert_eq!(convert(&input, &out, &o), Exit::Clean);
         let bytes = std::fs::read(&out).unwrap();
         assert_peer_readable(&bytes);
+        // A dataset appended: the file is still the other implementation's to read.
+        let more = d.join("more.npy");
+        std::fs::write(&more, npy_f64(&[7.0, 8.0])).unwrap();
+        let appended = d.join(format!("b-{}.tet", codec.wire()));
+        std::fs::copy(&out, &appended).unwrap();
+        let add = ConvertOptions {
+            force: false,
+            append: true,
+            ..o.clone()
+        };
+        assert_eq!(convert(&more, &appended, &add), Exit::Clean);
+        assert_peer_readable(&std::fs::read(&appended).unwrap());
         let file = tet_core::tet::TetFile::open(&bytes).unwrap();
         let v: serde_json::Value =
             serde_json::from_slice(file.footer().unwrap().history_json()).unwrap();

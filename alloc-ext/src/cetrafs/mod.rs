@@ -11,3 +11,4 @@ pub mod records;
 pub mod repair;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod write;

@@ -391,20 +391,37 @@ impl Marker {
     }
 }
 
+/// The `f32` nearest `v` (ties to even; beyond the range, ±infinity), as a float32 array
+/// stores a value written in decimal.
+#[allow(
+    clippy::as_conversions,
+    reason = "f64 to f32 with `as` rounds to nearest, which is the rounding wanted"
+)]
+fn nearest_f32(v: f64) -> f32 {
+    v as f32
+}
+
 /// Applies `mask` to the elements of `tile` (of `dtype`), in place.
 fn apply_mask(tile: &mut [u8], dtype: DType, mask: Mask) {
     let (marker, indicator) = match mask {
         Mask::Missing(m) => (m, false),
         Mask::Indicator(m) => (m, true),
     };
+    // A float marker is compared in the dataset's own precision, as NumPy compares
+    // `a == 1e20` for a float32 `a`: the marker rounded to the element type first (1e20
+    // is not a float32; the float32 nearest it is what a fill of 1e20 stores).
     macro_rules! floats {
-        ($t:ty, $n:literal, $to:expr, $nan:expr, $zero:expr) => {
+        ($t:ty, $n:literal, $to:expr, $from:expr, $nan:expr, $zero:expr) => {{
+            let target = Marker {
+                float: $to($from(marker.float)),
+                int: None,
+            };
             for e in tile.chunks_exact_mut($n) {
                 let Ok(b) = <[u8; $n]>::try_from(&*e) else {
                     continue;
                 };
                 let v = <$t>::from_le_bytes(b);
-                let hit = marker.is_float($to(v));
+                let hit = target.is_float($to(v));
                 let out = match (hit, indicator) {
                     (true, _) => Some($nan),
                     (false, true) => Some($zero),
@@ -414,7 +431,7 @@ fn apply_mask(tile: &mut [u8], dtype: DType, mask: Mask) {
                     e.copy_from_slice(&<$t>::to_le_bytes(o));
                 }
             }
-        };
+        }};
     }
     macro_rules! ints {
         ($t:ty, $n:literal) => {
@@ -435,11 +452,12 @@ fn apply_mask(tile: &mut [u8], dtype: DType, mask: Mask) {
             half::f16,
             2,
             |v: half::f16| v.to_f64(),
+            half::f16::from_f64,
             half::f16::NAN,
             half::f16::ZERO
         ),
-        DType::F32 => floats!(f32, 4, f64::from, f32::NAN, 0.0f32),
-        DType::F64 => floats!(f64, 8, |v: f64| v, f64::NAN, 0.0f64),
+        DType::F32 => floats!(f32, 4, f64::from, nearest_f32, f32::NAN, 0.0f32),
+        DType::F64 => floats!(f64, 8, |v: f64| v, |v: f64| v, f64::NAN, 0.0f64),
         DType::U8 => ints!(u8, 1),
         DType::U16 => ints!(u16, 2),
         DType::U32 => ints!(u32, 4),

@@ -2,6 +2,7 @@
 //! engine, the streaming writer, the history footer, verification with owned scratch,
 //! repair and the built-in example.
 
+pub mod append;
 pub mod decode;
 pub mod example;
 pub mod history;

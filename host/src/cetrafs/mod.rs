@@ -11,6 +11,7 @@ pub mod replay;
 pub mod tune;
 pub mod uuid;
 pub mod verify;
+pub mod write;
 
 use std::path::Path;
 

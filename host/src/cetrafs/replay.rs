@@ -60,15 +60,34 @@ pub fn replay(
             return Exit::of(e.category());
         }
     };
+    // A crashed writer (docs/cetrafs.md section 15): with --force, the node named by
+    // --node-id is recovered (its zone groups released with their counts from the
+    // bitmaps, its row LEFT), without a second node.
+    let recovered = if force {
+        match tet_alloc::cetrafs::write::recover(dev, node_id) {
+            Ok(r) => r.row.map(|row| (row, r.released)),
+            Err(e) => {
+                crate::say!("{}: recovering node {node_id:#x}: {e}", path.display());
+                return Exit::Operational;
+            }
+        }
+    } else {
+        None
+    };
     match output {
         Output::Json => {
-            println!(
-                "{}",
-                json!({"file": path.display().to_string(), "journals": report.journals,
-                       "written": report.written, "already_applied": report.already,
-                       "conflicts": report.conflicts,
-                       "findings": conflicts.iter().map(|f| rendered(f).json()).collect::<Vec<_>>()})
-            );
+            let mut v = json!({"file": path.display().to_string(), "journals": report.journals,
+                   "written": report.written, "already_applied": report.already,
+                   "conflicts": report.conflicts,
+                   "findings": conflicts.iter().map(|f| rendered(f).json()).collect::<Vec<_>>()});
+            // Only when a crashed writer was recovered (the key is absent otherwise).
+            if let (Some((row, zones)), Some(o)) = (recovered, v.as_object_mut()) {
+                o.insert(
+                    "recovered".into(),
+                    json!({"node_id": node_id, "row": row, "zone_groups_released": zones}),
+                );
+            }
+            println!("{v}");
             crate::report::printed();
         }
         _ => {
@@ -89,9 +108,17 @@ pub fn replay(
             }
         }
     }
+    if output != Output::Json {
+        if let Some((row, zones)) = recovered {
+            println!(
+                "{}: recovered node {node_id:#x}: {zones} zone group(s) released, registry row {row} LEFT",
+                path.display()
+            );
+        }
+    }
     if report.conflicts > 0 {
         Exit::Problems
-    } else if report.journals > 0 {
+    } else if report.journals > 0 || recovered.is_some() {
         Exit::Fixed
     } else {
         Exit::Clean

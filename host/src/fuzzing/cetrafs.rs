@@ -501,3 +501,113 @@ fn unmarked_mapped_block(img: &[u8]) -> Option<(u64, u64)> {
     }
     None
 }
+
+/// A small image for the write target: two zone groups of small block groups (so
+/// allocation claims both and runs out), a journal of 4 slots (so large operations are
+/// split, or refused with ENOSPC), a few files. Built once.
+fn write_base() -> &'static [u8] {
+    static IMG: OnceLock<Vec<u8>> = OnceLock::new();
+    IMG.get_or_init(|| {
+        let p = Params {
+            size_bytes: 400 * 4096,
+            bg_size_blocks: 64,
+            zone_groups: 2,
+            nodes: 2,
+            inodes: 64,
+            journal_blocks: 9,
+            ..Params::default()
+        };
+        let mut b = ImageBuilder::new(p);
+        let build = |b: &mut ImageBuilder| -> Result<Vec<u8>, tet_core::Error> {
+            let d = b.mkdir(ImageBuilder::ROOT, b"d", 0o755)?;
+            b.add_file(d, b"f", vec![3; 5000], Sparse::Dense, Placement::Fragmented)?;
+            b.add_file(
+                ImageBuilder::ROOT,
+                b"g",
+                vec![4; 9000],
+                Sparse::Dense,
+                Placement::Contiguous,
+            )?;
+            b.build()
+        };
+        build(&mut b).unwrap_or_default()
+    })
+}
+
+/// Fuzz body of `cetrafs_write`: `data` read as operations (4 bytes each: the operation,
+/// then its arguments) applied through the write path to a small image. Invariants: no
+/// panic; every failure is an operation's Unix error, never a device or structure
+/// error (the image is sound); after leaving, the full check finds no error.
+pub fn cetrafs_write(data: &[u8]) {
+    use tet_alloc::cetrafs::write::{JoinOptions, SetAttr, WriteError, Writer};
+    let mut img = write_base().to_vec();
+    assert!(
+        !img.is_empty(),
+        "the write target's base image did not build"
+    );
+    {
+        let dev = tet_core::block::MemDeviceMut::new(&mut img);
+        let opts = JoinOptions {
+            node_id: 9,
+            hostname: b"fuzz".to_vec(),
+            now_secs: 1,
+        };
+        let mut w = Writer::join(&dev, &opts).unwrap();
+        let names: [&[u8]; 5] = [b"a", b"b", b"c", b"d", b"f"];
+        let mut dirs: Vec<u64> = vec![1];
+        let mut files: Vec<u64> = Vec::new();
+        for op in data.chunks_exact(4).take(64) {
+            let [k, a, b, c] = [op[0], op[1], op[2], op[3]];
+            let dir = dirs[usize::from(a) % dirs.len()];
+            let name = names[usize::from(b) % names.len()];
+            let file = (!files.is_empty()).then(|| files[usize::from(c) % files.len()]);
+            let r: Result<(), WriteError> = match k % 12 {
+                0 => w.create(dir, name, 0o644, 0, 0).map(|i| files.push(i)),
+                1 => w.mkdir(dir, name, 0o755, 0, 0).map(|i| dirs.push(i)),
+                2 | 3 => match file {
+                    Some(f) => w.write(f, u64::from(b) * 1531, &vec![c | 1; usize::from(a) * 97]),
+                    None => Ok(()),
+                },
+                4 => file.map_or(Ok(()), |f| w.truncate(f, u64::from(a) * 613)),
+                5 => w.unlink(dir, name),
+                6 => w.rmdir(dir, name),
+                7 => {
+                    let to = dirs[usize::from(c) % dirs.len()];
+                    w.rename(dir, name, to, names[usize::from(a) % names.len()])
+                }
+                8 => file.map_or(Ok(()), |f| w.link(f, dir, name)),
+                9 => w
+                    .symlink(dir, name, &vec![b'x'; usize::from(c) * 9 + 1], 0, 0)
+                    .map(|_| ()),
+                10 => file.map_or(Ok(()), |f| {
+                    w.set_xattr(f, b"user.k", &vec![a; usize::from(b)])
+                }),
+                _ => file.map_or(Ok(()), |f| {
+                    w.set_attr(
+                        f,
+                        &SetAttr {
+                            mode: Some(u32::from(a)),
+                            ..SetAttr::default()
+                        },
+                    )
+                }),
+            };
+            if let Err(e) = r {
+                assert!(matches!(e, WriteError::Errno(_)), "op {op:?}: {e:?}");
+            }
+            // Forget inodes that are gone.
+            files.retain(|f| w.stat(*f).is_ok());
+            dirs.retain(|d| {
+                w.stat(*d)
+                    .is_ok_and(|i| i.mode.get() & 0o170_000 == 0o040_000)
+            });
+        }
+        w.leave().unwrap();
+    }
+    let (found, _) = tet_alloc::cetrafs::fsck::findings(MemDevice::new(&img), &Default::default());
+    let errors: Vec<_> = found
+        .iter()
+        .filter(|f| f.severity() == Severity::Error)
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+}

@@ -11,6 +11,8 @@ use std::path::Path;
 use tet_alloc::tet::writer::{interop, DatasetSpec, FooterSpec, HistoryRow, Writer};
 use tet_core::tet::{Codec, DatasetId};
 
+use tet_alloc::tet::append::Base;
+
 use crate::atomic::{AtomicFile, RealFs};
 use crate::tet::write::{write_batch, Tile};
 use crate::Exit;
@@ -30,6 +32,8 @@ pub struct ConvertOptions {
     pub name: Option<String>,
     /// Replace `output` when it exists (never when it is the input).
     pub force: bool,
+    /// Add the arrays to `output`, an existing file ([`tet_alloc::tet::append`]).
+    pub append: bool,
     /// Axis metadata: `--dims`, `--attr`, `--coord`, `--labels` ([`MetaArgs`]).
     pub meta: MetaArgs,
 }
@@ -50,7 +54,7 @@ pub struct MetaArgs {
 
 /// Splits `[DATASET:]rest`, where the dataset prefix ends at a `:` before any `=` (so
 /// `units=m:s` has none).
-fn target(arg: &str) -> (Option<&str>, &str) {
+pub(crate) fn target(arg: &str) -> (Option<&str>, &str) {
     let eq = arg.find('=').unwrap_or(arg.len());
     match arg.find(':') {
         Some(c) if c < eq => (arg.get(..c), arg.get(c.saturating_add(1)..).unwrap_or("")),
@@ -58,7 +62,7 @@ fn target(arg: &str) -> (Option<&str>, &str) {
     }
 }
 
-fn key_value<'a>(arg: &'a str, what: &str) -> Result<(&'a str, &'a str), String> {
+pub(crate) fn key_value<'a>(arg: &'a str, what: &str) -> Result<(&'a str, &'a str), String> {
     arg.split_once('=')
         .filter(|(k, _)| !k.is_empty())
         .ok_or_else(|| {
@@ -78,9 +82,41 @@ const BATCH: usize = 16;
 
 /// `tet-host convert`.
 pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
-    if let Err(e) = crate::atomic::check_output(output, &[input], o.force) {
+    // With --append the output is the file added to: it must exist, and be another file
+    // than the input.
+    let checked = if o.append {
+        crate::atomic::check_output(output, &[input], true)
+    } else {
+        crate::atomic::check_output(output, &[input], o.force)
+    };
+    if let Err(e) = checked {
         return e;
     }
+    let base_input = if o.append {
+        match crate::input::Input::open(output) {
+            Ok(i) => Some(i),
+            Err(e) => {
+                crate::say!(
+                    "--append: cannot read {} ({e}); --append adds to an existing .tet file",
+                    output.display()
+                );
+                return Exit::Operational;
+            }
+        }
+    } else {
+        None
+    };
+    let base = match base_input
+        .as_ref()
+        .map(|i| Base::open::<std::io::Error>(i.bytes()))
+    {
+        Some(Ok(b)) => Some(b),
+        Some(Err(e)) => {
+            crate::say!("{}: {e}", output.display());
+            return Exit::Problems;
+        }
+        None => None,
+    };
     let src = match crate::input::Input::open(input) {
         Ok(i) => i,
         Err(e) => {
@@ -271,6 +307,18 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
         crate::say!("{}: {e}", input.display());
         return Exit::Usage;
     }
+    if let Some(b) = &base {
+        if let Err(e) = b.check_names::<std::io::Error>(specs.iter().map(|s| s.name)) {
+            crate::say!("{}: {e}", output.display());
+            return Exit::Usage;
+        }
+    }
+    // The datasets a file added to has come first, keeping their ids.
+    let first_id = base.as_ref().map_or(0, |b| b.datasets.len());
+    let all_specs: Vec<DatasetSpec<'_>> = match &base {
+        Some(b) => b.specs().into_iter().chain(specs.iter().copied()).collect(),
+        None => specs.clone(),
+    };
     let out = match AtomicFile::create(output, RealFs) {
         Ok(f) => f,
         Err(e) => {
@@ -278,7 +326,7 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
             return Exit::Operational;
         }
     };
-    let mut w = match Writer::new(out, &specs) {
+    let mut w = match Writer::new(out, &all_specs) {
         Ok(w) => w,
         Err(e) => {
             crate::say!("{}: {e}", input.display());
@@ -292,8 +340,26 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
     let total: u64 = arrays
         .iter()
         .map(|(_, a)| u64::try_from(a.data.len()).unwrap_or(0))
-        .sum();
+        .sum::<u64>()
+        .saturating_add(base.as_ref().map_or(0, Base::stored_bytes));
     let bar = crate::progress::progress_bar(true, total);
+    if let Some(b) = &base {
+        let copied = b.copy_into(&mut w, |n| {
+            if let Some(bar) = &bar {
+                bar.inc(n);
+            }
+        });
+        if let Err(e) = copied {
+            if let Some(bar) = &bar {
+                bar.finish_and_clear();
+            }
+            crate::say!("{}: {e}", output.display());
+            return match e {
+                tet_alloc::tet::append::AppendError::Write(_) => Exit::Operational,
+                _ => Exit::Problems,
+            };
+        }
+    }
     for (i, ((_, a), c)) in arrays.iter().zip(&chunks).enumerate() {
         let grid: Vec<u64> = a
             .shape
@@ -302,7 +368,7 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
             .map(|(s, k)| s.div_ceil((*k).max(1)))
             .collect();
         let cells = grid.iter().fold(1u64, |x, g| x.saturating_mul(*g));
-        let id = DatasetId(u32::try_from(i).unwrap_or(u32::MAX));
+        let id = DatasetId(u32::try_from(i.saturating_add(first_id)).unwrap_or(u32::MAX));
         let mut batch: Vec<Tile> = Vec::new();
         for cell in 0..cells {
             let coords = tet_alloc::tet::query::position_coords(&grid, cell);
@@ -330,18 +396,28 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
         .iter()
         .map(|(n, a)| format!("{n}:{}", a.descr))
         .collect();
-    let footer = FooterSpec {
-        history: vec![HistoryRow {
-            op: "convert".into(),
-            source: interop::clip(&input.display().to_string()).to_string(),
-            at: super::now_rfc3339(),
-            params: vec![
-                ("from".into(), if is_zip { "npz" } else { "npy" }.into()),
-                ("arrays".into(), arrays_param(&descrs)),
-                ("codec".into(), o.codec.name().into()),
-            ],
-        }],
-        metadata: Some(metadata),
+    let row = HistoryRow {
+        op: if o.append { "append" } else { "convert" }.into(),
+        source: interop::clip(&input.display().to_string()).to_string(),
+        at: super::now_rfc3339(),
+        params: vec![
+            ("from".into(), if is_zip { "npz" } else { "npy" }.into()),
+            ("arrays".into(), arrays_param(&descrs)),
+            ("codec".into(), o.codec.name().into()),
+        ],
+    };
+    let footer = match &base {
+        None => FooterSpec {
+            history: vec![row],
+            metadata: Some(metadata),
+        },
+        Some(b) => match b.footer(row, Some(&metadata)) {
+            Ok(f) => f,
+            Err(e) => {
+                crate::say!("{}: {e}", output.display());
+                return Exit::Usage;
+            }
+        },
     };
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -440,8 +516,37 @@ fn axis_metadata(
         let n = tet_alloc::tet::meta::parse(text.as_bytes(), 0).map_err(|e| e.message)?;
         m.datasets = n.datasets;
     }
+    // The .npz members named as coordinates: an option without a dataset leaves them
+    // alone (a coordinate dataset is its own axis, named after it).
+    let members: Vec<String> = coords
+        .iter()
+        .filter(|(_, c)| c.path.is_none())
+        .filter_map(|(_, c)| {
+            args.coords
+                .iter()
+                .filter_map(|a| key_value(target(a).1, "--coord").ok())
+                .find(|(d, _)| *d == c.dim)
+                .map(|(_, s)| s.to_string())
+        })
+        .collect();
+    for name in &members {
+        if let Some((_, a)) = arrays.iter().find(|(n, _)| n == name) {
+            if a.shape.len() != 1 || a.scalar {
+                return Err(format!(
+                    "--coord ...={name}: a coordinate is a 1-D array; member '{name}' has shape \
+                     {:?}",
+                    a.shape
+                ));
+            }
+        }
+    }
     let all = |ds: Option<&str>, what: &str| -> Result<Vec<String>, String> {
         match ds {
+            None if data_names.len() > 1 => Ok(data_names
+                .iter()
+                .filter(|n| !members.contains(n))
+                .cloned()
+                .collect()),
             None => Ok(data_names.to_vec()),
             Some(d) if arrays.iter().any(|(n, _)| n == d) => Ok(vec![d.to_string()]),
             Some(d) => Err(format!("{what}: no dataset '{d}' in the output")),
@@ -476,13 +581,21 @@ fn axis_metadata(
         if ds.is_some() || t.len() <= 1 {
             return Ok::<Vec<String>, String>(t);
         }
-        Ok(t.into_iter()
+        let named: Vec<String> = t
+            .into_iter()
             .filter(|d| {
                 m.dataset(d)
                     .and_then(|e| e.dim_names.as_ref())
                     .is_some_and(|n| n.iter().any(|x| x == dim))
             })
-            .collect())
+            .collect();
+        if named.is_empty() {
+            // A misspelt dimension is said, as it is for a .npy input.
+            return Err(format!(
+                "{what} {dim}=...: no array of the input has a dimension named '{dim}'                  (name the axes with --dims, or give the dataset: {what} DATASET:{dim}=...)"
+            ));
+        }
+        Ok(named)
     };
     for (ds, c) in coords {
         let targets = having(&m, ds.as_deref(), &c.dim, "--coord")?;
@@ -497,11 +610,22 @@ fn axis_metadata(
                 .find(|(d, _)| *d == c.dim)
                 .map(|(_, s)| s.to_string())
                 .unwrap_or_default();
-            if !arrays.iter().any(|(n, _)| *n == member) {
-                return Err(format!(
-                    "--coord {}={member}: no such file, and no member '{member}' in the archive",
-                    c.dim
-                ));
+            match arrays.iter().find(|(n, _)| *n == member) {
+                None => {
+                    return Err(format!(
+                        "--coord {}={member}: no such file, and no member '{member}' in the \
+                         archive",
+                        c.dim
+                    ))
+                }
+                Some((_, a)) if a.shape.len() != 1 || a.scalar => {
+                    return Err(format!(
+                        "--coord {}={member}: a coordinate is a 1-D array; member '{member}' \
+                         has shape {:?}",
+                        c.dim, a.shape
+                    ))
+                }
+                Some(_) => {}
             }
             member
         };
@@ -524,6 +648,14 @@ fn axis_metadata(
         let (dim, list) = key_value(rest, "--labels")?;
         let labels: Vec<String> = list.split(',').map(str::to_string).collect();
         for d in having(&m, ds, dim, "--labels")? {
+            if m.dataset(&d)
+                .is_some_and(|e| e.coords.iter().any(|(k, _)| k == dim))
+            {
+                return Err(format!(
+                    "--labels {dim}=... and --coord {dim}=... both give axis '{dim}' of \
+                     '{d}' a coordinate; an axis has at most one"
+                ));
+            }
             m.edit(&d, |e| {
                 e.coords.retain(|(k, _)| k != dim);
                 e.coords
@@ -565,7 +697,7 @@ fn numpy_metadata(arrays: &[(String, Npy<'_>)]) -> Option<String> {
 
 /// The `arrays` history param: the `name:descr` list as JSON text (a string, as the other
 /// implementation requires), or when that is too long for it, the count and the dtypes.
-fn arrays_param(descrs: &[String]) -> String {
+pub(crate) fn arrays_param(descrs: &[String]) -> String {
     let list = serde_json::to_string(descrs).unwrap_or_default();
     if list.len() <= interop::ATTR_STRING_BYTES {
         return list;

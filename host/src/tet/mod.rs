@@ -20,6 +20,36 @@ pub mod repair;
 pub mod report;
 pub mod verify;
 pub mod write;
+#[cfg(feature = "zarr")]
+pub mod zarr;
+/// A build without the `zarr` feature: stores are recognised, and refused with a message.
+#[cfg(not(feature = "zarr"))]
+pub mod zarr {
+    use std::path::Path;
+
+    use super::convert::ConvertOptions;
+    use crate::Exit;
+
+    /// Whether `path` is a Zarr v3 store (a directory with a `zarr.json`).
+    pub fn is_store(path: &Path) -> bool {
+        path.is_dir() && path.join("zarr.json").is_file()
+    }
+
+    fn refused() -> Exit {
+        crate::say!("this tet-host was built without Zarr support (cargo feature `zarr`)");
+        Exit::Usage
+    }
+
+    /// Refused: no Zarr support in this build.
+    pub fn convert(_: &Path, _: &Path, _: Option<&str>, _: &ConvertOptions) -> Exit {
+        refused()
+    }
+
+    /// Refused: no Zarr support in this build.
+    pub fn export(_: &Path, _: &[u8], _: Option<&str>, _: &Path, _: Option<u64>, _: bool) -> Exit {
+        refused()
+    }
+}
 
 /// Opens `bytes` as a `.tet` file for reading data, or says why not (exit 4). The chunk
 /// checksum table the footer metadata names is attached, so every chunk the command

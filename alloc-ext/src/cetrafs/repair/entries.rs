@@ -21,6 +21,7 @@ type SetField = fn(&mut RawInode, u64);
 pub(super) fn fix_one<D: BlockDeviceMut>(
     f: &Finding,
     entries_change: bool,
+    extents_settled: bool,
     patches: &mut Patches<'_, D>,
     fixes: &mut Vec<Fix>,
 ) -> Result<(), Error> {
@@ -40,10 +41,13 @@ pub(super) fn fix_one<D: BlockDeviceMut>(
             |r, n| r.nlink.set(u32::try_from(n).unwrap_or(u32::MAX)),
             "nlink set to the references counted",
         )),
-        (Code::InodeBlocks, _) => {
+        // Counted from the extents: only once no block is claimed twice (an extent
+        // grown over other files' blocks would be blessed, and a directory made to read
+        // their data as entries).
+        (Code::InodeBlocks, _) if extents_settled => {
             Some((|r, n| r.blocks.set(n), "blocks set to the extents' total"))
         }
-        (Code::DirSize, _) => Some((
+        (Code::DirSize, _) if extents_settled => Some((
             |r, n| r.size.set(n),
             "directory size set to its mapped blocks",
         )),

@@ -78,8 +78,9 @@ pub(super) fn plan<D: BlockDeviceMut>(
         ) || changes_entries(f)
     });
     fix_dir_blocks(found, patches, fixes)?;
+    let extents_settled = !has(Code::BlockShared);
     for f in found {
-        fix_one(f, entries_change, patches, fixes)?;
+        fix_one(f, entries_change, extents_settled, patches, fixes)?;
         fix_derived(f, patches, fixes)?;
     }
     fix_unreadable(found, patches, fixes)?;

@@ -197,6 +197,7 @@ fn old_root_blocks<D: BlockDeviceMut>(
     let mut taken: Vec<u64> = Vec::new();
     let mut names: BTreeSet<Vec<u8>> = BTreeSet::new();
     let (mut subdirs, mut entries) = (0u32, 0u64);
+    let mut runs = 0usize;
     for lba in unowned {
         if fs.device().read_block(lba, &mut buf).is_err() || !sealed_dir_block(&buf) {
             continue;
@@ -241,9 +242,11 @@ fn old_root_blocks<D: BlockDeviceMut>(
         }
         // Runs: the blocks come in ascending order, so a new run starts at a gap.
         let new_run = taken.last().is_none_or(|l| l.saturating_add(1) != lba);
-        let runs = count_runs(&taken);
         if new_run && runs >= INLINE_EXTENTS {
             continue;
+        }
+        if new_run {
+            runs = runs.saturating_add(1);
         }
         entries = entries.saturating_add(u64::try_from(block_names.len()).unwrap_or(0));
         subdirs = subdirs.saturating_add(block_subdirs);
@@ -251,15 +254,6 @@ fn old_root_blocks<D: BlockDeviceMut>(
         taken.push(lba);
     }
     Ok((taken, subdirs, entries))
-}
-
-/// Runs of consecutive numbers in ascending `blocks`.
-fn count_runs(blocks: &[u64]) -> usize {
-    blocks
-        .windows(2)
-        .filter(|w| matches!(w, [a, b] if a.saturating_add(1) != *b))
-        .count()
-        .saturating_add(usize::from(!blocks.is_empty()))
 }
 
 /// Whether `b` is a directory block whose tail reads as sealed.

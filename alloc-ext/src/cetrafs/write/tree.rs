@@ -1,0 +1,326 @@
+//! A file's extents read whole into memory and written back as the smallest tree that
+//! holds them (section 9: inline, then leaves, then interior blocks), reusing the
+//! file's tree blocks so that growing a file rewrites only the blocks that change.
+
+use alloc::vec::Vec;
+
+use tet_core::block::{Block, BlockDeviceMut, BLOCK_SIZE, BLOCK_SIZE_U64};
+use tet_core::cetrafs::raw::{RawExtent, RawExtentHeader, RawExtentIndex, RawInode};
+use tet_core::cetrafs::{
+    EXTENT_MAGIC, EXTENT_UNINIT, INDEX_MAX, INLINE_SLOTS, LEAF_MAX, TAIL_AT, TAIL_EXTENT,
+};
+use tet_core::checksum::crc32c_skipping;
+use tet_core::{Error, ErrorKind};
+use zerocopy::{FromBytes, IntoBytes};
+
+use super::txn::Txn;
+use super::{Errno, WriteError, Writer};
+
+/// One extent: `len` logical blocks from `logical` at `physical`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Ext {
+    pub logical: u64,
+    pub len: u64,
+    pub physical: u64,
+    pub uninit: bool,
+}
+
+impl Ext {
+    pub fn end(&self) -> u64 {
+        self.logical.saturating_add(self.len)
+    }
+}
+
+/// A file's mapping: its extents sorted by logical block, and its tree blocks.
+pub(super) struct Map {
+    pub exts: Vec<Ext>,
+    pub tree: Vec<u64>,
+}
+
+const CRC_AT: usize = TAIL_AT + 8;
+const MAX_LEN: u64 = (1 << 31) - 1;
+
+fn bad(what: &'static str, lba: u64, at: usize) -> WriteError {
+    WriteError::Device(Error::new(
+        ErrorKind::Invalid,
+        what,
+        lba.saturating_mul(BLOCK_SIZE_U64)
+            .saturating_add(u64::try_from(at).unwrap_or(0)),
+    ))
+}
+
+fn ext_of(bytes: &[u8]) -> Option<Ext> {
+    let e = RawExtent::read_from_bytes(bytes.get(..16)?).ok()?;
+    let len = e.len.get();
+    Some(Ext {
+        logical: u64::from(e.logical.get()),
+        len: u64::from(len & !EXTENT_UNINIT),
+        physical: e.physical.get(),
+        uninit: len & EXTENT_UNINIT != 0,
+    })
+}
+
+fn raw_ext(e: &Ext) -> RawExtent {
+    let mut r = RawExtent::read_from_bytes(&[0u8; 16][..]).unwrap_or_else(|_| zero_ext());
+    r.logical.set(u32::try_from(e.logical).unwrap_or(u32::MAX));
+    let len = u32::try_from(e.len).unwrap_or(0);
+    r.len.set(if e.uninit { len | EXTENT_UNINIT } else { len });
+    r.physical.set(e.physical);
+    r
+}
+
+fn zero_ext() -> RawExtent {
+    zerocopy::FromZeros::new_zeroed()
+}
+
+fn header(entries: usize, max: u16, depth: u16) -> RawExtentHeader {
+    let mut h: RawExtentHeader = zerocopy::FromZeros::new_zeroed();
+    h.magic.set(EXTENT_MAGIC);
+    h.entries.set(u16::try_from(entries).unwrap_or(0));
+    h.max.set(max);
+    h.depth.set(depth);
+    h
+}
+
+fn put_at(b: &mut [u8], at: usize, bytes: &[u8]) {
+    if let Some(d) = b.get_mut(at..at.saturating_add(bytes.len())) {
+        d.copy_from_slice(bytes);
+    }
+}
+
+/// A tree block holding `h` then `entries`, with its tail sealed.
+fn tree_block(h: &RawExtentHeader, entries: &[&[u8]]) -> Block {
+    let mut b: Block = [0; BLOCK_SIZE];
+    put_at(&mut b, 0, h.as_bytes());
+    let mut at = 12usize;
+    for e in entries {
+        put_at(&mut b, at, e);
+        at = at.saturating_add(e.len());
+    }
+    put_at(&mut b, TAIL_AT, &TAIL_EXTENT);
+    let crc = crc32c_skipping(&b, CRC_AT);
+    put_at(&mut b, CRC_AT, &crc.to_le_bytes());
+    b
+}
+
+impl<D: BlockDeviceMut> Writer<D> {
+    /// Every extent of `inode`, sorted, and its tree blocks.
+    pub(super) fn map_of(&self, t: &Txn, inode: &RawInode) -> Result<Map, WriteError> {
+        let mut m = Map {
+            exts: Vec::new(),
+            tree: Vec::new(),
+        };
+        let h = &inode.extent_header;
+        let n = usize::from(h.entries.get().min(INLINE_SLOTS));
+        let depth = h.depth.get();
+        for i in 0..n {
+            let slot = inode.slots.get(i.saturating_mul(16)..).unwrap_or(&[]);
+            if depth == 0 {
+                m.exts.extend(ext_of(slot));
+            } else if let Some(ix) = slot
+                .get(..12)
+                .and_then(|s| RawExtentIndex::read_from_bytes(s).ok())
+            {
+                self.walk(t, ix.child.get(), depth.saturating_sub(1), &mut m)?;
+            }
+        }
+        m.exts.sort_unstable_by_key(|e| e.logical);
+        Ok(m)
+    }
+
+    fn walk(&self, t: &Txn, lba: u64, depth: u16, m: &mut Map) -> Result<(), WriteError> {
+        if lba >= self.fs.superblock().total_blocks() || m.tree.len() > 4 + 4 * 339 {
+            return Err(bad("extent_index.child", lba, 0));
+        }
+        let b = self.read(t, lba)?;
+        let h = RawExtentHeader::read_from_bytes(b.get(..12).unwrap_or(&[]))
+            .map_err(|_| bad("extent tree block", lba, 0))?;
+        if h.magic.get() != EXTENT_MAGIC || h.depth.get() != depth {
+            return Err(bad("extent_header.magic or depth", lba, 0));
+        }
+        if b.get(TAIL_AT..TAIL_AT + 4) != Some(&TAIL_EXTENT[..]) {
+            return Err(bad("extent tail.magic", lba, TAIL_AT));
+        }
+        let stored = b
+            .get(CRC_AT..CRC_AT + 8)
+            .and_then(|s| <[u8; 8]>::try_from(s).ok())
+            .map_or(0, u64::from_le_bytes);
+        if stored != crc32c_skipping(&b, CRC_AT) {
+            return Err(bad("extent tail.crc", lba, CRC_AT));
+        }
+        m.tree.push(lba);
+        let max = if depth == 0 { LEAF_MAX } else { INDEX_MAX };
+        let n = usize::from(h.entries.get().min(max));
+        for i in 0..n {
+            if depth == 0 {
+                let at = 12usize.saturating_add(i.saturating_mul(16));
+                m.exts.extend(b.get(at..).and_then(ext_of));
+            } else {
+                let at = 12usize.saturating_add(i.saturating_mul(12));
+                if let Some(ix) = b
+                    .get(at..at.saturating_add(12))
+                    .and_then(|s| RawExtentIndex::read_from_bytes(s).ok())
+                {
+                    self.walk(t, ix.child.get(), depth.saturating_sub(1), m)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `m` back into `inode` (and tree blocks), merging adjacent extents; tree
+    /// blocks no longer needed are freed, new ones allocated near `hint`. `max_depth`:
+    /// 1 for directories, 2 for files.
+    pub(super) fn store_map(
+        &mut self,
+        t: &mut Txn,
+        inode: &mut RawInode,
+        mut m: Map,
+        max_depth: u16,
+    ) -> Result<(), WriteError> {
+        m.exts.sort_unstable_by_key(|e| e.logical);
+        let mut exts: Vec<Ext> = Vec::with_capacity(m.exts.len());
+        for e in m.exts {
+            if let Some(last) = exts.last_mut() {
+                if last.end() == e.logical
+                    && last.physical.saturating_add(last.len) == e.physical
+                    && last.uninit == e.uninit
+                    && last.len.saturating_add(e.len) <= MAX_LEN
+                    && self.group_of(last.physical) == self.group_of(e.physical)
+                {
+                    last.len = last.len.saturating_add(e.len);
+                    continue;
+                }
+            }
+            exts.push(e);
+        }
+        if exts
+            .iter()
+            .any(|e| e.end() > u64::from(u32::MAX) || e.len > MAX_LEN)
+        {
+            return Err(Errno::EFBIG.into());
+        }
+        let n = exts.len();
+        let inline = usize::from(INLINE_SLOTS);
+        let leaf = usize::from(LEAF_MAX);
+        let index = usize::from(INDEX_MAX);
+        let leaves = n.div_ceil(leaf);
+        let (depth, interiors) = if n <= inline {
+            (0u16, 0usize)
+        } else if leaves <= inline {
+            (1, 0)
+        } else {
+            (2, leaves.div_ceil(index))
+        };
+        if depth > max_depth || interiors > inline {
+            return Err(if max_depth == 1 {
+                Errno::ENOSPC.into()
+            } else {
+                Errno::EFBIG.into()
+            });
+        }
+        let need = if depth == 0 {
+            0
+        } else {
+            leaves.saturating_add(interiors)
+        };
+        // Tree blocks: the old ones first, new ones after, the rest freed.
+        let mut blocks: Vec<(u64, bool)> = m.tree.iter().take(need).map(|l| (*l, false)).collect();
+        let hint = exts.last().map(|e| e.physical.saturating_add(e.len));
+        while blocks.len() < need {
+            let (lba, _) = self.alloc_run(t, hint, 1)?;
+            t.fresh.insert(lba);
+            blocks.push((lba, true));
+        }
+        for old in m.tree.iter().skip(need) {
+            self.free_run(t, *old, 1)?;
+        }
+        let raws: Vec<RawExtent> = exts.iter().map(raw_ext).collect();
+        let mut root: Vec<(u64, u64)> = Vec::new(); // (logical, child) of the root's entries
+        if depth > 0 {
+            let mut leaf_ix: Vec<(u64, u64)> = Vec::new();
+            for (k, chunk) in raws.chunks(leaf).enumerate() {
+                let lba = blocks.get(k).map_or(0, |b| b.0);
+                let entries: Vec<&[u8]> = chunk.iter().map(|r| r.as_bytes()).collect();
+                let b = tree_block(&header(chunk.len(), LEAF_MAX, 0), &entries);
+                self.put_tree(t, lba, b)?;
+                let first = chunk.first().map_or(0, |r| u64::from(r.logical.get()));
+                leaf_ix.push((first, lba));
+            }
+            if depth == 1 {
+                root = leaf_ix;
+            } else {
+                for (k, chunk) in leaf_ix.chunks(index).enumerate() {
+                    let lba = blocks.get(leaves.saturating_add(k)).map_or(0, |b| b.0);
+                    let ixs: Vec<RawExtentIndex> = chunk
+                        .iter()
+                        .map(|(l, c)| {
+                            let mut ix: RawExtentIndex = zerocopy::FromZeros::new_zeroed();
+                            ix.logical.set(u32::try_from(*l).unwrap_or(u32::MAX));
+                            ix.child.set(*c);
+                            ix
+                        })
+                        .collect();
+                    let entries: Vec<&[u8]> = ixs.iter().map(|r| r.as_bytes()).collect();
+                    let b = tree_block(&header(chunk.len(), INDEX_MAX, 1), &entries);
+                    self.put_tree(t, lba, b)?;
+                    root.push((chunk.first().map_or(0, |c| c.0), lba));
+                }
+            }
+        }
+        inode.extent_header = header(if depth == 0 { n } else { root.len() }, INLINE_SLOTS, depth);
+        inode.slots = [0; 64];
+        if depth == 0 {
+            for (i, r) in raws.iter().enumerate() {
+                put_at(&mut inode.slots, i.saturating_mul(16), r.as_bytes());
+            }
+        } else {
+            for (i, (l, c)) in root.iter().enumerate() {
+                let mut ix: RawExtentIndex = zerocopy::FromZeros::new_zeroed();
+                ix.logical.set(u32::try_from(*l).unwrap_or(u32::MAX));
+                ix.child.set(*c);
+                put_at(&mut inode.slots, i.saturating_mul(16), ix.as_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    /// A tree block's new contents, journaled only when they change.
+    fn put_tree(&self, t: &mut Txn, lba: u64, b: Block) -> Result<(), WriteError> {
+        if t.fresh.contains(&lba) || self.read(t, lba)? != b {
+            Self::put(t, lba, b);
+        }
+        Ok(())
+    }
+}
+
+/// The physical block of `logical` in `exts`, if mapped (and initialized).
+pub(super) fn lookup(exts: &[Ext], logical: u64) -> Option<(u64, bool)> {
+    exts.iter()
+        .find(|e| logical >= e.logical && logical < e.end())
+        .map(|e| {
+            (
+                e.physical.saturating_add(logical.saturating_sub(e.logical)),
+                e.uninit,
+            )
+        })
+}
+
+/// Cuts every mapping at or past logical block `from`; returns the physical runs cut.
+pub(super) fn cut(exts: &mut Vec<Ext>, from: u64) -> Vec<(u64, u64)> {
+    let mut freed = Vec::new();
+    let mut kept = Vec::with_capacity(exts.len());
+    for e in exts.drain(..) {
+        if e.end() <= from {
+            kept.push(e);
+        } else if e.logical >= from {
+            freed.push((e.physical, e.len));
+        } else {
+            let keep = from.saturating_sub(e.logical);
+            freed.push((e.physical.saturating_add(keep), e.len.saturating_sub(keep)));
+            kept.push(Ext { len: keep, ..e });
+        }
+    }
+    *exts = kept;
+    freed
+}

@@ -1,0 +1,330 @@
+//! One transaction: the blocks it changes, kept in memory until the commit writes them
+//! through the node's journal (`docs/cetrafs.md` section 15, "The journal's life").
+
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, BTreeSet};
+
+use tet_core::block::{Block, BlockDeviceMut, BLOCK_SIZE, SECTOR};
+use tet_core::cetrafs::raw::{RawBlockGroup, RawJournalFlag, RawSlotHeader, RawZoneGroupHot};
+use tet_core::cetrafs::{F_COMMIT, F_FRESH, JOURNAL_CLEAN, JOURNAL_DIRTY, JS_MAGIC};
+use tet_core::checksum::{crc32c, crc32c_skipping};
+use tet_core::{Error, ErrorKind};
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
+
+use super::{Errno, WriteError, Writer};
+
+/// The blocks a transaction changes, and what its allocation did.
+#[derive(Default, Clone)]
+pub(super) struct Txn {
+    /// Journaled targets: their new contents.
+    pub blocks: BTreeMap<u64, Box<Block>>,
+    /// Targets that were free before (`F_FRESH`).
+    pub fresh: BTreeSet<u64>,
+    /// Newly allocated file data, written directly before the commit.
+    pub data: BTreeMap<u64, Box<Block>>,
+    /// Data blocks freed (never handed out again in the same transaction: the old
+    /// file still maps them until the commit).
+    pub freed: BTreeSet<u64>,
+    /// Inodes freed.
+    pub freed_inodes: BTreeSet<u64>,
+    /// Block group → data blocks allocated, and freed.
+    pub allocated_in: BTreeMap<u32, u64>,
+    pub freed_in: BTreeMap<u32, u64>,
+}
+
+/// Newly allocated data blocks a batched transaction holds at most (16 MiB).
+const BATCH_DATA: usize = 4096;
+
+pub(super) fn first_sector(b: &Block) -> [u8; SECTOR] {
+    let mut s = [0u8; SECTOR];
+    s.copy_from_slice(b.get(..SECTOR).unwrap_or(&[0; SECTOR]));
+    s
+}
+
+impl<D: BlockDeviceMut> Writer<D> {
+    /// Block `lba` as the transaction sees it: its new contents, or the device's.
+    pub(super) fn read(&self, t: &Txn, lba: u64) -> Result<Block, WriteError> {
+        if let Some(b) = t.blocks.get(&lba).or_else(|| t.data.get(&lba)) {
+            return Ok(**b);
+        }
+        let mut b: Block = [0; BLOCK_SIZE];
+        self.fs.device().read_block(lba, &mut b)?;
+        Ok(b)
+    }
+
+    /// Block `lba`'s new contents, journaled.
+    pub(super) fn put(t: &mut Txn, lba: u64, b: Block) {
+        t.blocks.insert(lba, Box::new(b));
+    }
+
+    /// Whether `t` fits one journal.
+    pub(super) fn fits(&self, t: &Txn) -> bool {
+        tet_core::arith::u64_of(t.blocks.len()) <= self.slots()
+    }
+
+    /// Runs `f` as one transaction and commits it; an error writes nothing. In batch
+    /// mode ([`Writer::set_batch`]) the operation joins the pending transaction while
+    /// it fits one journal (the pending one is committed first when it would not), so
+    /// that several operations share a commit: each is still wholly there or absent.
+    pub(super) fn run<T>(
+        &mut self,
+        mut f: impl FnMut(&mut Self, &mut Txn) -> Result<T, WriteError>,
+    ) -> Result<T, WriteError> {
+        if self.left {
+            return Err(Errno::EROFS.into());
+        }
+        if self.batch && !self.pending.blocks.is_empty() {
+            let mut t = self.pending.clone();
+            let r = f(self, &mut t);
+            match r {
+                Ok(v) if self.fits(&t) && t.data.len() < BATCH_DATA => {
+                    self.pending = t;
+                    return Ok(v);
+                }
+                Err(e) if e.errno() != Errno::ENOSPC => return Err(e),
+                // Too big together (or out of space while blocks freed in the pending
+                // transaction are held back): commit the pending one, run alone.
+                _ => self.sync()?,
+            }
+        }
+        let mut t = Txn::default();
+        let r = f(self, &mut t)?;
+        if !self.fits(&t) {
+            return Err(Errno::ENOSPC.into());
+        }
+        if self.batch {
+            self.pending = t;
+        } else {
+            self.commit(t)?;
+        }
+        Ok(r)
+    }
+
+    /// Commits the pending transaction of batch mode (a no-op otherwise): every
+    /// operation returned before is durable when this returns.
+    pub fn sync(&mut self) -> Result<(), WriteError> {
+        let t = core::mem::take(&mut self.pending);
+        if t.blocks.is_empty() && t.data.is_empty() {
+            return Ok(());
+        }
+        self.commit(t)
+    }
+
+    /// Batch mode: operations share transactions (as many as fit one journal), each
+    /// still wholly there or absent after a crash; [`Writer::sync`] commits. Turning it
+    /// off commits what is pending.
+    pub fn set_batch(&mut self, on: bool) -> Result<(), WriteError> {
+        if !on {
+            self.sync()?;
+        }
+        self.batch = on;
+        Ok(())
+    }
+
+    /// Commits `t` (section 15's steps 1 to 6).
+    pub(super) fn commit(&mut self, t: Txn) -> Result<(), WriteError> {
+        let dev = self.fs.device();
+        // 1. Data first.
+        for (lba, b) in &t.data {
+            dev.write_block(*lba, b)?;
+        }
+        if t.blocks.is_empty() {
+            dev.flush()?;
+            return Ok(());
+        }
+        let txn = self.next_txn;
+        self.next_txn = self.next_txn.saturating_add(1);
+        let start = self.fs.journal_start(self.row);
+        let n = u32::try_from(t.blocks.len()).map_err(|_| Errno::ENOSPC)?;
+        // 2. Payloads, then headers, the last committing; stale headers emptied.
+        let mut old: Block = [0; BLOCK_SIZE];
+        for (k, (target, new)) in t.blocks.iter().enumerate() {
+            let k32 = u32::try_from(k).map_err(|_| Errno::ENOSPC)?;
+            let fresh = t.fresh.contains(target);
+            let pre = if fresh {
+                0
+            } else {
+                dev.read_block(*target, &mut old)?;
+                u64::from(crc32c(&old))
+            };
+            let mut h = RawSlotHeader::new_zeroed();
+            h.magic = JS_MAGIC;
+            let last = k32.saturating_add(1) == n;
+            h.flags
+                .set(if fresh { F_FRESH } else { 0 } | if last { F_COMMIT } else { 0 });
+            h.txn_id.set(txn);
+            h.target_lba.set(*target);
+            h.payload_checksum.set(u64::from(crc32c(&new[..])));
+            h.pre_checksum.set(pre);
+            h.txn_index.set(k32);
+            h.txn_slots.set(n);
+            h.header_checksum.set(crc32c_skipping(h.as_bytes(), 56));
+            let hdr = start
+                .saturating_add(1)
+                .saturating_add(u64::from(k32).saturating_mul(2));
+            let mut hb: Block = [0; BLOCK_SIZE];
+            if let Some(dst) = hb.get_mut(..64) {
+                dst.copy_from_slice(h.as_bytes());
+            }
+            dev.write_block(hdr.saturating_add(1), new)?;
+            dev.write_block(hdr, &hb)?;
+        }
+        let empty: Block = [0; BLOCK_SIZE];
+        for k in u64::from(n)..self.stale {
+            let hdr = start.saturating_add(1).saturating_add(k.saturating_mul(2));
+            dev.write_block(hdr, &empty)?;
+        }
+        self.stale = u64::from(n);
+        dev.flush()?;
+        // 3. Commit: the flag DIRTY, naming the transaction the checkpoint writes (so a
+        //    checkpoint write torn by a cut is rewritten by replay, section 7).
+        self.set_flag(JOURNAL_DIRTY, txn)?;
+        // 4. Checkpoint.
+        for (target, new) in &t.blocks {
+            dev.write_block(*target, new)?;
+        }
+        dev.flush()?;
+        // 5. Clean again.
+        self.set_flag(JOURNAL_CLEAN, 0)?;
+        // 6. Free counts, by compare-and-write of the hot sectors.
+        let mut zones: BTreeSet<u32> = BTreeSet::new();
+        let touched: BTreeSet<u32> = t
+            .allocated_in
+            .keys()
+            .chain(t.freed_in.keys())
+            .copied()
+            .collect();
+        for bg in touched {
+            let a = t.allocated_in.get(&bg).copied().unwrap_or(0);
+            let f = t.freed_in.get(&bg).copied().unwrap_or(0);
+            let Some(c) = self.counts.get_mut(&bg) else {
+                continue;
+            };
+            c.free = c.free.saturating_sub(a).saturating_add(f);
+            let (free, seq) = (c.free, c.reconcile_seq);
+            self.write_group_count(bg, free, seq)?;
+            if let Some(z) = self.zone_of(bg) {
+                zones.insert(z);
+            }
+        }
+        for z in zones {
+            self.write_zone(z, Some(self.row))?;
+        }
+        // Not flushed here: the next transaction's first flush (or the leave's) makes
+        // the counts durable; a cut before leaves them behind the bitmaps, which
+        // recovery sets again.
+        Ok(())
+    }
+
+    /// The node's journal flag set to `state` and `replaying_txn` by compare-and-write
+    /// (`seq` + 1), flushed.
+    pub(super) fn set_flag(&self, state: u32, replaying_txn: u64) -> Result<(), WriteError> {
+        let dev = self.fs.device();
+        let lba = self.fs.journal_start(self.row);
+        let mut b: Block = [0; BLOCK_SIZE];
+        let flag = self.fs.journal_flag(self.row, &mut b)?;
+        let old = first_sector(&b);
+        let mut f: RawJournalFlag = *flag.raw();
+        f.state.set(state);
+        f.replaying_txn.set(replaying_txn);
+        f.seq.set(f.seq.get().wrapping_add(1));
+        f.checksum.set(crc32c_skipping(f.as_bytes(), 56));
+        let mut new = old;
+        if let Some(dst) = new.get_mut(..64) {
+            dst.copy_from_slice(f.as_bytes());
+        }
+        if !dev.compare_and_write(lba, &old, &new)? {
+            return Err(changed("journal_flag", lba));
+        }
+        dev.flush()?;
+        Ok(())
+    }
+
+    /// Block group `bg`'s descriptor with `free` and `reconcile_seq`, by
+    /// compare-and-write of its hot sector.
+    pub(super) fn write_group_count(
+        &self,
+        bg: u32,
+        free: u64,
+        reconcile_seq: u64,
+    ) -> Result<(), WriteError> {
+        let dev = self.fs.device();
+        let lba = self
+            .fs
+            .superblock()
+            .raw()
+            .bg_table_start
+            .get()
+            .saturating_add(bg.into());
+        let mut b: Block = [0; BLOCK_SIZE];
+        dev.read_block(lba, &mut b)?;
+        let old = first_sector(&b);
+        let mut d = RawBlockGroup::read_from_bytes(old.get(..128).unwrap_or(&[]))
+            .map_err(|_| changed("block group descriptor", lba))?;
+        if d.free_data_blocks.get() == free && d.reconcile_seq.get() == reconcile_seq {
+            return Ok(());
+        }
+        d.free_data_blocks.set(free);
+        d.reconcile_seq.set(reconcile_seq);
+        d.checksum.set(crc32c_skipping(d.as_bytes(), 112));
+        let mut new = old;
+        if let Some(dst) = new.get_mut(..128) {
+            dst.copy_from_slice(d.as_bytes());
+        }
+        if !dev.compare_and_write(lba, &old, &new)? {
+            return Err(changed("block group descriptor", lba));
+        }
+        Ok(())
+    }
+
+    /// Zone group `z`'s hot part with owner `owner` (`None`: released), its free count
+    /// the sum of its groups' as the node counts them, by compare-and-write; `hb_seq`
+    /// advances when the owner changes.
+    pub(super) fn write_zone(&self, z: u32, owner: Option<u32>) -> Result<(), WriteError> {
+        let dev = self.fs.device();
+        let lba = 1u64.saturating_add(z.into());
+        let mut b: Block = [0; BLOCK_SIZE];
+        dev.read_block(lba, &mut b)?;
+        let old = first_sector(&b);
+        let mut h = RawZoneGroupHot::read_from_bytes(old.get(..64).unwrap_or(&[]))
+            .map_err(|_| changed("zone group", lba))?;
+        let (first, count) = self
+            .zones
+            .get(usize::try_from(z).unwrap_or(usize::MAX))
+            .copied()
+            .unwrap_or((0, 0));
+        let mut free = 0u64;
+        for bg in first..first.saturating_add(count) {
+            free = free.saturating_add(self.counts.get(&bg).map_or(0, |c| c.free));
+        }
+        let owner16 = owner.map_or(tet_core::cetrafs::ZG_NO_OWNER, |r| {
+            u16::try_from(r).unwrap_or(tet_core::cetrafs::ZG_NO_OWNER)
+        });
+        if h.owner_node_id.get() != owner16 {
+            h.hb_seq.set(h.hb_seq.get().wrapping_add(1));
+        }
+        h.owner_node_id.set(owner16);
+        h.free_data_blocks.set(free);
+        h.hot_checksum.set(crc32c_skipping(h.as_bytes(), 56));
+        let mut new = old;
+        if let Some(dst) = new.get_mut(..64) {
+            dst.copy_from_slice(h.as_bytes());
+        }
+        if new == old {
+            return Ok(());
+        }
+        if !dev.compare_and_write(lba, &old, &new)? {
+            return Err(changed("zone group", lba));
+        }
+        Ok(())
+    }
+}
+
+/// A compare-and-write found the record changed by someone else.
+pub(super) fn changed(what: &'static str, lba: u64) -> WriteError {
+    WriteError::Device(Error::new(
+        ErrorKind::Invalid,
+        what,
+        lba.saturating_mul(tet_core::block::BLOCK_SIZE_U64),
+    ))
+}

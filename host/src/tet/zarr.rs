@@ -1,0 +1,1016 @@
+//! Zarr v3 stores for `convert` (a store to `.tet`) and `export` (`.tet` to a store),
+//! through the `zarrs` crate.
+//!
+//! The store's hierarchy is walked here (each node's `zarr.json`, read with a size cap and
+//! checked field by field so a bad store is named precisely); the data goes through
+//! `zarrs`, which decodes every codec of its default features (bytes in either
+//! endianness, transpose, zstd, gzip, blosc, crc32c, sharding) and gives missing chunks
+//! as the fill value. Conversion reads one output tile at a time (by default the source
+//! chunk), so memory is a batch of tiles, never the array.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use serde_json::{json, Map, Value};
+use tet_alloc::tet::writer::{interop, DatasetSpec, FooterSpec, HistoryRow, Writer};
+use tet_core::tet::{DType, DatasetId};
+use zarrs::array::{Array, ArrayBytes, ArraySubset};
+use zarrs::filesystem::FilesystemStore;
+
+use crate::atomic::{AtomicFile, RealFs};
+use crate::tet::convert::ConvertOptions;
+use crate::tet::write::{write_batch, Tile};
+use crate::Exit;
+
+/// The largest `zarr.json` read (a hostile store cannot make us read more).
+const MAX_METADATA: u64 = 16 << 20;
+/// The largest tile decoded at once, in bytes (a hostile chunk shape cannot make us
+/// allocate more).
+pub const MAX_TILE: u64 = 1 << 30;
+/// The most chunks one dataset may have (the `.tet` index has a row per chunk).
+const MAX_CHUNKS: u64 = 1 << 26;
+/// The deepest group nesting walked.
+const MAX_DEPTH: usize = 32;
+/// Tiles decoded and compressed per batch.
+const BATCH_CELLS: u64 = 16;
+
+/// The attribute recording the source's Zarr `fill_value` (its JSON text).
+pub const FILL_KEY: &str = "zarr_fill_value";
+/// The attribute listing (as a JSON array of names) the attributes whose Zarr values
+/// were not strings: `.tet` keeps them as their JSON text, `export` gives them back as
+/// JSON.
+pub const JSON_ATTRS_KEY: &str = "zarr_json_attrs";
+
+/// Whether `path` is a Zarr v3 store: a directory with a `zarr.json`.
+pub fn is_store(path: &Path) -> bool {
+    path.is_dir() && path.join("zarr.json").is_file()
+}
+
+/// An error and the exit status it gives.
+struct Fail(Exit, String);
+
+fn damaged(msg: String) -> Fail {
+    Fail(Exit::Problems, msg)
+}
+
+fn usage(msg: String) -> Fail {
+    Fail(Exit::Usage, msg)
+}
+
+fn operational(msg: String) -> Fail {
+    Fail(Exit::Operational, msg)
+}
+
+/// One array of the source store.
+struct Source {
+    /// The dataset name: the array's path in the store, without the leading `/`.
+    name: String,
+    /// The array's path in the store (`/` for a root array).
+    node: String,
+    /// The `zarr.json` it came from (for messages).
+    file: PathBuf,
+    /// Zarr's `data_type`.
+    zarr_type: String,
+    dtype: DType,
+    shape: Vec<u64>,
+    chunk: Vec<u64>,
+    dims: Option<Vec<String>>,
+    attrs: Vec<(String, String)>,
+    json_attrs: Vec<String>,
+    fill: Value,
+}
+
+/// The `.tet` type of a Zarr `data_type`, and the NumPy descr `export` restores when
+/// `.tet` stores it as another type.
+fn dtype_of(zarr: &str) -> Option<(DType, Option<&'static str>)> {
+    Some(match zarr {
+        "bool" => (DType::U8, Some("|b1")),
+        "int8" => (DType::I16, Some("|i1")),
+        "uint8" => (DType::U8, None),
+        "int16" => (DType::I16, None),
+        "uint16" => (DType::U16, None),
+        "int32" => (DType::I32, None),
+        "uint32" => (DType::U32, None),
+        "int64" => (DType::I64, None),
+        "uint64" => (DType::U64, None),
+        "float16" => (DType::F16, None),
+        "float32" => (DType::F32, None),
+        "float64" => (DType::F64, None),
+        _ => return None,
+    })
+}
+
+/// Reads and parses one `zarr.json`, capped at [`MAX_METADATA`] bytes.
+fn read_json(file: &Path) -> Result<Map<String, Value>, Fail> {
+    use std::io::Read;
+    let f = std::fs::File::open(file)
+        .map_err(|e| operational(format!("cannot read {}: {e}", file.display())))?;
+    let mut text = Vec::new();
+    f.take(MAX_METADATA.saturating_add(1))
+        .read_to_end(&mut text)
+        .map_err(|e| operational(format!("cannot read {}: {e}", file.display())))?;
+    if u64::try_from(text.len()).unwrap_or(u64::MAX) > MAX_METADATA {
+        return Err(damaged(format!(
+            "{}: over {MAX_METADATA} bytes; not Zarr metadata",
+            file.display()
+        )));
+    }
+    match serde_json::from_slice::<Value>(&text) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(damaged(format!("{}: not a JSON object", file.display()))),
+        Err(e) => Err(damaged(format!("{}: not valid JSON: {e}", file.display()))),
+    }
+}
+
+/// A list of unsigned integers at `field`.
+fn u64_list(m: &Map<String, Value>, field: &str, file: &Path) -> Result<Vec<u64>, Fail> {
+    let v = m.get(field).and_then(Value::as_array).ok_or_else(|| {
+        damaged(format!(
+            "{}: {field}: missing or not a list",
+            file.display()
+        ))
+    })?;
+    v.iter()
+        .map(|x| {
+            x.as_u64().ok_or_else(|| {
+                damaged(format!(
+                    "{}: {field}: {x} is not a non-negative integer",
+                    file.display()
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The [`Source`] an array node's metadata describes.
+fn parse_array(
+    name: String,
+    node: String,
+    file: PathBuf,
+    m: &Map<String, Value>,
+) -> Result<Source, Fail> {
+    let at = file.display().to_string();
+    let zarr_type = match m.get("data_type") {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => {
+            return Err(usage(format!(
+                "{at}: data_type {other} is an extension type, which .tet cannot hold"
+            )))
+        }
+        None => return Err(damaged(format!("{at}: data_type: missing"))),
+    };
+    let Some((dtype, _)) = dtype_of(&zarr_type) else {
+        return Err(usage(format!(
+            "{at}: array '{name}' has data_type '{zarr_type}', which .tet cannot hold \
+             (it holds bool, int8 .. int64, uint8 .. uint64, float16, float32, float64)"
+        )));
+    };
+    let shape = u64_list(m, "shape", &file)?;
+    let grid = m
+        .get("chunk_grid")
+        .and_then(Value::as_object)
+        .ok_or_else(|| damaged(format!("{at}: chunk_grid: missing or not an object")))?;
+    match grid.get("name").and_then(Value::as_str) {
+        Some("regular") => {}
+        Some(other) => {
+            return Err(usage(format!(
+                "{at}: chunk_grid.name is '{other}'; only regular chunk grids convert"
+            )))
+        }
+        None => return Err(damaged(format!("{at}: chunk_grid.name: missing"))),
+    }
+    let conf = grid
+        .get("configuration")
+        .and_then(Value::as_object)
+        .ok_or_else(|| damaged(format!("{at}: chunk_grid.configuration: missing")))?;
+    let chunk = u64_list(conf, "chunk_shape", &file).map_err(|Fail(x, e)| {
+        Fail(
+            x,
+            e.replace("chunk_shape", "chunk_grid.configuration.chunk_shape"),
+        )
+    })?;
+    if chunk.len() != shape.len() {
+        return Err(damaged(format!(
+            "{at}: chunk_grid.configuration.chunk_shape has {} axes but shape has {}",
+            chunk.len(),
+            shape.len()
+        )));
+    }
+    if chunk.contains(&0) {
+        return Err(damaged(format!(
+            "{at}: chunk_grid.configuration.chunk_shape {chunk:?} has a zero extent"
+        )));
+    }
+    let dims = match m.get("dimension_names") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(a)) => {
+            if a.len() != shape.len() {
+                return Err(damaged(format!(
+                    "{at}: dimension_names has {} names but shape has {} axes",
+                    a.len(),
+                    shape.len()
+                )));
+            }
+            let names: Option<Vec<String>> =
+                a.iter().map(|v| v.as_str().map(str::to_string)).collect();
+            if names.is_none() {
+                eprintln!(
+                    "tet-host: {at}: warning: dimension_names has unnamed (null) axes; \
+                     '{name}' gets no dim_names"
+                );
+            }
+            names
+        }
+        Some(other) => {
+            return Err(damaged(format!(
+                "{at}: dimension_names: {other} is not a list"
+            )))
+        }
+    };
+    let mut attrs = Vec::new();
+    let mut json_attrs = Vec::new();
+    match m.get("attributes") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(a)) => {
+            for (k, v) in a {
+                match v {
+                    Value::String(s) => attrs.push((k.clone(), s.clone())),
+                    other => {
+                        attrs.push((k.clone(), other.to_string()));
+                        json_attrs.push(k.clone());
+                    }
+                }
+            }
+        }
+        Some(other) => {
+            return Err(damaged(format!(
+                "{at}: attributes: {other} is not an object"
+            )))
+        }
+    }
+    let fill = m
+        .get("fill_value")
+        .cloned()
+        .ok_or_else(|| damaged(format!("{at}: fill_value: missing")))?;
+    Ok(Source {
+        name,
+        node,
+        file,
+        zarr_type,
+        dtype,
+        shape,
+        chunk,
+        dims,
+        attrs,
+        json_attrs,
+        fill,
+    })
+}
+
+/// Every array under `dir` (node path `node`), depth first in name order.
+fn walk(
+    root: &Path,
+    dir: &Path,
+    node: &str,
+    depth: usize,
+    out: &mut Vec<Source>,
+) -> Result<(), Fail> {
+    let file = dir.join("zarr.json");
+    let m = read_json(&file)?;
+    match m.get("zarr_format") {
+        Some(v) if v.as_u64() == Some(3) => {}
+        Some(v) => {
+            return Err(usage(format!(
+                "{}: zarr_format is {v}; this reads Zarr v3 stores",
+                file.display()
+            )))
+        }
+        None => return Err(damaged(format!("{}: zarr_format: missing", file.display()))),
+    }
+    match m.get("node_type").and_then(Value::as_str) {
+        Some("array") => {
+            let name = if node == "/" {
+                root.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "data".into())
+            } else {
+                node.trim_start_matches('/').to_string()
+            };
+            out.push(parse_array(name, node.to_string(), file, &m)?);
+            Ok(())
+        }
+        Some("group") => {
+            if depth >= MAX_DEPTH {
+                return Err(usage(format!(
+                    "{}: groups nested deeper than {MAX_DEPTH}",
+                    dir.display()
+                )));
+            }
+            let mut children: Vec<String> = std::fs::read_dir(dir)
+                .map_err(|e| operational(format!("cannot list {}: {e}", dir.display())))?
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .filter(|e| e.path().join("zarr.json").is_file())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            children.sort();
+            for c in children {
+                let child = if node == "/" {
+                    format!("/{c}")
+                } else {
+                    format!("{node}/{c}")
+                };
+                walk(root, &dir.join(&c), &child, depth.saturating_add(1), out)?;
+            }
+            Ok(())
+        }
+        Some(other) => Err(damaged(format!(
+            "{}: node_type is '{other}', neither array nor group",
+            file.display()
+        ))),
+        None => Err(damaged(format!("{}: node_type: missing", file.display()))),
+    }
+}
+
+fn product(v: &[u64]) -> Option<u64> {
+    v.iter().try_fold(1u64, |a, b| a.checked_mul(*b))
+}
+
+/// The footer metadata of the converted arrays: for each, `dim_names` from
+/// `dimension_names`, `attrs` from `attributes`, plus [`FILL_KEY`], [`JSON_ATTRS_KEY`]
+/// and `numpy_dtype` for the types `.tet` widens; then `--dims` and `--attr`.
+fn metadata(sources: &[Source], o: &ConvertOptions) -> Result<String, String> {
+    use tet_alloc::tet::meta::{FileInfo, Metadata};
+    let mut m = Metadata {
+        file: Some(FileInfo {
+            tool: Some("tet-host".into()),
+            library_version: Some(env!("CARGO_PKG_VERSION").into()),
+            created_at: Some(super::now_rfc3339()),
+        }),
+        datasets: Vec::new(),
+    };
+    for s in sources {
+        m.edit(&s.name, |e| {
+            e.dim_names.clone_from(&s.dims);
+            for (k, v) in &s.attrs {
+                e.set_attr(k, v);
+            }
+            e.set_attr(FILL_KEY, &s.fill.to_string());
+            if !s.json_attrs.is_empty() {
+                e.set_attr(
+                    JSON_ATTRS_KEY,
+                    &Value::from(s.json_attrs.clone()).to_string(),
+                );
+            }
+            if let Some((_, Some(descr))) = dtype_of(&s.zarr_type) {
+                e.set_attr("numpy_dtype", descr);
+            }
+        });
+    }
+    let pick = |ds: Option<&str>, what: &str| -> Result<Vec<String>, String> {
+        match ds {
+            None => Ok(sources.iter().map(|s| s.name.clone()).collect()),
+            Some(d) if sources.iter().any(|s| s.name == d) => Ok(vec![d.to_string()]),
+            Some(d) => Err(format!("{what}: no array '{d}' in the store")),
+        }
+    };
+    for arg in &o.meta.dims {
+        let (ds, list) = crate::tet::convert::target(arg);
+        let names: Vec<String> = list.split(',').map(|s| s.trim().to_string()).collect();
+        for d in pick(ds, "--dims")? {
+            let rank = sources.iter().find(|s| s.name == d).map(|s| s.shape.len());
+            if ds.is_some() || rank == Some(names.len()) {
+                m.edit(&d, |e| e.dim_names = Some(names.clone()));
+            }
+        }
+    }
+    for arg in &o.meta.attrs {
+        let (ds, rest) = crate::tet::convert::target(arg);
+        let (k, v) = crate::tet::convert::key_value(rest, "--attr")?;
+        for d in pick(ds, "--attr")? {
+            m.edit(&d, |e| e.set_attr(k, v));
+        }
+    }
+    Ok(Value::Object(m.to_json()).to_string())
+}
+
+/// `tet-host convert STORE.zarr OUT.tet [--array PATH]`.
+pub fn convert(input: &Path, output: &Path, array: Option<&str>, o: &ConvertOptions) -> Exit {
+    match convert_inner(input, output, array, o) {
+        Ok(()) => Exit::Clean,
+        Err(Fail(exit, msg)) => {
+            if !msg.is_empty() {
+                crate::say!("{msg}");
+            }
+            exit
+        }
+    }
+}
+
+fn convert_inner(
+    input: &Path,
+    output: &Path,
+    array: Option<&str>,
+    o: &ConvertOptions,
+) -> Result<(), Fail> {
+    if let Err(e) = crate::atomic::check_output(output, &[input], o.force) {
+        // check_output has said why.
+        return Err(Fail(e, String::new()));
+    }
+    if o.name.is_some() {
+        return Err(usage(
+            "--name names the dataset of a .npy input; a Zarr store's datasets are named \
+             after its arrays' paths"
+                .into(),
+        ));
+    }
+    if !o.meta.coords.is_empty() || !o.meta.labels.is_empty() {
+        return Err(usage(
+            "--coord and --labels are for .npy/.npz inputs; a Zarr store's axes keep \
+             its dimension_names"
+                .into(),
+        ));
+    }
+    let mut sources = Vec::new();
+    walk(input, input, "/", 0, &mut sources)?;
+    if let Some(want) = array {
+        let want = want.trim_matches('/');
+        sources.retain(|s| {
+            s.name == want
+                || s.name
+                    .strip_prefix(want)
+                    .is_some_and(|r| r.starts_with('/'))
+        });
+        if sources.is_empty() {
+            return Err(usage(format!(
+                "{}: --array {want}: no array or group of that path in the store",
+                input.display()
+            )));
+        }
+    }
+    if sources.is_empty() {
+        return Err(usage(format!(
+            "{}: no arrays in the store",
+            input.display()
+        )));
+    }
+    let store = Arc::new(
+        FilesystemStore::new(input)
+            .map_err(|e| operational(format!("cannot open {}: {e}", input.display())))?,
+    );
+    let mut arrays = Vec::new();
+    let mut chunks = Vec::new();
+    for s in &sources {
+        let a = Array::open(store.clone(), &s.node)
+            .map_err(|e| damaged(format!("{}: {e}", s.file.display())))?;
+        let chunk = match &o.chunk {
+            Some(c) if c.len() != s.shape.len() => {
+                return Err(usage(format!(
+                    "--chunk has {} axes but array '{}' has {}",
+                    c.len(),
+                    s.name,
+                    s.shape.len()
+                )))
+            }
+            Some(c) => c.clone(),
+            None => s.chunk.clone(),
+        };
+        // An empty axis still has one (empty) chunk in .tet's grid; a tile never
+        // exceeds the array.
+        let tile_bytes = product(&chunk).and_then(|n| n.checked_mul(s.dtype.size()));
+        if tile_bytes.is_none_or(|b| b > MAX_TILE) {
+            return Err(usage(format!(
+                "{}: array '{}': a chunk of shape {chunk:?} is over the {MAX_TILE}-byte \
+                 limit of one tile (give a smaller --chunk)",
+                s.file.display(),
+                s.name
+            )));
+        }
+        let cells = s
+            .shape
+            .iter()
+            .zip(&chunk)
+            .try_fold(1u64, |a, (n, k)| a.checked_mul(n.div_ceil(*k).max(1)));
+        if cells.is_none_or(|c| c > MAX_CHUNKS) {
+            return Err(usage(format!(
+                "{}: array '{}': shape {:?} in chunks of {chunk:?} is over {MAX_CHUNKS} \
+                 chunks",
+                s.file.display(),
+                s.name,
+                s.shape
+            )));
+        }
+        arrays.push(a);
+        chunks.push(chunk);
+    }
+    let meta = metadata(&sources, o).map_err(|e| usage(format!("{}: {e}", input.display())))?;
+    let specs: Vec<DatasetSpec<'_>> = sources
+        .iter()
+        .zip(&chunks)
+        .map(|(s, c)| DatasetSpec {
+            name: &s.name,
+            dtype: s.dtype,
+            shape: &s.shape,
+            chunk_shape: c,
+        })
+        .collect();
+    let shape_of = |name: &str| {
+        specs
+            .iter()
+            .find(|d| d.name == name)
+            .map(|d| d.shape.to_vec())
+    };
+    tet_alloc::tet::meta::parse(meta.as_bytes(), 0)
+        .map_err(|e| e.message)
+        .and_then(
+            |m| match tet_alloc::tet::meta::check(&m, &shape_of).first() {
+                Some(p) => Err(p.to_string()),
+                None => Ok(()),
+            },
+        )
+        .and_then(|()| interop::check_metadata(&meta).map_err(|e| format!("metadata: {e}")))
+        .map_err(|e| usage(format!("{}: {e}", input.display())))?;
+    let out = AtomicFile::create(output, RealFs).map_err(|e| {
+        operational(format!(
+            "cannot create a file beside {}: {e}",
+            output.display()
+        ))
+    })?;
+    let mut w = Writer::new(out, &specs).map_err(|e| usage(format!("{}: {e}", input.display())))?;
+    let total: u64 = sources
+        .iter()
+        .filter_map(|s| product(&s.shape)?.checked_mul(s.dtype.size()))
+        .fold(0u64, u64::saturating_add);
+    let bar = crate::progress::progress_bar(true, total);
+    for (i, ((s, a), c)) in sources.iter().zip(&arrays).zip(&chunks).enumerate() {
+        let grid: Vec<u64> = s
+            .shape
+            .iter()
+            .zip(c)
+            .map(|(n, k)| n.div_ceil(*k).max(1))
+            .collect();
+        let cells = product(&grid).unwrap_or(0);
+        let id = DatasetId(u32::try_from(i).unwrap_or(u32::MAX));
+        // A batch of tiles is decoded on every core (each through zarrs), then
+        // compressed on every core and written in grid order.
+        let mut first = 0u64;
+        while first < cells {
+            let last = first.saturating_add(BATCH_CELLS).min(cells);
+            let read: Vec<Result<Tile, Fail>> = (first..last)
+                .into_par_iter()
+                .map(|cell| {
+                    let coords = tet_alloc::tet::query::position_coords(&grid, cell);
+                    read_tile(s, a, c, &coords).map(|t| (id, coords, t))
+                })
+                .collect();
+            let batch = read.into_iter().collect::<Result<Vec<Tile>, Fail>>()?;
+            write_batch(&mut w, &batch, o.codec, o.level)
+                .map_err(|e| operational(format!("{}: {e}", output.display())))?;
+            if let Some(b) = &bar {
+                b.inc(
+                    batch
+                        .iter()
+                        .map(|(_, _, t)| u64::try_from(t.len()).unwrap_or(0))
+                        .sum(),
+                );
+            }
+            first = last;
+        }
+    }
+    let descrs: Vec<String> = sources
+        .iter()
+        .map(|s| format!("{}:{}", s.name, s.zarr_type))
+        .collect();
+    let footer = FooterSpec {
+        history: vec![HistoryRow {
+            op: "convert".into(),
+            source: interop::clip(&input.display().to_string()).to_string(),
+            at: super::now_rfc3339(),
+            params: vec![
+                ("from".into(), "zarr".into()),
+                ("arrays".into(), crate::tet::convert::arrays_param(&descrs)),
+                ("codec".into(), o.codec.name().into()),
+            ],
+        }],
+        metadata: Some(meta),
+    };
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    w.finish(Some(&footer))
+        .map_err(|e| operational(format!("{}: {e}", output.display())))?
+        .commit()
+        .map_err(|e| operational(format!("{}: {e}", output.display())))
+}
+
+/// The `.tet` tile at grid `coords` of chunk shape `chunk`: the region read through
+/// `zarrs` (missing chunks give the fill value), clipped to the array, as little-endian
+/// `.tet` elements (`int8` widened to `i16`).
+fn read_tile<T: zarrs::storage::ReadableStorageTraits + ?Sized + 'static>(
+    s: &Source,
+    a: &Array<T>,
+    chunk: &[u64],
+    coords: &[u64],
+) -> Result<Vec<u8>, Fail> {
+    let mut start = Vec::with_capacity(coords.len());
+    let mut shape = Vec::with_capacity(coords.len());
+    for ((g, k), n) in coords.iter().zip(chunk).zip(&s.shape) {
+        let lo = g.checked_mul(*k).unwrap_or(u64::MAX).min(*n);
+        start.push(lo);
+        shape.push(n.saturating_sub(lo).min(*k));
+    }
+    if product(&shape) == Some(0) {
+        return Ok(Vec::new());
+    }
+    let dir = s.file.parent().unwrap_or(&s.file);
+    let where_ = || {
+        format!(
+            "{}: array '{}', the chunk data of the tile starting at element {start:?}",
+            dir.display(),
+            s.name
+        )
+    };
+    let subset = ArraySubset::new_with_start_shape(start.clone(), shape.clone())
+        .map_err(|e| damaged(format!("{}: {e}", where_())))?;
+    let bytes: ArrayBytes<'static> = a
+        .retrieve_array_subset(&subset)
+        .map_err(|e| damaged(format!("{}: {e}", where_())))?;
+    let raw = bytes
+        .into_fixed()
+        .map_err(|e| damaged(format!("{}: {e}", where_())))?
+        .into_owned();
+    let want = product(&shape).and_then(|n| {
+        n.checked_mul(if s.zarr_type == "int8" {
+            1
+        } else {
+            s.dtype.size()
+        })
+    });
+    if want != Some(u64::try_from(raw.len()).unwrap_or(u64::MAX)) {
+        return Err(damaged(format!(
+            "{}: decoded {} bytes, expected {want:?}",
+            where_(),
+            raw.len()
+        )));
+    }
+    if s.zarr_type == "int8" {
+        return Ok(raw
+            .iter()
+            .flat_map(|b| i16::from(i8::from_ne_bytes([*b])).to_le_bytes())
+            .collect());
+    }
+    Ok(native_to_le(raw, s.dtype.size()))
+}
+
+/// `zarrs` decodes to native byte order; `.tet` is little-endian.
+fn native_to_le(mut raw: Vec<u8>, size: u64) -> Vec<u8> {
+    if cfg!(target_endian = "big") {
+        if let Ok(n) = usize::try_from(size) {
+            for e in raw.chunks_exact_mut(n.max(1)) {
+                e.reverse();
+            }
+        }
+    }
+    raw
+}
+
+/// The Zarr `data_type` of a dataset as `export` writes it: the source's `bool` or
+/// `int8` back (from `numpy_dtype`), else the `.tet` type.
+fn zarr_type(descr: &str) -> Option<&'static str> {
+    Some(match descr.get(1..)? {
+        "b1" => "bool",
+        "i1" => "int8",
+        "u1" => "uint8",
+        "i2" => "int16",
+        "u2" => "uint16",
+        "i4" => "int32",
+        "u4" => "uint32",
+        "i8" => "int64",
+        "u8" => "uint64",
+        "f2" => "float16",
+        "f4" => "float32",
+        "f8" => "float64",
+        _ => return None,
+    })
+}
+
+/// The `zarr.json` of an exported array.
+fn array_json(
+    zarr_type: &str,
+    shape: &[u64],
+    chunk: &[u64],
+    zstd: Option<i32>,
+    fill: Value,
+    dims: Option<&Vec<String>>,
+    attrs: Map<String, Value>,
+) -> Value {
+    let bytes = if matches!(zarr_type, "bool" | "int8" | "uint8") {
+        json!({ "name": "bytes" })
+    } else {
+        json!({ "name": "bytes", "configuration": { "endian": "little" } })
+    };
+    let mut codecs = vec![bytes];
+    if let Some(level) = zstd {
+        codecs.push(
+            json!({ "name": "zstd", "configuration": { "level": level, "checksum": false } }),
+        );
+    }
+    let mut m = json!({
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": shape,
+        "data_type": zarr_type,
+        "chunk_grid": { "name": "regular", "configuration": { "chunk_shape": chunk } },
+        "chunk_key_encoding": { "name": "default", "configuration": { "separator": "/" } },
+        "fill_value": fill,
+        "codecs": codecs,
+        "attributes": attrs,
+    });
+    if let (Some(d), Some(o)) = (dims, m.as_object_mut()) {
+        o.insert("dimension_names".into(), json!(d));
+    }
+    m
+}
+
+fn group_json() -> Value {
+    json!({ "zarr_format": 3, "node_type": "group", "attributes": {} })
+}
+
+fn write_json(dir: &Path, v: &Value) -> Result<(), Fail> {
+    let text = serde_json::to_string_pretty(v).unwrap_or_default();
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(dir.join("zarr.json"), format!("{text}\n")))
+        .map_err(|e| operational(format!("cannot write {}: {e}", dir.display())))
+}
+
+/// The default fill value of a Zarr type, when the source recorded none.
+fn default_fill(zarr_type: &str) -> Value {
+    match zarr_type {
+        "bool" => json!(false),
+        t if t.starts_with("float") => json!(0.0),
+        _ => json!(0),
+    }
+}
+
+/// `tet-host export FILE.tet OUT.zarr [--dataset NAME]`: every dataset (or the one
+/// named) as a Zarr v3 array, in a store written beside `out` and renamed into place.
+pub fn export(
+    path: &Path,
+    bytes: &[u8],
+    dataset: Option<&str>,
+    out: &Path,
+    budget: Option<u64>,
+    force: bool,
+) -> Exit {
+    match export_checked(path, bytes, dataset, out, budget, force) {
+        Ok(()) => Exit::Clean,
+        Err(Fail(exit, msg)) => {
+            if !msg.is_empty() {
+                crate::say!("{msg}");
+            }
+            exit
+        }
+    }
+}
+
+fn export_checked(
+    path: &Path,
+    bytes: &[u8],
+    dataset: Option<&str>,
+    out: &Path,
+    budget: Option<u64>,
+    force: bool,
+) -> Result<(), Fail> {
+    if crate::atomic::same_file(out, path) {
+        return Err(usage(format!(
+            "the output {} is the input {} (the same file); write to another path",
+            out.display(),
+            path.display()
+        )));
+    }
+    let exists = std::fs::symlink_metadata(out).is_ok();
+    if exists && !force {
+        return Err(usage(format!(
+            "{} exists; pass --force to replace it",
+            out.display()
+        )));
+    }
+    if exists && !is_store(out) {
+        // --force replaces a Zarr store, never another directory or file.
+        return Err(usage(format!(
+            "{} exists and is not a Zarr store (no zarr.json); not replacing it",
+            out.display()
+        )));
+    }
+    let file = crate::tet::open_tet(path, bytes).map_err(|e| Fail(e, String::new()))?;
+    let names: Vec<String> = match dataset {
+        Some(d) => {
+            if file.dataset(d).is_err() {
+                return Err(Fail(crate::tet::no_dataset(path, &file, d), String::new()));
+            }
+            vec![d.to_string()]
+        }
+        None => file
+            .datasets()
+            .filter_map(Result::ok)
+            .map(|d| d.name().to_string())
+            .collect(),
+    };
+    let meta = crate::tet::dims::metadata(&file)
+        .map_err(|e| damaged(format!("{}: footer metadata: {e}", path.display())))?
+        .unwrap_or_default();
+    let footer = tet_alloc::tet::history::metadata(&file).ok().flatten();
+    let budget = crate::tet::budget_for(&file, None, budget);
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let base = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out.zarr".into());
+    let tmp = parent.join(format!(".{base}.tmp-{}", std::process::id()));
+    let result = export_into(path, &file, &names, &meta, footer.as_ref(), budget, &tmp);
+    if let Err(e) = result {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    let old = parent.join(format!(".{base}.old-{}", std::process::id()));
+    if exists {
+        std::fs::rename(out, &old)
+            .map_err(|e| operational(format!("cannot replace {}: {e}", out.display())))?;
+    }
+    if let Err(e) = std::fs::rename(&tmp, out) {
+        let _ = exists && std::fs::rename(&old, out).is_ok();
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(operational(format!("cannot write {}: {e}", out.display())));
+    }
+    if exists {
+        let _ = std::fs::remove_dir_all(&old);
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn export_into(
+    path: &Path,
+    file: &tet_core::tet::TetFile<'_>,
+    names: &[String],
+    meta: &tet_alloc::tet::meta::Metadata,
+    footer: Option<&Value>,
+    budget: u64,
+    tmp: &Path,
+) -> Result<(), Fail> {
+    write_json(tmp, &group_json())?;
+    let store = Arc::new(
+        FilesystemStore::new(tmp)
+            .map_err(|e| operational(format!("cannot write {}: {e}", tmp.display())))?,
+    );
+    let empty = tet_alloc::tet::meta::DatasetMeta::default();
+    let total: u64 = names
+        .iter()
+        .filter_map(|n| file.dataset(n).ok())
+        .filter_map(|d| product(&d.shape().collect::<Vec<_>>())?.checked_mul(d.dtype().size()))
+        .fold(0u64, u64::saturating_add);
+    let bar = crate::progress::progress_bar(true, total);
+    for name in names {
+        let ds = file
+            .dataset(name)
+            .map_err(|e| damaged(format!("{}: dataset '{name}': {e}", path.display())))?;
+        // Groups for a slash-separated name.
+        let parts: Vec<&str> = name.split('/').collect();
+        if parts
+            .iter()
+            .any(|p| p.is_empty() || *p == "." || *p == "..")
+        {
+            return Err(usage(format!(
+                "{}: dataset '{name}' is not a Zarr node path (empty, '.' or '..' part)",
+                path.display()
+            )));
+        }
+        let mut dir = tmp.to_path_buf();
+        for p in parts.iter().take(parts.len().saturating_sub(1)) {
+            dir.push(p);
+            if !dir.join("zarr.json").is_file() {
+                write_json(&dir, &group_json())?;
+            }
+        }
+        let dm = meta.dataset(name).unwrap_or(&empty);
+        let src = crate::tet::export::numpy_source(footer, name);
+        let shape: Vec<u64> = ds.shape().collect();
+        let chunk: Vec<u64> = ds.chunk_shape().collect();
+        let descr = src
+            .dtype
+            .clone()
+            .unwrap_or_else(|| crate::tet::npy::descr(ds.dtype()).to_string());
+        let ztype = zarr_type(&descr).unwrap_or("uint8");
+        let grid: Vec<u64> = ds.grid().collect();
+        let cells = ds.grid_cells();
+        // zstd when the file's chunks are (its first stored chunk says).
+        let zstd = (0..cells)
+            .filter_map(|c| {
+                file.chunk(&ds, &tet_alloc::tet::query::position_coords(&grid, c))
+                    .ok()
+            })
+            .map(|c| c.codec == tet_core::tet::Codec::Zstd)
+            .next()
+            .unwrap_or(false)
+            .then_some(3);
+        let json_attrs: Vec<String> = dm
+            .attrs
+            .iter()
+            .find(|(k, _)| k == JSON_ATTRS_KEY)
+            .and_then(|(_, v)| serde_json::from_str::<Vec<String>>(v).ok())
+            .unwrap_or_default();
+        let mut attrs = Map::new();
+        let mut fill = default_fill(ztype);
+        for (k, v) in &dm.attrs {
+            match k.as_str() {
+                FILL_KEY => {
+                    if let Ok(f) = serde_json::from_str::<Value>(v) {
+                        fill = f;
+                    }
+                }
+                JSON_ATTRS_KEY | "numpy_dtype" | "numpy_shape" => {}
+                _ if json_attrs.contains(k) => {
+                    let parsed = serde_json::from_str::<Value>(v).unwrap_or_else(|_| json!(v));
+                    attrs.insert(k.clone(), parsed);
+                }
+                _ => {
+                    attrs.insert(k.clone(), json!(v));
+                }
+            }
+        }
+        let node_dir = tmp.join(name);
+        write_json(
+            &node_dir,
+            &array_json(
+                ztype,
+                &shape,
+                &chunk,
+                zstd,
+                fill,
+                dm.dim_names.as_ref(),
+                attrs,
+            ),
+        )?;
+        let node = format!("/{name}");
+        let array = Array::open(store.clone(), &node)
+            .map_err(|e| operational(format!("{}: {e}", node_dir.display())))?;
+        for cell in 0..cells {
+            let coords = tet_alloc::tet::query::position_coords(&grid, cell);
+            let mut slices = Vec::with_capacity(coords.len());
+            let mut start = Vec::with_capacity(coords.len());
+            let mut extent = Vec::with_capacity(coords.len());
+            for ((g, k), n) in coords.iter().zip(&chunk).zip(&shape) {
+                let lo = g.checked_mul(*k).unwrap_or(u64::MAX).min(*n);
+                let hi = lo.saturating_add(*k).min(*n);
+                start.push(lo);
+                extent.push(hi.saturating_sub(lo));
+                slices.push(tet_core::tet::select::Slice {
+                    start: i64::try_from(lo).ok(),
+                    stop: i64::try_from(hi).ok(),
+                    step: None,
+                });
+            }
+            if product(&extent) == Some(0) {
+                continue;
+            }
+            let p = tet_alloc::tet::query::plan(file, ds, &slices)
+                .map_err(|e| Fail(Exit::of(e.category()), format!("{}: {e}", path.display())))?;
+            let values = crate::tet::query::select_values(file, &p, budget, None).map_err(|e| {
+                Fail(
+                    crate::tet::query::fail_reading(path, &ds, &e, "--memory-budget"),
+                    String::new(),
+                )
+            })?;
+            let raw = u64::try_from(values.len()).unwrap_or(0);
+            let ((_, _, restored), why) =
+                crate::tet::export::restore(ds.dtype(), extent.clone(), values, &src);
+            if let Some(why) = why {
+                return Err(usage(format!(
+                    "{}: dataset '{name}': {why}; a Zarr array has one type",
+                    path.display()
+                )));
+            }
+            let subset = ArraySubset::new_with_start_shape(start, extent)
+                .map_err(|e| operational(format!("{}: {e}", node_dir.display())))?;
+            let size = if matches!(ztype, "bool" | "int8") {
+                1
+            } else {
+                ds.dtype().size()
+            };
+            array
+                .store_array_subset(&subset, ArrayBytes::new_flen(native_to_le(restored, size)))
+                .map_err(|e| operational(format!("{}: {e}", node_dir.display())))?;
+            if let Some(b) = &bar {
+                b.inc(raw);
+            }
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(())
+}

@@ -1,0 +1,1133 @@
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
+//! The write path (`tet_alloc::cetrafs::write`, docs/cetrafs.md section 15): operations
+//! against an in-memory model, the checker clean after each sequence and every file
+//! reading as modelled; Unix errors; join refusals; recovery after a crash; and a power
+//! cut after every write of a sequence of operations, each operation then wholly there
+//! or wholly absent.
+
+mod power;
+use power::PowerCut;
+
+use std::collections::BTreeMap;
+
+use tet_alloc::cetrafs::fsck;
+use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
+use tet_alloc::cetrafs::write::{recover, Errno, JoinOptions, SetAttr, WriteError, Writer};
+use tet_core::block::{MemDevice, MemDeviceMut, BLOCK_SIZE};
+use tet_core::cetrafs::check::Severity;
+use tet_core::cetrafs::{Buffers, Fs};
+
+const B: usize = BLOCK_SIZE;
+const ME: u64 = 0x7E7;
+
+fn params(size: u64) -> Params {
+    Params {
+        size_bytes: size,
+        bg_size_blocks: 512,
+        inodes: 256,
+        nodes: 4,
+        journal_blocks: 33,
+        ..Params::default()
+    }
+}
+
+fn image(size: u64) -> Vec<u8> {
+    let mut b = ImageBuilder::new(params(size));
+    let d = b.mkdir(ImageBuilder::ROOT, b"old", 0o755).unwrap();
+    b.add_file(
+        d,
+        b"f",
+        vec![5u8; 3 * B + 10],
+        Sparse::Dense,
+        Placement::Contiguous,
+    )
+    .unwrap();
+    b.build().unwrap()
+}
+
+fn opts() -> JoinOptions {
+    JoinOptions {
+        node_id: ME,
+        hostname: b"test".to_vec(),
+        now_secs: 1_700_000_000,
+    }
+}
+
+/// Error-severity findings of the full check.
+fn errors(img: &[u8]) -> Vec<String> {
+    let (f, _) = fsck::findings(MemDevice::new(img), &fsck::Options::default());
+    f.iter()
+        .filter(|f| f.severity() == Severity::Error)
+        .map(|f| format!("{:?} {}", f.code, f.error))
+        .collect()
+}
+
+fn all_findings(img: &[u8]) -> Vec<String> {
+    let (f, _) = fsck::findings(MemDevice::new(img), &fsck::Options::default());
+    f.iter()
+        .map(|f| format!("{:?} {}", f.code, f.error))
+        .collect()
+}
+
+fn read_file(img: &[u8], path: &[u8]) -> Option<Vec<u8>> {
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(img), &mut bufs.data).ok()?;
+    let ino = fs.resolve(path, &mut bufs).ok()?;
+    let mut out = vec![0u8; usize::try_from(ino.size()).unwrap()];
+    let n = fs.read(&ino, 0, &mut out, &mut bufs).unwrap();
+    assert_eq!(n, out.len());
+    Some(out)
+}
+
+#[test]
+fn operations_leave_a_clean_image_that_reads_back() {
+    let mut img = image(8 << 20);
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let root = 1;
+        let d = w.mkdir(root, b"dir", 0o750, 1, 2).unwrap();
+        let f = w.create(d, b"file", 0o640, 1, 2).unwrap();
+        let data: Vec<u8> = (0..20 * B + 77).map(|i| (i % 253) as u8).collect();
+        w.write(f, 0, &data).unwrap();
+        w.write(f, 5, b"hello").unwrap();
+        let g = w.create(root, b"sparse", 0o600, 0, 0).unwrap();
+        w.write(g, 100 * B as u64 + 3, b"tail").unwrap();
+        w.symlink(d, b"ln", b"../sparse", 0, 0).unwrap();
+        w.link(f, root, b"hard").unwrap();
+        w.set_xattr(f, b"user.k", b"v").unwrap();
+        w.set_attr(
+            f,
+            &SetAttr {
+                mode: Some(0o600),
+                mtime_ns: Some(42),
+                ..SetAttr::default()
+            },
+        )
+        .unwrap();
+        let old = w.resolve(b"/old/f").unwrap();
+        w.truncate(old, 5).unwrap();
+        w.truncate(old, 2 * B as u64).unwrap();
+        w.rename(root, b"sparse", d, b"moved").unwrap();
+        w.leave().unwrap();
+    }
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    let mut data: Vec<u8> = (0..20 * B + 77).map(|i| (i % 253) as u8).collect();
+    data[5..10].copy_from_slice(b"hello");
+    assert_eq!(read_file(&img, b"/dir/file").unwrap(), data);
+    assert_eq!(read_file(&img, b"/hard").unwrap(), data);
+    let mut sparse = vec![0u8; 100 * B + 7];
+    sparse[100 * B + 3..].copy_from_slice(b"tail");
+    assert_eq!(read_file(&img, b"/dir/moved").unwrap(), sparse);
+    assert_eq!(read_file(&img, b"/dir/ln").unwrap(), b"../sparse");
+    let mut old = vec![5u8; 5];
+    old.resize(2 * B, 0);
+    assert_eq!(read_file(&img, b"/old/f").unwrap(), old);
+    // Sequential writes come out as one extent.
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+    let ino = fs.resolve(b"/dir/file", &mut bufs).unwrap();
+    let mut n = 0;
+    let _ = fs
+        .for_each_extent(&ino, &mut bufs.tree, |_| {
+            n += 1;
+            Ok(std::ops::ControlFlow::Continue(()))
+        })
+        .unwrap();
+    assert_eq!(n, 1);
+}
+
+/// A seeded xorshift: the same sequence on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn pick<T: Copy>(&mut self, v: &[T]) -> Option<T> {
+        (!v.is_empty()).then(|| v[self.below(v.len() as u64) as usize])
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Kind {
+    File(Vec<u8>),
+    Dir(BTreeMap<Vec<u8>, u64>),
+    Link(Vec<u8>),
+}
+
+#[derive(Clone, Debug)]
+struct MNode {
+    kind: Kind,
+    mode: u32,
+    nlink: u32,
+    parent: u64,
+    xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+/// The tree as the operations should leave it, by inode number.
+#[derive(Clone, Debug)]
+struct Model {
+    nodes: BTreeMap<u64, MNode>,
+}
+
+impl Model {
+    fn dir(&self, ino: u64) -> &BTreeMap<Vec<u8>, u64> {
+        match &self.nodes[&ino].kind {
+            Kind::Dir(d) => d,
+            _ => panic!("not a dir"),
+        }
+    }
+    fn dir_mut(&mut self, ino: u64) -> &mut BTreeMap<Vec<u8>, u64> {
+        match &mut self.nodes.get_mut(&ino).unwrap().kind {
+            Kind::Dir(d) => d,
+            _ => panic!("not a dir"),
+        }
+    }
+    fn is_dir(&self, ino: u64) -> bool {
+        matches!(self.nodes[&ino].kind, Kind::Dir(_))
+    }
+    fn dirs(&self) -> Vec<u64> {
+        self.nodes
+            .keys()
+            .copied()
+            .filter(|i| self.is_dir(*i))
+            .collect()
+    }
+    fn files(&self) -> Vec<u64> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| matches!(n.kind, Kind::File(_)))
+            .map(|(i, _)| *i)
+            .collect()
+    }
+    /// (dir, name) of every entry.
+    fn entries(&self) -> Vec<(u64, Vec<u8>, u64)> {
+        let mut v = Vec::new();
+        for d in self.dirs() {
+            for (n, i) in self.dir(d) {
+                v.push((d, n.clone(), *i));
+            }
+        }
+        v
+    }
+    fn drop_name(&mut self, ino: u64) {
+        let n = self.nodes.get_mut(&ino).unwrap();
+        n.nlink -= 1;
+        if n.nlink == 0 || matches!(n.kind, Kind::Dir(_)) {
+            self.nodes.remove(&ino);
+        }
+    }
+    fn within(&self, mut d: u64, top: u64) -> bool {
+        loop {
+            if d == top {
+                return true;
+            }
+            let p = self.nodes[&d].parent;
+            if p == d {
+                return false;
+            }
+            d = p;
+        }
+    }
+}
+
+const NAMES: [&[u8]; 6] = [b"a", b"b", b"c", b"dd", b"e.txt", b"f"];
+
+/// Imports the image's tree (before any operation) into a model.
+fn model_of(img: &[u8]) -> Model {
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(img), &mut bufs.data).unwrap();
+    let mut m = Model {
+        nodes: BTreeMap::new(),
+    };
+    let mut todo = vec![1u64];
+    while let Some(d) = todo.pop() {
+        let ino = fs.inode(d, &mut bufs.data).unwrap();
+        let mut entries = Vec::new();
+        fs.read_dir(&ino, &mut bufs, |e| {
+            entries.push((e.name().to_vec(), e.inode));
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+        let mut map = BTreeMap::new();
+        for (name, i) in entries {
+            map.insert(name, i);
+            let c = fs.inode(i, &mut bufs.data).unwrap();
+            if c.is_dir() {
+                todo.push(i);
+            } else if let std::collections::btree_map::Entry::Vacant(v) = m.nodes.entry(i) {
+                let mut data = vec![0u8; c.size() as usize];
+                fs.read(&c, 0, &mut data, &mut bufs).unwrap();
+                v.insert(MNode {
+                    kind: if c.is_symlink() {
+                        Kind::Link(data)
+                    } else {
+                        Kind::File(data)
+                    },
+                    mode: c.raw().mode.get() & 0o7777,
+                    nlink: c.raw().nlink.get(),
+                    parent: 0,
+                    xattrs: BTreeMap::new(),
+                });
+            }
+        }
+        m.nodes.insert(
+            d,
+            MNode {
+                kind: Kind::Dir(map),
+                mode: ino.raw().mode.get() & 0o7777,
+                nlink: ino.raw().nlink.get(),
+                parent: ino.raw().parent.get(),
+                xattrs: BTreeMap::new(),
+            },
+        );
+    }
+    m
+}
+
+/// Every node of the model reads from the image as modelled; nothing else is there.
+fn assert_matches(img: &[u8], m: &Model, context: &str) {
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(img), &mut bufs.data).unwrap();
+    let mut seen = 0usize;
+    let mut todo = vec![1u64];
+    let mut visited = std::collections::BTreeSet::new();
+    while let Some(d) = todo.pop() {
+        let ino = fs.inode(d, &mut bufs.data).unwrap();
+        let mut got = BTreeMap::new();
+        fs.read_dir(&ino, &mut bufs, |e| {
+            got.insert(e.name().to_vec(), e.inode);
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert_eq!(&got, m.dir(d), "{context}: entries of dir {d}");
+        for i in got.values() {
+            if !visited.insert(*i) {
+                continue;
+            }
+            seen += 1;
+            let n = &m.nodes[i];
+            let c = fs.inode(*i, &mut bufs.data).unwrap();
+            assert_eq!(
+                c.raw().mode.get() & 0o7777,
+                n.mode,
+                "{context}: mode of {i}"
+            );
+            assert_eq!(c.raw().nlink.get(), n.nlink, "{context}: nlink of {i}");
+            let mut xs = BTreeMap::new();
+            fs.xattrs(&c, &mut bufs, |x| {
+                xs.insert(x.key().to_vec(), x.value().to_vec());
+                std::ops::ControlFlow::Continue(())
+            })
+            .unwrap();
+            assert_eq!(xs, n.xattrs, "{context}: xattrs of {i}");
+            match &n.kind {
+                Kind::Dir(_) => todo.push(*i),
+                Kind::File(data) | Kind::Link(data) => {
+                    let mut out = vec![0u8; c.size() as usize];
+                    fs.read(&c, 0, &mut out, &mut bufs).unwrap();
+                    assert!(
+                        out == *data,
+                        "{context}: contents of {i} ({} vs {} bytes)",
+                        out.len(),
+                        data.len()
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(seen + 1, m.nodes.len(), "{context}: nodes reachable");
+}
+
+/// One random operation, applied to the model and the writer; their outcomes agree.
+fn step(w: &mut Writer<&MemDeviceMut<'_>>, m: &mut Model, r: &mut Rng) -> String {
+    let name = r.pick(&NAMES).unwrap().to_vec();
+    let dir = r.pick(&m.dirs()).unwrap();
+    let exists = m.dir(dir).get(&name).copied();
+    let op = r.below(13);
+    let desc = format!(
+        "op {op} dir {dir} name {:?}",
+        String::from_utf8_lossy(&name)
+    );
+    let expect_ok = |res: Result<(), WriteError>, want: Option<Errno>, desc: &str| match (res, want)
+    {
+        (Ok(()), None) => {}
+        (Err(e), Some(x)) => assert_eq!(e.errno(), x, "{desc}"),
+        (got, want) => panic!("{desc}: got {got:?}, want {want:?}"),
+    };
+    match op {
+        0 | 1 => {
+            // `create`, or `create_file` with contents (zero blocks among them).
+            let mut data: Vec<u8> = Vec::new();
+            if op == 1 {
+                data = (0..r.below(6 * B as u64)).map(|_| r.next() as u8).collect();
+                if data.len() > 2 * B {
+                    data[B..2 * B].fill(0);
+                }
+            }
+            let res = if op == 0 {
+                w.create(dir, &name, 0o644, 0, 0)
+            } else {
+                let a = SetAttr {
+                    mode: Some(0o644),
+                    mtime_ns: Some(7),
+                    ..SetAttr::default()
+                };
+                w.create_file(dir, &name, &a, &data)
+            };
+            match exists {
+                Some(_) => assert_eq!(res.unwrap_err().errno(), Errno::EEXIST, "{desc}"),
+                None => {
+                    let i = res.unwrap();
+                    m.dir_mut(dir).insert(name, i);
+                    m.nodes.insert(
+                        i,
+                        MNode {
+                            kind: Kind::File(data),
+                            mode: 0o644,
+                            nlink: 1,
+                            parent: 0,
+                            xattrs: BTreeMap::new(),
+                        },
+                    );
+                }
+            }
+        }
+        2 => {
+            let res = w.mkdir(dir, &name, 0o755, 0, 0);
+            match exists {
+                Some(_) => assert_eq!(res.unwrap_err().errno(), Errno::EEXIST, "{desc}"),
+                None => {
+                    let i = res.unwrap();
+                    m.dir_mut(dir).insert(name, i);
+                    m.nodes.get_mut(&dir).unwrap().nlink += 1;
+                    m.nodes.insert(
+                        i,
+                        MNode {
+                            kind: Kind::Dir(BTreeMap::new()),
+                            mode: 0o755,
+                            nlink: 2,
+                            parent: dir,
+                            xattrs: BTreeMap::new(),
+                        },
+                    );
+                }
+            }
+        }
+        3..=5 => {
+            let Some(f) = r.pick(&m.files()) else {
+                return desc;
+            };
+            let Kind::File(data) = &mut m.nodes.get_mut(&f).unwrap().kind else {
+                unreachable!()
+            };
+            let len = [1, 100, B, 3 * B + 5, 40 * B][r.below(5) as usize];
+            let off = if r.below(3) == 0 {
+                r.below(60 * B as u64)
+            } else {
+                data.len() as u64
+            };
+            let bytes: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
+            w.write(f, off, &bytes).unwrap();
+            let end = off as usize + len;
+            if data.len() < end {
+                data.resize(end, 0);
+            }
+            data[off as usize..end].copy_from_slice(&bytes);
+        }
+        6 => {
+            let Some(f) = r.pick(&m.files()) else {
+                return desc;
+            };
+            let Kind::File(data) = &mut m.nodes.get_mut(&f).unwrap().kind else {
+                unreachable!()
+            };
+            let size = r.below(data.len() as u64 + 3 * B as u64);
+            w.truncate(f, size).unwrap();
+            data.resize(size as usize, 0);
+        }
+        7 => {
+            let res = w.unlink(dir, &name);
+            match exists {
+                None => expect_ok(res, Some(Errno::ENOENT), &desc),
+                Some(i) if m.is_dir(i) => expect_ok(res, Some(Errno::EISDIR), &desc),
+                Some(i) => {
+                    expect_ok(res, None, &desc);
+                    m.dir_mut(dir).remove(&name);
+                    m.drop_name(i);
+                }
+            }
+        }
+        8 => {
+            let res = w.rmdir(dir, &name);
+            match exists {
+                None => expect_ok(res, Some(Errno::ENOENT), &desc),
+                Some(i) if !m.is_dir(i) => expect_ok(res, Some(Errno::ENOTDIR), &desc),
+                Some(i) if !m.dir(i).is_empty() => expect_ok(res, Some(Errno::ENOTEMPTY), &desc),
+                Some(i) => {
+                    expect_ok(res, None, &desc);
+                    m.dir_mut(dir).remove(&name);
+                    m.nodes.remove(&i);
+                    m.nodes.get_mut(&dir).unwrap().nlink -= 1;
+                }
+            }
+        }
+        9 => {
+            let entries = m.entries();
+            let Some(k) = (!entries.is_empty()).then(|| r.below(entries.len() as u64) as usize)
+            else {
+                return desc;
+            };
+            let (sdir, sname, src) = entries[k].clone();
+            let desc = format!("{desc} rename {sdir}/{:?}", String::from_utf8_lossy(&sname));
+            let res = w.rename(sdir, &sname, dir, &name);
+            let src_dir = m.is_dir(src);
+            let want = match exists {
+                _ if src_dir && m.within(dir, src) && !(sdir == dir && exists == Some(src)) => {
+                    Some(Errno::EINVAL)
+                }
+                Some(d) if d == src => None,
+                Some(d) if src_dir && !m.is_dir(d) => Some(Errno::ENOTDIR),
+                Some(d) if !src_dir && m.is_dir(d) => Some(Errno::EISDIR),
+                Some(d) if m.is_dir(d) && !m.dir(d).is_empty() => Some(Errno::ENOTEMPTY),
+                _ => None,
+            };
+            expect_ok(res, want, &desc);
+            if want.is_none() && exists != Some(src) {
+                if let Some(d) = exists {
+                    if m.is_dir(d) {
+                        m.nodes.remove(&d);
+                        m.nodes.get_mut(&dir).unwrap().nlink -= 1;
+                    } else {
+                        m.drop_name(d);
+                    }
+                }
+                m.dir_mut(sdir).remove(&sname);
+                m.dir_mut(dir).insert(name, src);
+                if src_dir && sdir != dir {
+                    m.nodes.get_mut(&src).unwrap().parent = dir;
+                    m.nodes.get_mut(&sdir).unwrap().nlink -= 1;
+                    m.nodes.get_mut(&dir).unwrap().nlink += 1;
+                }
+            }
+        }
+        10 => {
+            let Some(f) = r.pick(&m.files()) else {
+                return desc;
+            };
+            let res = w.link(f, dir, &name);
+            match exists {
+                Some(_) => expect_ok(res, Some(Errno::EEXIST), &desc),
+                None => {
+                    expect_ok(res, None, &desc);
+                    m.dir_mut(dir).insert(name, f);
+                    m.nodes.get_mut(&f).unwrap().nlink += 1;
+                }
+            }
+        }
+        11 => {
+            let target: Vec<u8> = format!("t/{}", r.below(1000)).into_bytes();
+            let res = w.symlink(dir, &name, &target, 0, 0);
+            match exists {
+                Some(_) => assert_eq!(res.unwrap_err().errno(), Errno::EEXIST, "{desc}"),
+                None => {
+                    let i = res.unwrap();
+                    m.dir_mut(dir).insert(name, i);
+                    m.nodes.insert(
+                        i,
+                        MNode {
+                            kind: Kind::Link(target),
+                            mode: 0o777,
+                            nlink: 1,
+                            parent: 0,
+                            xattrs: BTreeMap::new(),
+                        },
+                    );
+                }
+            }
+        }
+        _ => {
+            let Some((_, _, i)) = r.pick(
+                &m.entries()
+                    .iter()
+                    .map(|e| (0u64, 0u64, e.2))
+                    .collect::<Vec<_>>(),
+            ) else {
+                return desc;
+            };
+            let key = [&b"user.a"[..], b"user.bb", b"trusted.c"][r.below(3) as usize].to_vec();
+            match r.below(3) {
+                0 => {
+                    let res = w.remove_xattr(i, &key);
+                    let had = m.nodes.get_mut(&i).unwrap().xattrs.remove(&key).is_some();
+                    expect_ok(res, (!had).then_some(Errno::ENODATA), &desc);
+                }
+                1 => {
+                    let mode = r.below(0o7777) as u32;
+                    w.set_attr(
+                        i,
+                        &SetAttr {
+                            mode: Some(mode),
+                            ..SetAttr::default()
+                        },
+                    )
+                    .unwrap();
+                    m.nodes.get_mut(&i).unwrap().mode = mode;
+                }
+                _ => {
+                    let v: Vec<u8> = (0..r.below(257)).map(|_| r.next() as u8).collect();
+                    w.set_xattr(i, &key, &v).unwrap();
+                    m.nodes.get_mut(&i).unwrap().xattrs.insert(key, v);
+                }
+            }
+        }
+    }
+    desc
+}
+
+#[test]
+fn random_operations_agree_with_the_model() {
+    let sequences: u64 = std::env::var("WRITE_MODEL_SEQUENCES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
+    let mut deepest = 0u16;
+    for seed in 1..=sequences {
+        let mut img = image(16 << 20);
+        let mut m = model_of(&img);
+        let mut r = Rng(0x9E37_79B9_7F4A_7C15 ^ seed.wrapping_mul(0x1234_5678_9ABC_DEF1));
+        let ops = 60;
+        let mut log = Vec::new();
+        {
+            let dev = MemDeviceMut::new(&mut img);
+            let mut w = Writer::join(&dev, &opts()).unwrap();
+            // Odd seeds batch operations into shared transactions.
+            w.set_batch(seed % 2 == 1).unwrap();
+            for _ in 0..ops {
+                log.push(step(&mut w, &mut m, &mut r));
+            }
+            w.leave().unwrap();
+        }
+        let context = format!("seed {seed}, ops {log:?}");
+        assert_eq!(
+            errors(&img),
+            Vec::<String>::new(),
+            "{context}: {:?}",
+            all_findings(&img)
+        );
+        assert_matches(&img, &m, &context);
+        deepest = deepest.max(max_depth(&img, &m));
+    }
+    // Interleaved writes fragment files: extent trees below the inode were written.
+    assert!(deepest >= 1, "no file needed a tree block");
+}
+
+/// The deepest extent tree among the model's files.
+fn max_depth(img: &[u8], m: &Model) -> u16 {
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(img), &mut bufs.data).unwrap();
+    m.files()
+        .iter()
+        .map(|i| fs.inode(*i, &mut bufs.data).unwrap().depth())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The tree as a reader sees it: path → (mode, nlink, contents or target, xattrs).
+type Dump = BTreeMap<Vec<u8>, (u32, u32, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>;
+
+fn dump(img: &[u8]) -> Dump {
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(img), &mut bufs.data).unwrap();
+    let mut out = Dump::new();
+    let mut todo = vec![(b"".to_vec(), 1u64)];
+    while let Some((path, d)) = todo.pop() {
+        let ino = fs.inode(d, &mut bufs.data).unwrap();
+        let mut entries = Vec::new();
+        fs.read_dir(&ino, &mut bufs, |e| {
+            entries.push((e.name().to_vec(), e.inode));
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+        for (name, i) in entries {
+            let mut p = path.clone();
+            p.push(b'/');
+            p.extend_from_slice(&name);
+            let c = fs.inode(i, &mut bufs.data).unwrap();
+            let mut xs = Vec::new();
+            fs.xattrs(&c, &mut bufs, |x| {
+                xs.push((x.key().to_vec(), x.value().to_vec()));
+                std::ops::ControlFlow::Continue(())
+            })
+            .unwrap();
+            xs.sort();
+            let mut data = Vec::new();
+            if c.is_dir() {
+                todo.push((p.clone(), i));
+            } else {
+                data = vec![0u8; c.size() as usize];
+                fs.read(&c, 0, &mut data, &mut bufs).unwrap();
+            }
+            out.insert(p, (c.raw().mode.get(), c.raw().nlink.get(), data, xs));
+        }
+    }
+    out
+}
+
+/// The operations of the power-cut run, each one transaction, the first `limit` of
+/// them. Returns how many completed, or how many had when the device failed.
+fn ops<D: tet_core::block::BlockDeviceMut>(
+    w: &mut Writer<D>,
+    limit: usize,
+) -> Result<usize, (usize, WriteError)> {
+    let mut done = 0usize;
+    macro_rules! step {
+        ($e:expr) => {
+            if done == limit {
+                return Ok(done);
+            }
+            $e.map_err(|e| (done, e))?;
+            done += 1;
+        };
+    }
+    let at = |w: &Writer<D>, p: &[u8], done: usize| w.resolve(p).map_err(|e| (done, e));
+    let old = at(w, b"/old", done)?;
+    let f = at(w, b"/old/f", done)?;
+    step!(w.mkdir(1, b"d", 0o755, 0, 0));
+    let d = at(w, b"/d", done)?;
+    step!(w.create(d, b"new", 0o644, 3, 4));
+    let n = at(w, b"/d/new", done)?;
+    step!(w.write(n, 0, &vec![0xA5; 9 * B + 1]));
+    step!(w.write(f, 7, b"overwritten in place"));
+    step!(w.set_xattr(n, b"user.x", b"1"));
+    step!(w.link(n, old, b"hard"));
+    step!(w.symlink(d, b"s", b"/d/new", 0, 0));
+    step!(w.rename(old, b"f", d, b"f2"));
+    step!(w.truncate(n, 2 * B as u64 + 9));
+    step!(w.set_attr(
+        n,
+        &SetAttr {
+            mode: Some(0o600),
+            ..SetAttr::default()
+        }
+    ));
+    step!(w.unlink(old, b"hard"));
+    step!(w.rmdir(1, b"old"));
+    Ok(done)
+}
+
+const OPS: usize = 12;
+
+#[test]
+fn a_power_cut_at_any_write_leaves_each_operation_wholly_there_or_absent() {
+    power_cuts(false);
+}
+
+#[test]
+fn a_power_cut_in_batch_mode_loses_whole_operations_only() {
+    power_cuts(true);
+}
+
+fn power_cuts(batch: bool) {
+    let base = image(8 << 20);
+    // The states between operations.
+    let mut states = Vec::new();
+    for k in 0..=OPS {
+        let mut copy = base.clone();
+        {
+            let dev = MemDeviceMut::new(&mut copy);
+            let mut w = Writer::join(&dev, &opts()).unwrap();
+            assert_eq!(ops(&mut w, k).unwrap(), k);
+            w.leave().unwrap();
+        }
+        assert_eq!(
+            errors(&copy),
+            Vec::<String>::new(),
+            "after {k} operations: {:?}",
+            all_findings(&copy)
+        );
+        states.push(dump(&copy));
+    }
+    assert_ne!(states[0], states[OPS]);
+    // The number of writes of the whole run (join and leave included).
+    let total = {
+        let mut img = base.clone();
+        let dev = PowerCut::new(&mut img, u64::MAX, 0);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        w.set_batch(batch).unwrap();
+        assert_eq!(ops(&mut w, OPS).unwrap(), OPS);
+        w.leave().unwrap();
+        dev.writes.get()
+    };
+    assert!(total > 50, "{total} writes");
+    for cut in 1..=total {
+        for tear in [0usize, 3] {
+            let mut img = base.clone();
+            let done = {
+                let dev = PowerCut::new(&mut img, cut, tear);
+                match Writer::join(&dev, &opts()) {
+                    Ok(mut w) => match w
+                        .set_batch(batch)
+                        .map_err(|e| (0, e))
+                        .and_then(|()| ops(&mut w, OPS))
+                    {
+                        Ok(n) => {
+                            let _ = w.leave();
+                            n
+                        }
+                        Err((n, _)) => n,
+                    },
+                    Err(_) => 0,
+                }
+            };
+            // Recovery as the protocol defines it, then the checker and the tree.
+            recover(MemDeviceMut::new(&mut img), ME).unwrap();
+            let context =
+                format!("cut after write {cut} of {total} (tear {tear}), {done} operations done");
+            assert_eq!(
+                errors(&img),
+                Vec::<String>::new(),
+                "{context}: {:?}",
+                all_findings(&img)
+            );
+            let now = dump(&img);
+            // Unbatched: the operations done, or one more. Batched: operations that
+            // shared a transaction not yet committed may be lost, whole.
+            let first = if batch { 0 } else { done };
+            assert!(
+                states[first..=(done + 1).min(OPS)].contains(&now),
+                "{context}: the tree is no state between {first} and {}",
+                done + 1
+            );
+            // And the node joins again.
+            let dev = MemDeviceMut::new(&mut img);
+            Writer::join(&dev, &opts()).unwrap().leave().unwrap();
+        }
+    }
+}
+
+#[test]
+fn operations_fail_with_the_unix_error_and_write_nothing() {
+    let mut img = image(8 << 20);
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let d = w.mkdir(1, b"d", 0o755, 0, 0).unwrap();
+        let sub = w.mkdir(d, b"sub", 0o755, 0, 0).unwrap();
+        let f = w.create(d, b"f", 0o644, 0, 0).unwrap();
+        w.write(f, 0, b"x").unwrap();
+        let e = |r: Result<u64, WriteError>| r.unwrap_err().errno();
+        let u = |r: Result<(), WriteError>| r.unwrap_err().errno();
+        assert_eq!(
+            e(w.create(d, &[b'n'; 256], 0o644, 0, 0)),
+            Errno::ENAMETOOLONG
+        );
+        assert_eq!(e(w.create(d, b"a/b", 0o644, 0, 0)), Errno::EINVAL);
+        assert_eq!(e(w.create(d, b"..", 0o644, 0, 0)), Errno::EINVAL);
+        assert_eq!(e(w.create(d, b"f", 0o644, 0, 0)), Errno::EEXIST);
+        assert_eq!(e(w.mkdir(d, b"sub", 0o755, 0, 0)), Errno::EEXIST);
+        assert_eq!(e(w.create(f, b"x", 0o644, 0, 0)), Errno::ENOTDIR);
+        assert_eq!(e(w.resolve(b"/d/missing")), Errno::ENOENT);
+        assert_eq!(e(w.resolve(b"/d/f/x")), Errno::ENOTDIR);
+        assert_eq!(u(w.unlink(1, b"d")), Errno::EISDIR);
+        assert_eq!(u(w.rmdir(1, b"d")), Errno::ENOTEMPTY);
+        assert_eq!(u(w.rmdir(d, b"f")), Errno::ENOTDIR);
+        assert_eq!(u(w.rename(1, b"d", sub, b"d")), Errno::EINVAL);
+        assert_eq!(u(w.rename(d, b"f", 1, b"old")), Errno::EISDIR);
+        assert_eq!(u(w.rename(1, b"d", 1, b"old")), Errno::ENOTEMPTY);
+        assert_eq!(u(w.link(d, 1, b"dl")), Errno::EPERM);
+        assert_eq!(u(w.write(d, 0, b"x")), Errno::EISDIR);
+        assert_eq!(u(w.truncate(d, 0)), Errno::EISDIR);
+        assert_eq!(u(w.remove_xattr(f, b"user.none")), Errno::ENODATA);
+        assert_eq!(u(w.set_xattr(f, b"user.big", &[0; 257])), Errno::E2BIG);
+        assert_eq!(u(w.set_xattr(f, &[b'k'; 65], b"v")), Errno::ENAMETOOLONG);
+        assert_eq!(u(w.write(f, 1 << 44, b"x")), Errno::EFBIG);
+        w.leave().unwrap();
+    }
+    let before = img.clone();
+    assert_eq!(errors(&img), Vec::<String>::new());
+    // Filling the image: ENOSPC, and what was written before it is consistent.
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.create(1, b"big", 0o644, 0, 0).unwrap();
+        let chunk = vec![7u8; 64 * B];
+        let mut off = 0u64;
+        let err = loop {
+            match w.write(f, off, &chunk) {
+                Ok(()) => off += chunk.len() as u64,
+                Err(e) => break e,
+            }
+            assert!(off < 16 << 20, "never ran out of space");
+        };
+        assert_eq!(err.errno(), Errno::ENOSPC);
+        w.leave().unwrap();
+    }
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert_ne!(img, before);
+}
+
+#[test]
+fn a_join_is_refused_while_another_node_is_active_or_a_journal_is_dirty() {
+    use tet_alloc::cetrafs::testing::{register_node, write_journal_txn};
+    let mut img = image(8 << 20);
+    register_node(&mut img, 0, 0x55, 1, b"other").unwrap();
+    let dev = MemDeviceMut::new(&mut img);
+    let e = Writer::join(&dev, &opts()).err().unwrap();
+    assert!(
+        matches!(
+            e,
+            WriteError::NodeActive {
+                row: 0,
+                node_id: 0x55,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("--node-id 0x55 --force"), "{e}");
+    let mut img = image(8 << 20);
+    register_node(&mut img, 0, 0x55, 3, b"other").unwrap();
+    let target = {
+        let mut bufs = Buffers::new();
+        let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+        fs.superblock().raw().inode_table_start.get() + 1
+    };
+    let root = img[target as usize * B..(target as usize + 1) * B].to_vec();
+    write_journal_txn(&mut img, 0, 0, 5, &[(target, root, false)], true, true).unwrap();
+    let dev = MemDeviceMut::new(&mut img);
+    let e = Writer::join(&dev, &opts()).err().unwrap();
+    assert!(matches!(e, WriteError::NeedsReplay { row: 0, .. }), "{e:?}");
+}
+
+#[test]
+fn a_crashed_writer_is_recovered_by_its_next_join() {
+    let mut img = image(8 << 20);
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.create(1, b"f", 0o644, 0, 0).unwrap();
+        w.write(f, 0, &vec![1u8; 10 * B]).unwrap();
+        // Dropped without leaving: the row stays ACTIVE, zone group 0 owned.
+    }
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.resolve(b"/f").unwrap();
+        w.write(f, 10 * B as u64, b"more").unwrap();
+        w.leave().unwrap();
+    }
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    // Clean again: SB_CLEAN set, as after a clean leave.
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+    assert_eq!(fs.superblock().raw().sb_flags.get() & 1, 1);
+    let mut want = vec![1u8; 10 * B];
+    want.extend_from_slice(b"more");
+    assert_eq!(read_file(&img, b"/f").unwrap(), want);
+    // Written sequentially in pieces: one extent.
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+    let ino = fs.resolve(b"/f", &mut bufs).unwrap();
+    let mut n = 0;
+    let _ = fs.for_each_extent(&ino, &mut bufs.tree, |_| {
+        n += 1;
+        Ok(std::ops::ControlFlow::Continue(()))
+    });
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn a_file_unlinked_while_open_waits_in_lost_found_until_released() {
+    let mut img = image(8 << 20);
+    let keep;
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.create(1, b"open", 0o644, 0, 0).unwrap();
+        w.write(f, 0, b"still here").unwrap();
+        let g = w.create(1, b"two", 0o644, 0, 0).unwrap();
+        w.link(g, 1, b"names").unwrap();
+        assert_eq!(w.unlink_open(1, b"two").unwrap(), None);
+        keep = w.unlink_open(1, b"open").unwrap().unwrap();
+        assert_eq!(keep, f);
+        w.leave().unwrap();
+    }
+    // A crash (or a leave) before the last close: a named file, no finding.
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert_eq!(
+        read_file(&img, format!("/lost+found/#{keep}").as_bytes()).unwrap(),
+        b"still here"
+    );
+    assert!(read_file(&img, b"/open").is_none());
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        w.release(keep).unwrap();
+        w.leave().unwrap();
+    }
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert!(read_file(&img, format!("/lost+found/#{keep}").as_bytes()).is_none());
+}
+
+/// The fuzz target's body over seeded random inputs (a sample of what `cargo fuzz run
+/// cetrafs_write` explores; `WRITE_FUZZ_INPUTS` for longer runs).
+#[test]
+fn the_fuzz_body_holds_over_random_inputs() {
+    let n: u64 = std::env::var("WRITE_FUZZ_INPUTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let mut r = Rng(0xC0FF_EE00_D15E_A5E5);
+    for _ in 0..n {
+        let len = 4 * (1 + r.below(64)) as usize;
+        let data: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
+        tet_host::fuzzing::cetrafs_write(&data);
+    }
+}
+
+/// A small host tree for `put`: nested directories, files of 0 to 17 blocks, a hard
+/// link and a symlink.
+fn host_tree(name: &str) -> std::path::PathBuf {
+    let root = std::env::temp_dir().join(format!("tet-write-put-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let t = root.join("t");
+    std::fs::create_dir_all(t.join("a/b")).unwrap();
+    for (i, size) in [0usize, 100, 5000, 3 * B + 1, 70_000].iter().enumerate() {
+        let data: Vec<u8> = (0..*size).map(|k| (k * 7 + i) as u8).collect();
+        let dir = if i % 2 == 0 {
+            t.join("a")
+        } else {
+            t.join("a/b")
+        };
+        std::fs::write(dir.join(format!("f{i}")), data).unwrap();
+    }
+    std::fs::hard_link(t.join("a/f2"), t.join("hard")).unwrap();
+    std::os::unix::fs::symlink("a/f2", t.join("sym")).unwrap();
+    t
+}
+
+#[test]
+fn a_power_cut_at_any_write_of_put_leaves_whole_files_only() {
+    let src = host_tree("cut");
+    let base = image(8 << 20);
+    let total = {
+        let mut img = base.clone();
+        let dev = PowerCut::new(&mut img, u64::MAX, 0);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        tet_host::cetrafs::write::put_with(&mut w, &src, b"/").unwrap();
+        w.leave().unwrap();
+        let n = dev.writes.get();
+        assert_eq!(errors(&img), Vec::<String>::new());
+        let all = dump(&img);
+        assert!(
+            all.contains_key(b"/t/a/b/f3".as_slice()),
+            "{:?}",
+            all.keys()
+        );
+        n
+    };
+    for cut in 1..=total {
+        for tear in [0usize, 5] {
+            let mut img = base.clone();
+            {
+                let dev = PowerCut::new(&mut img, cut, tear);
+                if let Ok(mut w) = Writer::join(&dev, &opts()) {
+                    if tet_host::cetrafs::write::put_with(&mut w, &src, b"/").is_ok() {
+                        let _ = w.leave();
+                    }
+                }
+            }
+            recover(MemDeviceMut::new(&mut img), ME).unwrap();
+            let context = format!("put cut after write {cut} of {total} (tear {tear})");
+            assert_eq!(
+                errors(&img),
+                Vec::<String>::new(),
+                "{context}: {:?}",
+                all_findings(&img)
+            );
+            // Every file there is whole: the source's bytes (a symlink its target).
+            for (path, (mode, _, data, _)) in dump(&img) {
+                let Some(rel) = path.strip_prefix(b"/t/".as_slice()) else {
+                    continue;
+                };
+                let host = src.join(std::str::from_utf8(rel).unwrap());
+                match mode & 0o170_000 {
+                    0o100_000 => assert!(
+                        data == std::fs::read(&host).unwrap(),
+                        "{context}: {host:?} partial"
+                    ),
+                    0o120_000 => assert_eq!(data, b"a/f2", "{context}"),
+                    _ => {}
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(src.parent().unwrap());
+}
+
+#[test]
+fn a_file_of_more_extents_than_four_leaves_hold_gets_a_depth_2_tree() {
+    let mut img = image(16 << 20);
+    let n = 1100u64; // > 4 × 254 extents: one per written block, holes between
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        w.set_batch(true).unwrap();
+        let f = w.create(1, b"holes", 0o644, 0, 0).unwrap();
+        for k in 0..n {
+            w.write(f, 2 * k * B as u64, &[k as u8 | 1; 8]).unwrap();
+        }
+        // Appending past the end, and cutting the tail, keep it consistent.
+        w.truncate(f, (2 * n - 101) * B as u64).unwrap();
+        w.leave().unwrap();
+    }
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+    let ino = fs.resolve(b"/holes", &mut bufs).unwrap();
+    assert_eq!(ino.depth(), 2);
+    let got = read_file(&img, b"/holes").unwrap();
+    assert_eq!(got.len(), (2 * n as usize - 101) * B);
+    for k in 0..(n as usize - 51) {
+        assert_eq!(got[2 * k * B], k as u8 | 1, "block {}", 2 * k);
+        assert_eq!(got[(2 * k + 1) * B], 0, "hole {}", 2 * k + 1);
+    }
+}
