@@ -40,7 +40,16 @@ cargo test --workspace --locked 2>&1 | tee "$log"
 step "Zarr export read by zarr-python (when a Python with zarr is at hand)"
 # cargo test needs no Python (the fixture store is committed); this checks that
 # zarr-python opens what export writes. TET_ZARR_PYTHON picks the interpreter.
-zarr_py=${TET_ZARR_PYTHON:-python3}
+# A virtual environment with zarr-python from PyPI, made once per machine.
+if [ -z "${TET_ZARR_PYTHON:-}" ]; then
+  venv=target/venv-zarr
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import zarr, numpy' >/dev/null 2>&1; then
+    python3 -m venv "$venv" && "$venv/bin/pip" install -q 'zarr>=3,<4' numpy \
+      || echo "warning: could not install zarr-python into $venv"
+  fi
+  TET_ZARR_PYTHON=$venv/bin/python
+fi
+zarr_py=$TET_ZARR_PYTHON
 if "$zarr_py" -c 'import zarr, numpy' >/dev/null 2>&1; then
   cargo build -q -p tet-host --locked
   zarr_work=$(mktemp -d)
