@@ -325,6 +325,32 @@ fn refusals_name_the_rule() {
     ]);
     assert_eq!(c, 16, "{e}");
     assert!(e.contains("has 70 entries (at most 64)"), "{e}");
+    // A marker no element of an integer dataset can equal would mask nothing.
+    for (attr, says) in [
+        (
+            "_FillValue=1.5",
+            "attr _FillValue = \"1.5\" is not an integer, so no i64 element can be it",
+        ),
+        (
+            "missing_value=1e30",
+            "attr missing_value = \"1e30\" is outside the range of i64",
+        ),
+        ("_FillValue=nan", "is not an integer"),
+    ] {
+        let (c, _, e) = run(&["convert", "times.npy", "bad.tet", "--force", "--attr", attr]);
+        assert_eq!(c, 16, "{attr}: {e}");
+        assert!(e.contains(says), "{attr}: {e}");
+        assert!(!d.join("bad.tet").exists(), "{attr} left a file");
+    }
+    let (c, _, e) = run(&[
+        "convert",
+        "times.npy",
+        "ok.tet",
+        "--force",
+        "--attr",
+        "_FillValue=-9.0e3",
+    ]);
+    assert_eq!(c, 0, "a whole number written as a float is one: {e}");
 }
 
 /// A `_FillValue` a float32 cannot hold exactly (1e20, CMIP's; -9999.9) marks the
@@ -437,4 +463,73 @@ fn npz_options_without_a_dataset_are_checked() {
     assert_eq!(of("t2m")["attrs"]["units"], "K", "{v}");
     assert!(of("latitude")["attrs"].get("units").is_none(), "{v}");
     assert_eq!(of("latitude")["dims"], serde_json::json!(["lat"]), "{v}");
+}
+
+/// A query that needs the axis metadata exits 4 when the file's own metadata or
+/// coordinate dataset is damaged (the input's damage), 16 when the query names what is
+/// not there (the user's error); an integer dataset with a `_FillValue` answers the
+/// `nan_*` family in f64 with the fill left out.
+#[test]
+fn damaged_metadata_is_the_files_problem_and_integers_mask() {
+    let d = dir();
+    inputs(&d);
+    convert_weather("dmg.tet");
+    let good = std::fs::read(d.join("dmg.tet")).unwrap();
+    // The time coordinate's only chunk (raw, 4 i64): one flipped bit fails its checksum.
+    let needle: Vec<u8> = 1_704_067_200i64.to_le_bytes().to_vec();
+    let at = good.windows(8).position(|w| w == needle).unwrap();
+    let mut b = good.clone();
+    b[at] ^= 1;
+    std::fs::write(d.join("dmg-coord.tet"), &b).unwrap();
+    let label = r#"{"dataset": "temp", "selection": [{"start_label": 1704070800}], "sum": []}"#;
+    let (c, _, e) = query("dmg-coord.tet", label);
+    assert_eq!(c, 4, "{e}");
+    assert!(e.contains("coordinate dataset \"time\""), "{e}");
+    // The footer's metadata JSON no longer parses.
+    let key = b"\"dim_names\":[";
+    let at = good.windows(key.len()).position(|w| w == key).unwrap();
+    let mut b = good.clone();
+    b[at + key.len() - 1] = b'{';
+    std::fs::write(d.join("dmg-meta.tet"), &b).unwrap();
+    let (c, _, e) = query("dmg-meta.tet", r#"{"dataset": "temp", "mean": "time"}"#);
+    assert_eq!(c, 4, "{e}");
+    assert!(e.contains("metadata"), "{e}");
+    // The user's own error stays 16.
+    let (c, _, e) = query("dmg.tet", r#"{"dataset": "temp", "mean": "depth"}"#);
+    assert_eq!(c, 16, "{e}");
+
+    // u16 counts with a fill of 65535, two cells missing.
+    let counts: Vec<u16> = vec![3, 65535, 5, 7, 65535, 9];
+    let raw: Vec<u8> = counts.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(d.join("counts.npy"), npy("<u2", false, &[2, 3], &raw)).unwrap();
+    let (c, _, e) = run(&[
+        "convert",
+        "counts.npy",
+        "counts.tet",
+        "--force",
+        "--dims",
+        "y,x",
+        "--attr",
+        "_FillValue=65535",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let (c, o, e) = run(&[
+        "query",
+        "-t",
+        "counts.tet",
+        r#"{"dataset": "counts", "nan_mean": "y"}"#,
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+    // Column 1 is all fill: NaN, with NumPy's all-NaN warning.
+    assert_eq!(
+        v["result"]["data"],
+        serde_json::json!([5.0, "NaN", 7.0]),
+        "{o}"
+    );
+    assert!(
+        e.contains("only NaN elements in 1 output cell(s), first [1]"),
+        "{e}"
+    );
+    assert_eq!(v["result_dtype"], "f64", "{o}");
 }

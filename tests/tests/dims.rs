@@ -383,6 +383,73 @@ fn peer_file_with_cf_attrs() {
     assert_eq!(v(r#"{"dataset": "sst", "sum": []}"#), "[F64(-19969.0)]");
     assert_eq!(v(r#"{"dataset": "obs", "null_count": []}"#), "[U64(1)]");
     assert_eq!(v(r#"{"dataset": "obs", "sum": []}"#), "[I64(77)]");
+    // An integer dataset with a marker is widened to f64 with NaN at the marker for the
+    // nan_* family, as xarray decodes it: 0 + 3 + 9 + ... + 21 = 78 over 7 elements.
+    assert_eq!(v(r#"{"dataset": "obs", "nan_sum": []}"#), "[F64(78.0)]");
+    // nan_count counts the missing (NaN) elements.
+    assert_eq!(v(r#"{"dataset": "obs", "nan_count": []}"#), "[U64(1)]");
+    assert_eq!(
+        v(r#"{"dataset": "obs", "nan_mean": []}"#),
+        format!("[F64({:?})]", 78.0 / 7.0)
+    );
+    assert_eq!(v(r#"{"dataset": "obs", "nan_min": []}"#), "[F64(0.0)]");
+    assert_eq!(v(r#"{"dataset": "obs", "nan_max": []}"#), "[F64(21.0)]");
+}
+
+/// An integer dataset whose attrs give both `_FillValue` and `missing_value` (CF:
+/// either marks an element missing): the `nan_*` reductions skip both, per output cell,
+/// in f64; `null_count` counts both; the plain ones see every element as stored.
+#[test]
+fn integer_markers_mask_in_f64() {
+    let shape = [2u64, 4];
+    let values: [i16; 8] = [5, -1, 7, -32768, -1, -1, 2, 4];
+    for chunk in [[1u64, 4], [2, 2], [1, 1]] {
+        let specs = [DatasetSpec {
+            name: "q",
+            dtype: DType::I16,
+            shape: &shape,
+            chunk_shape: &chunk,
+        }];
+        let mut w = Writer::new(Vec::new(), &specs).unwrap();
+        let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        w.write_array(DatasetId(0), &data, Codec::Raw).unwrap();
+        let mut m = Metadata::default();
+        m.edit("q", |d| {
+            d.dim_names = Some(vec!["y".into(), "x".into()]);
+            d.set_attr("_FillValue", "-32768");
+            d.set_attr("missing_value", "-1");
+        });
+        let bytes = w
+            .finish(Some(&FooterSpec {
+                history: Vec::new(),
+                metadata: Some(serde_json::Value::Object(m.to_json()).to_string()),
+            }))
+            .unwrap();
+        let v = |q: &str| format!("{:?}", answer(&bytes, q).unwrap().1.values);
+        assert_eq!(
+            v(r#"{"dataset": "q", "null_count": []}"#),
+            "[U64(4)]",
+            "{chunk:?}"
+        );
+        assert_eq!(
+            v(r#"{"dataset": "q", "null_count": {"axis": "y"}}"#),
+            "[U64(1), U64(2), U64(0), U64(1)]"
+        );
+        assert_eq!(
+            v(r#"{"dataset": "q", "nan_sum": {"axis": "x"}}"#),
+            "[F64(12.0), F64(6.0)]",
+            "{chunk:?}"
+        );
+        assert_eq!(
+            v(r#"{"dataset": "q", "nan_mean": {"axis": "y"}}"#),
+            "[F64(5.0), F64(NaN), F64(4.5), F64(4.0)]"
+        );
+        assert_eq!(
+            v(r#"{"dataset": "q", "nan_max": {"axis": "x"}}"#),
+            "[F64(7.0), F64(4.0)]"
+        );
+        assert_eq!(v(r#"{"dataset": "q", "sum": []}"#), "[I64(-32753)]");
+    }
 }
 
 /// `tests/tests/data/peer/session_dims.tet`, written by the other implementation's

@@ -341,18 +341,30 @@ pub struct ChunkDecoder<B: FrameBackend = Ruzstd> {
     masked: Vec<u8>,
 }
 
-/// How a dataset's missing-value marker (`_FillValue`, `missing_value`) changes the
+/// How a dataset's missing-value markers (`_FillValue`, `missing_value`) change the
 /// elements a reduction sees.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Mask {
-    /// Float elements equal to the marker become NaN, so the `nan_*` reductions skip
-    /// them.
-    Missing(Marker),
-    /// Every element becomes an indicator of the marker: NaN (floats) or 1 (integers)
-    /// where the element is the marker, 0 elsewhere, so `nan_count` (floats) or `sum`
+    /// Elements equal to a marker become NaN, so the `nan_*` reductions skip them. An
+    /// integer tile is first widened to `f64` ([`Mask::tile_dtype`]), as CF readers
+    /// (xarray's `mask_and_scale`) decode a masked integer variable to floats.
+    Missing(Markers),
+    /// Every element becomes an indicator of the markers: NaN (floats) or 1 (integers)
+    /// where the element is a marker, 0 elsewhere, so `nan_count` (floats) or `sum`
     /// (integers) counts the missing elements (`null_count`).
-    Indicator(Marker),
+    Indicator(Markers),
+}
+
+impl Mask {
+    /// The element type of a masked tile of a `stored` dataset: `f64` for an integer
+    /// dataset under [`Mask::Missing`], else `stored`.
+    pub fn tile_dtype(self, stored: DType) -> DType {
+        match self {
+            Mask::Missing(_) if !stored.is_float() => DType::F64,
+            _ => stored,
+        }
+    }
 }
 
 /// A missing-value marker: its value as a float and, when its text is an integer, exactly.
@@ -389,6 +401,71 @@ impl Marker {
             None => crate::tet::meta::int_f64(v) == self.float,
         }
     }
+
+    /// The marker as an element of a float dataset stores it: rounded to the element
+    /// type, as NumPy compares `a == 1e20` for a float32 `a` (1e20 is not a float32; the
+    /// float32 nearest it is what a fill of 1e20 stores).
+    fn in_precision(self, dtype: DType) -> Marker {
+        let float = match dtype {
+            DType::F16 => half::f16::from_f64(self.float).to_f64(),
+            DType::F32 => f64::from(nearest_f32(self.float)),
+            _ => self.float,
+        };
+        Marker { float, int: None }
+    }
+}
+
+/// The missing-value markers of a dataset: one, or two when its attrs give both
+/// `_FillValue` and `missing_value` (CF: either marks an element missing).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Markers {
+    first: Marker,
+    second: Option<Marker>,
+}
+
+impl From<Marker> for Markers {
+    fn from(m: Marker) -> Markers {
+        Markers {
+            first: m,
+            second: None,
+        }
+    }
+}
+
+impl Markers {
+    /// `first`, and `second` when there is one and it differs.
+    pub fn new(first: Marker, second: Option<Marker>) -> Markers {
+        Markers {
+            first,
+            second: second.filter(|s| *s != first),
+        }
+    }
+
+    /// The markers, first first.
+    pub fn iter(&self) -> impl Iterator<Item = Marker> + '_ {
+        core::iter::once(self.first).chain(self.second)
+    }
+
+    /// Whether every marker is NaN (a float dataset's NaNs are missing already).
+    pub fn only_nan(&self) -> bool {
+        self.iter().all(|m| m.float.is_nan())
+    }
+
+    fn in_precision(self, dtype: DType) -> Markers {
+        Markers {
+            first: self.first.in_precision(dtype),
+            second: self.second.map(|m| m.in_precision(dtype)),
+        }
+    }
+
+    fn hit_float(&self, v: f64) -> bool {
+        self.first.is_float(v) || self.second.is_some_and(|m| m.is_float(v))
+    }
+
+    fn hit_int(&self, v: i128) -> bool {
+        self.first.is_int(v) || self.second.is_some_and(|m| m.is_int(v))
+    }
 }
 
 /// The `f32` nearest `v` (ties to even; beyond the range, ±infinity), as a float32 array
@@ -401,63 +478,28 @@ fn nearest_f32(v: f64) -> f32 {
     v as f32
 }
 
-/// Applies `mask` to the elements of `tile` (of `dtype`), in place.
-fn apply_mask(tile: &mut [u8], dtype: DType, mask: Mask) {
-    let (marker, indicator) = match mask {
-        Mask::Missing(m) => (m, false),
-        Mask::Indicator(m) => (m, true),
-    };
-    // A float marker is compared in the dataset's own precision, as NumPy compares
-    // `a == 1e20` for a float32 `a`: the marker rounded to the element type first (1e20
-    // is not a float32; the float32 nearest it is what a fill of 1e20 stores).
-    macro_rules! floats {
-        ($t:ty, $n:literal, $to:expr, $from:expr, $nan:expr, $zero:expr) => {{
-            let target = Marker {
-                float: $to($from(marker.float)),
-                int: None,
-            };
-            for e in tile.chunks_exact_mut($n) {
-                let Ok(b) = <[u8; $n]>::try_from(&*e) else {
-                    continue;
-                };
-                let v = <$t>::from_le_bytes(b);
-                let hit = target.is_float($to(v));
-                let out = match (hit, indicator) {
-                    (true, _) => Some($nan),
-                    (false, true) => Some($zero),
-                    (false, false) => None,
-                };
-                if let Some(o) = out {
-                    e.copy_from_slice(&<$t>::to_le_bytes(o));
-                }
-            }
-        }};
-    }
+/// An integer as the nearest `f64` (exact up to 2^53), as NumPy's `astype(float64)`.
+#[allow(
+    clippy::as_conversions,
+    clippy::cast_precision_loss,
+    reason = "integer to f64 with `as` rounds to nearest, which is the rounding wanted"
+)]
+fn int_to_f64(v: i128) -> f64 {
+    v as f64
+}
+
+/// Calls `f` with each element of an integer `tile` of `dtype` as an `i128`, in order.
+fn each_int(tile: &[u8], dtype: DType, mut f: impl FnMut(i128)) {
     macro_rules! ints {
         ($t:ty, $n:literal) => {
-            for e in tile.chunks_exact_mut($n) {
-                let Ok(b) = <[u8; $n]>::try_from(&*e) else {
-                    continue;
-                };
-                let v = <$t>::from_le_bytes(b);
-                let hit = marker.is_int(i128::from(v));
-                if indicator {
-                    e.copy_from_slice(&<$t>::to_le_bytes(<$t>::from(hit)));
+            for e in tile.chunks_exact($n) {
+                if let Ok(b) = <[u8; $n]>::try_from(e) {
+                    f(i128::from(<$t>::from_le_bytes(b)));
                 }
             }
         };
     }
     match dtype {
-        DType::F16 => floats!(
-            half::f16,
-            2,
-            |v: half::f16| v.to_f64(),
-            half::f16::from_f64,
-            half::f16::NAN,
-            half::f16::ZERO
-        ),
-        DType::F32 => floats!(f32, 4, f64::from, nearest_f32, f32::NAN, 0.0f32),
-        DType::F64 => floats!(f64, 8, |v: f64| v, |v: f64| v, f64::NAN, 0.0f64),
         DType::U8 => ints!(u8, 1),
         DType::U16 => ints!(u16, 2),
         DType::U32 => ints!(u32, 4),
@@ -465,6 +507,77 @@ fn apply_mask(tile: &mut [u8], dtype: DType, mask: Mask) {
         DType::I16 => ints!(i16, 2),
         DType::I32 => ints!(i32, 4),
         DType::I64 => ints!(i64, 8),
+        DType::F16 | DType::F32 | DType::F64 => {}
+    }
+}
+
+/// Writes the masked copy of `tile` (of `dtype`) into `out` (cleared first): the
+/// elements as [`Mask`] describes them, in the [`Mask::tile_dtype`] element type.
+fn apply_mask(tile: &[u8], dtype: DType, mask: Mask, out: &mut Vec<u8>) {
+    out.clear();
+    let (markers, indicator) = match mask {
+        Mask::Missing(m) => (m, false),
+        Mask::Indicator(m) => (m, true),
+    };
+    if !dtype.is_float() {
+        if indicator {
+            out.extend_from_slice(tile);
+            let n = usize::try_from(dtype.size()).unwrap_or(1);
+            let mut k = 0usize;
+            each_int(tile, dtype, |v| {
+                let hit = u8::from(markers.hit_int(v));
+                if let Some(e) = out.get_mut(k..k.saturating_add(n)) {
+                    e.fill(0);
+                    // Little-endian: the low byte first.
+                    if let Some(low) = e.first_mut() {
+                        *low = hit;
+                    }
+                }
+                k = k.saturating_add(n);
+            });
+        } else {
+            each_int(tile, dtype, |v| {
+                let x = if markers.hit_int(v) {
+                    f64::NAN
+                } else {
+                    int_to_f64(v)
+                };
+                out.extend_from_slice(&x.to_le_bytes());
+            });
+        }
+        return;
+    }
+    out.extend_from_slice(tile);
+    let targets = markers.in_precision(dtype);
+    macro_rules! floats {
+        ($t:ty, $n:literal, $to:expr, $nan:expr, $zero:expr) => {{
+            for e in out.chunks_exact_mut($n) {
+                let Ok(b) = <[u8; $n]>::try_from(&*e) else {
+                    continue;
+                };
+                let v = <$t>::from_le_bytes(b);
+                let hit = targets.hit_float($to(v));
+                let o = match (hit, indicator) {
+                    (true, _) => Some($nan),
+                    (false, true) => Some($zero),
+                    (false, false) => None,
+                };
+                if let Some(o) = o {
+                    e.copy_from_slice(&<$t>::to_le_bytes(o));
+                }
+            }
+        }};
+    }
+    match dtype {
+        DType::F16 => floats!(
+            half::f16,
+            2,
+            |v: half::f16| v.to_f64(),
+            half::f16::NAN,
+            half::f16::ZERO
+        ),
+        DType::F32 => floats!(f32, 4, f64::from, f32::NAN, 0.0f32),
+        _ => floats!(f64, 8, |v: f64| v, f64::NAN, 0.0f64),
     }
 }
 
@@ -488,9 +601,16 @@ impl<B: FrameBackend> ChunkDecoder<B> {
         mask: Mask,
     ) -> Result<&'s [u8], DecodeError> {
         let mut m = core::mem::take(&mut self.masked);
-        let needed = self
-            .memory_needed(chunk.raw_byte_len)
-            .saturating_add(chunk.raw_byte_len);
+        // The masked copy: as large as the tile, or 8 bytes an element when widened.
+        let copy = match mask.tile_dtype(dtype) {
+            d if d == dtype => chunk.raw_byte_len,
+            d => chunk
+                .raw_byte_len
+                .checked_div(dtype.size())
+                .unwrap_or(0)
+                .saturating_mul(d.size()),
+        };
+        let needed = self.memory_needed(chunk.raw_byte_len).saturating_add(copy);
         if needed > self.budget {
             self.masked = m;
             return Err(DecodeError {
@@ -505,13 +625,11 @@ impl<B: FrameBackend> ChunkDecoder<B> {
                 raw_byte_len: chunk.raw_byte_len,
             });
         }
-        let r = self.decode(chunk).map(|t| {
-            m.clear();
-            m.extend_from_slice(t);
-        });
+        let r = self
+            .decode(chunk)
+            .map(|t| apply_mask(t, dtype, mask, &mut m));
         self.masked = m;
         r?;
-        apply_mask(&mut self.masked, dtype, mask);
         Ok(&self.masked)
     }
 

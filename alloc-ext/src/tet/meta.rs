@@ -23,7 +23,7 @@ use core::marker::PhantomData;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tet_core::tet::{Code, Finding, TetFile, MAX_NDIM};
+use tet_core::tet::{Code, DType, Finding, TetFile, MAX_NDIM};
 use tet_core::{Error, ErrorKind};
 
 /// Longest string read (a name, label, attr key or value), in bytes; the other
@@ -587,6 +587,62 @@ impl fmt::Display for Problem {
 /// Checks `meta` against the file's datasets, `shape_of(name)` giving a dataset's shape
 /// (`None`: no such dataset).
 pub fn check(meta: &Metadata, shape_of: &dyn Fn(&str) -> Option<Vec<u64>>) -> Vec<Problem> {
+    check_typed(meta, shape_of, &|_| None)
+}
+
+/// The range of an integer element type, `None` for floats.
+fn int_range(d: DType) -> Option<(i128, i128)> {
+    let r = match d {
+        DType::U8 => (0, i128::from(u8::MAX)),
+        DType::U16 => (0, i128::from(u16::MAX)),
+        DType::U32 => (0, i128::from(u32::MAX)),
+        DType::U64 => (0, i128::from(u64::MAX)),
+        DType::I16 => (i128::from(i16::MIN), i128::from(i16::MAX)),
+        DType::I32 => (i128::from(i32::MIN), i128::from(i32::MAX)),
+        DType::I64 => (i128::from(i64::MIN), i128::from(i64::MAX)),
+        DType::F16 | DType::F32 | DType::F64 => return None,
+    };
+    Some(r)
+}
+
+/// Why a missing-value marker written as `text` can never equal an element of `dtype`
+/// (an integer type holds no fraction, NaN or infinity, and nothing past its range).
+pub fn marker_unrepresentable(text: &str, dtype: DType) -> Option<String> {
+    let (lo, hi) = int_range(dtype)?;
+    let v = parse_number(text)?;
+    let out_of_range = || {
+        Some(format!(
+            "is outside the range of {} ({lo} ..= {hi}), so no element can be it",
+            dtype.name()
+        ))
+    };
+    if let Ok(i) = text.trim().parse::<i128>() {
+        return if (lo..=hi).contains(&i) {
+            None
+        } else {
+            out_of_range()
+        };
+    }
+    // Written as a float (`70000.0`, `1e3`): a whole number is compared as one.
+    if !v.is_finite() || v.fract() != 0.0 {
+        return Some(format!(
+            "is not an integer, so no {} element can be it",
+            dtype.name()
+        ));
+    }
+    if v < int_f64(lo) || v > int_f64(hi) {
+        return out_of_range();
+    }
+    None
+}
+
+/// [`check`], with each dataset's element type from `dtype_of` (`None`: unknown), so a
+/// missing-value marker no element can equal is reported too.
+pub fn check_typed(
+    meta: &Metadata,
+    shape_of: &dyn Fn(&str) -> Option<Vec<u64>>,
+    dtype_of: &dyn Fn(&str) -> Option<DType>,
+) -> Vec<Problem> {
     let mut out = Vec::new();
     for (name, d) in &meta.datasets {
         let mut say = |code: Code, field: &'static str, message: String| {
@@ -705,6 +761,18 @@ pub fn check(meta: &Metadata, shape_of: &dyn Fn(&str) -> Option<Vec<u64>>) -> Ve
         if let Some(Err(e)) = d.missing_value() {
             say(Code::MetadataAttrs, "metadata.datasets.attrs", e);
         }
+        if let Some(dtype) = dtype_of(name) {
+            for key in ["_FillValue", "missing_value"] {
+                let Some(text) = d.attr(key) else { continue };
+                if let Some(why) = marker_unrepresentable(text, dtype) {
+                    say(
+                        Code::MetadataAttrs,
+                        "metadata.datasets.attrs",
+                        format!("attr {key} = {text:?} {why}"),
+                    );
+                }
+            }
+        }
     }
     out
 }
@@ -714,7 +782,8 @@ pub fn check(meta: &Metadata, shape_of: &dyn Fn(&str) -> Option<Vec<u64>>) -> Ve
 pub fn check_file(meta: &Metadata, file: &TetFile<'_>) -> Vec<Problem> {
     let shape_of =
         |name: &str| -> Option<Vec<u64>> { file.dataset(name).ok().map(|d| d.shape().collect()) };
-    check(meta, &shape_of)
+    let dtype_of = |name: &str| file.dataset(name).ok().map(|d| d.dtype());
+    check_typed(meta, &shape_of, &dtype_of)
 }
 
 /// The offset where `file`'s metadata JSON starts (the spill, or the footer JSON).
@@ -1032,5 +1101,31 @@ mod tests {
         assert_eq!(resolve_bound(&i, &Bound::Float(20.5)), Ok(2));
         assert_eq!(int_f64(-3), -3.0);
         assert_eq!(int_f64(1 << 40), 1_099_511_627_776.0);
+    }
+
+    #[test]
+    fn markers_an_element_can_equal() {
+        let no = |t: &str, d: DType| marker_unrepresentable(t, d);
+        assert_eq!(no("255", DType::U8), None);
+        assert_eq!(no("-1", DType::I16), None);
+        assert_eq!(no("-32768.0", DType::I16), None);
+        assert_eq!(no("1e20", DType::F32), None);
+        assert_eq!(no("nan", DType::F64), None);
+        assert!(no("256", DType::U8).unwrap().contains("u8 (0 ..= 255)"));
+        assert!(no("-1", DType::U64).unwrap().contains("outside the range"));
+        assert!(no("0.5", DType::I32).unwrap().contains("not an integer"));
+        assert!(no("inf", DType::I64).unwrap().contains("not an integer"));
+        assert!(no("5e9", DType::U32).unwrap().contains("outside the range"));
+        // Found by the typed check, as a warning-severity attrs finding.
+        let m = parse(br#"{"datasets":{"c":{"attrs":{"_FillValue":"300"}}}}"#, 0).unwrap();
+        let p = check_typed(&m, &|_| Some(alloc::vec![4]), &|_| Some(DType::U8));
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].code, Code::MetadataAttrs);
+        assert!(
+            p[0].to_string().contains("attr _FillValue = \"300\""),
+            "{}",
+            p[0]
+        );
+        assert!(check(&m, &|_| Some(alloc::vec![4])).is_empty());
     }
 }

@@ -130,6 +130,11 @@ impl DType {
         }
     }
 
+    /// Whether the type is a float (`f16`, `f32`, `f64`).
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::F32 | DType::F64)
+    }
+
     /// Lower-case name (`f32`, `u8`, ...).
     pub fn name(self) -> &'static str {
         match self {

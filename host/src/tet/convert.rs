@@ -294,10 +294,11 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
             .find(|d| d.name == name)
             .map(|d| d.shape.to_vec())
     };
+    let dtype_of = |name: &str| specs.iter().find(|d| d.name == name).map(|d| d.dtype);
     let problem = tet_alloc::tet::meta::parse(metadata.as_bytes(), 0)
         .map_err(|e| e.message)
         .and_then(
-            |m| match tet_alloc::tet::meta::check(&m, &shape_of).first() {
+            |m| match tet_alloc::tet::meta::check_typed(&m, &shape_of, &dtype_of).first() {
                 Some(p) => Err(p.to_string()),
                 None => Ok(()),
             },

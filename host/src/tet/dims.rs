@@ -5,7 +5,7 @@
 // `QueryError` carries a located decode error by value, as the libraries do.
 #![allow(clippy::result_large_err)]
 
-use tet_alloc::tet::decode::{Marker, Mask};
+use tet_alloc::tet::decode::{Marker, Markers, Mask};
 use tet_alloc::tet::meta::{self, Coord, DatasetMeta, Metadata, Values};
 use tet_alloc::tet::query::{plan, Operation};
 use tet_core::tet::fold::Reduce;
@@ -41,6 +41,54 @@ impl Resolved {
     }
 }
 
+/// Why a query's names could not be resolved, with the exit status it earns: what the
+/// user wrote (16), the file's own damaged metadata or coordinates (4), or what the
+/// machine could not do within the memory budget (8).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The exit status.
+    pub exit: crate::Exit,
+    /// The message, naming the field.
+    pub message: String,
+}
+
+impl Refusal {
+    fn damaged(message: String) -> Refusal {
+        Refusal {
+            exit: crate::Exit::Problems,
+            message,
+        }
+    }
+
+    fn resource(message: String) -> Refusal {
+        Refusal {
+            exit: crate::Exit::Operational,
+            message,
+        }
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(message: String) -> Refusal {
+        Refusal {
+            exit: crate::Exit::Usage,
+            message,
+        }
+    }
+}
+
+impl From<Refusal> for String {
+    fn from(r: Refusal) -> String {
+        r.message
+    }
+}
+
+impl core::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Most coordinate values loaded from a coordinate dataset (16 Mi values).
 const MAX_COORD_VALUES: u64 = 1 << 24;
 
@@ -64,34 +112,39 @@ pub fn axes(refs: &[AxisRef], dm: Option<&DatasetMeta>, ndim: usize) -> Result<V
 }
 
 /// A coordinate's values: inline labels, or a coordinate dataset's elements.
-pub fn coord_values(file: &TetFile<'_>, c: &Coord, budget: u64) -> Result<Values, String> {
+pub fn coord_values(file: &TetFile<'_>, c: &Coord, budget: u64) -> Result<Values, Refusal> {
     let name = match c {
         Coord::Labels(l) => return Ok(Values::Labels(l.clone())),
         Coord::Dataset(n) => n,
     };
     let ds = file
         .dataset(name)
-        .map_err(|_| format!("coordinate dataset {name:?} is not in the file"))?;
+        .map_err(|_| Refusal::damaged(format!("coordinate dataset {name:?} is not in the file")))?;
     if ds.ndim() != 1 {
-        return Err(format!("coordinate dataset {name:?} is not 1-D"));
+        return Err(Refusal::damaged(format!(
+            "coordinate dataset {name:?} is not 1-D"
+        )));
     }
     let n: u64 = ds.shape().product();
     if n > MAX_COORD_VALUES {
-        return Err(format!(
+        return Err(Refusal::resource(format!(
             "coordinate dataset {name:?} has {n} values (at most {MAX_COORD_VALUES} are loaded)"
-        ));
+        )));
     }
     // The stored elements and the values compared (16 bytes each), under the budget.
     let needed = n.saturating_mul(ds.dtype().size().saturating_add(16));
     if needed > budget {
-        return Err(format!(
+        return Err(Refusal::resource(format!(
             "coordinate dataset {name:?} needs {needed} bytes to compare its {n} values, over \
              the memory budget of {budget} bytes"
-        ));
+        )));
     }
-    let p = plan(file, ds, &[]).map_err(|e| format!("coordinate dataset {name:?}: {e}"))?;
-    let bytes = crate::tet::query::select_values(file, &p, budget, None)
-        .map_err(|e| format!("coordinate dataset {name:?}: {e}"))?;
+    let located = |e: tet_alloc::tet::query::QueryError| Refusal {
+        exit: crate::Exit::of(e.category()),
+        message: format!("coordinate dataset {name:?}: {e}"),
+    };
+    let p = plan(file, ds, &[]).map_err(located)?;
+    let bytes = crate::tet::query::select_values(file, &p, budget, None).map_err(located)?;
     Ok(decode_values(ds.dtype(), &bytes))
 }
 
@@ -162,17 +215,13 @@ fn masks(r: Reduce) -> bool {
     r.skips_nan() || matches!(r, Reduce::NanCount)
 }
 
-fn is_float(d: DType) -> bool {
-    matches!(d, DType::F16 | DType::F32 | DType::F64)
-}
-
 /// Resolves `doc` against dataset `ds` of `file`.
 pub fn resolve(
     file: &TetFile<'_>,
     ds: &Dataset<'_>,
     doc: &QueryDoc,
     budget: u64,
-) -> Result<Resolved, String> {
+) -> Result<Resolved, Refusal> {
     let ndim = ds.ndim();
     let named = doc.op.as_ref().is_some_and(|(_, a)| {
         a.as_ref()
@@ -185,17 +234,16 @@ pub fn resolve(
     // stored, as they do on files without metadata.
     let all = match all {
         Ok(m) => m,
-        Err(e) if named || !doc.by_value.is_empty() || doc.null_count.is_some() => return Err(e),
+        Err(e) if named || !doc.by_value.is_empty() || doc.null_count.is_some() => {
+            return Err(Refusal::damaged(e))
+        }
         Err(_) => None,
     };
     let dm = all.as_ref().and_then(|m| m.dataset(ds.name()));
     let mut selection = doc.selection.clone();
     for vb in &doc.by_value {
         if vb.axis >= ndim {
-            return Err(format!(
-                "selection[{}]: the dataset has {ndim} axes",
-                vb.axis
-            ));
+            return Err(format!("selection[{}]: the dataset has {ndim} axes", vb.axis).into());
         }
         let coord = dm.and_then(|d| d.coord(vb.axis)).ok_or_else(|| {
             format!(
@@ -213,7 +261,7 @@ pub fn resolve(
                 selection.resize(vb.axis.saturating_add(1), Slice::default());
                 selection
                     .get_mut(vb.axis)
-                    .ok_or("selection axis out of range")?
+                    .ok_or_else(|| "selection axis out of range".to_string())?
             }
         };
         let one = |b: &meta::Bound| -> Result<i64, String> {
@@ -234,19 +282,30 @@ pub fn resolve(
     if let Some((o, refs)) = &doc.op {
         let axes_n = refs.as_deref().map(|r| axes(r, dm, ndim)).transpose()?;
         let mut o = *o;
-        let marker = || -> Result<Option<Marker>, String> {
-            match dm.and_then(|d| d.missing_value()) {
-                None => Ok(None),
-                Some(Err(e)) => Err(e),
-                Some(Ok((key, _))) => {
-                    let text = dm.and_then(|d| d.attr(key)).unwrap_or_default();
-                    Ok(Marker::parse(text))
+        // `_FillValue` and `missing_value` both mark elements missing (CF); either alone
+        // does too.
+        let marker = || -> Result<Option<Markers>, String> {
+            let Some(d) = dm else {
+                return Ok(None);
+            };
+            let mut found = Vec::new();
+            for key in ["_FillValue", "missing_value"] {
+                if let Some(text) = d.attr(key) {
+                    let m = Marker::parse(text).ok_or_else(|| {
+                        format!(
+                            "dataset {:?}: attr {key} = {text:?} is not a number",
+                            ds.name()
+                        )
+                    })?;
+                    found.push(m);
                 }
             }
+            let mut it = found.into_iter();
+            Ok(it.next().map(|first| Markers::new(first, it.next())))
         };
         if let Some(explicit) = &doc.null_count {
             let m = match explicit {
-                Some(m) => *m,
+                Some(m) => Markers::from(*m),
                 None => marker()?.ok_or_else(|| {
                     format!(
                         "null_count needs a \"fill\" in the query or a _FillValue or \
@@ -256,30 +315,18 @@ pub fn resolve(
                 })?,
             };
             mask = Some(Mask::Indicator(m));
-            o = Operation::Reduce(if is_float(ds.dtype()) {
+            o = Operation::Reduce(if ds.dtype().is_float() {
                 Reduce::NanCount
             } else {
                 Reduce::Sum
             });
             name = Some("null_count");
         } else if let Operation::Reduce(r) = o {
+            // A float dataset's NaNs are missing already; an integer dataset is widened
+            // to f64 with NaN at its markers, as xarray decodes it.
             if masks(r) {
-                if let Ok(Some(m)) = marker() {
-                    if is_float(ds.dtype()) {
-                        if !m.float.is_nan() {
-                            mask = Some(Mask::Missing(m));
-                        }
-                    } else {
-                        return Err(format!(
-                            "{}: dataset {:?} is {} with a missing-value marker ({}); the \
-                             nan_* reductions mask missing values of float datasets only \
-                             (null_count counts them here)",
-                            r.name(),
-                            ds.name(),
-                            ds.dtype().name(),
-                            m.float
-                        ));
-                    }
+                if let Some(m) = marker()?.filter(|m| !m.only_nan()) {
+                    mask = Some(Mask::Missing(m));
                 }
             }
         }

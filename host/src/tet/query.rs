@@ -65,7 +65,7 @@ pub fn run_with<'f>(
             b.inc(n);
         }
     };
-    let dtype = plan_.dataset.dtype();
+    let dtype = plan_.dtype();
     let largest = plan_
         .rows
         .iter()
@@ -499,8 +499,12 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     let resolved = match crate::tet::dims::resolve(&file, &ds, doc, budget) {
         Ok(r) => r,
         Err(e) => {
-            crate::say!("{}: {e}", path.display());
-            return Exit::Usage;
+            if e.exit == Exit::Operational {
+                crate::say!("{}: {e}; {}", path.display(), raise_budget(source));
+            } else {
+                crate::say!("{}: {e}", path.display());
+            }
+            return e.exit;
         }
     };
     let mut p = match plan(&file, ds, &resolved.selection) {
@@ -584,7 +588,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
             }
         };
     }
-    let rdtype = result_dtype(&out, op, ds.dtype());
+    let rdtype = result_dtype(&out, op, p.dtype());
     let kept: Vec<usize> = (0..ds.ndim()).filter(|d| axes.kept(*d)).collect();
     if o.style == Style::Table || o.preview.is_some() {
         let reduced: Vec<usize> = (0..ds.ndim()).filter(|d| !axes.kept(*d)).collect();

@@ -521,10 +521,11 @@ fn convert_inner(
             .find(|d| d.name == name)
             .map(|d| d.shape.to_vec())
     };
+    let dtype_of = |name: &str| specs.iter().find(|d| d.name == name).map(|d| d.dtype);
     tet_alloc::tet::meta::parse(meta.as_bytes(), 0)
         .map_err(|e| e.message)
         .and_then(
-            |m| match tet_alloc::tet::meta::check(&m, &shape_of).first() {
+            |m| match tet_alloc::tet::meta::check_typed(&m, &shape_of, &dtype_of).first() {
                 Some(p) => Err(p.to_string()),
                 None => Ok(()),
             },

@@ -72,7 +72,7 @@ pub(super) fn covariance<'f, B: FrameBackend>(
     }
     let total = usize::try_from(rows.saturating_mul(cols)).unwrap_or(0);
     let mut data = vec![0f64; total];
-    let dtype = plan.dataset.dtype();
+    let dtype = plan.dtype();
     let width = usize::try_from(cols).unwrap_or(0);
     for (i, part) in plan.parts.iter().enumerate() {
         let tile = decode_part(file, plan, i, dec)?;

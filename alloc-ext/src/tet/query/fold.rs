@@ -15,7 +15,7 @@ use super::*;
 /// The scalar partial of one chunk: every selected element of `part` in `tile` folded.
 pub fn chunk_partial(plan: &ReadPlan<'_>, part: &ChunkPart, tile: &[u8], op: Reduce) -> Acc {
     let mut acc = Acc::new();
-    let dtype = plan.dataset.dtype();
+    let dtype = plan.dtype();
     for_each_run(&plan.dataset, &plan.selection, part, |r| {
         acc.fold_run(op, dtype, tile, r);
     });
@@ -203,7 +203,7 @@ struct SumScratch {
 /// Whether `op` over `plan` folds through the float sum kernel: a float sum or mean
 /// whose last axis is kept (runs along it spread over distinct output cells).
 fn sum_kernel(plan: &ReadPlan<'_>, axes: &Axes, op: Reduce) -> bool {
-    let dtype = plan.dataset.dtype();
+    let dtype = plan.dtype();
     matches!(dtype, DType::F16 | DType::F32 | DType::F64)
         && axes.kept(plan.dataset.ndim().saturating_sub(1))
         && matches!(
@@ -365,7 +365,7 @@ impl Group {
         op: Reduce,
     ) {
         let ndim = plan.dataset.ndim();
-        let dtype = plan.dataset.dtype();
+        let dtype = plan.dtype();
         let last_kept = axes.kept(ndim.saturating_sub(1));
         if sum_kernel(plan, axes, op) {
             self.fold_chunk_sum(plan, axes, part, tile, op);
@@ -398,7 +398,7 @@ impl Group {
         op: Reduce,
     ) {
         let ndim = plan.dataset.ndim();
-        let dtype = plan.dataset.dtype();
+        let dtype = plan.dtype();
         let n = self.width();
         let sc = &mut self.scratch;
         if sc.sums.len() != n {

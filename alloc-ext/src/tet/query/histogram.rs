@@ -241,7 +241,7 @@ impl ChunkRange {
 
 /// The [`ChunkRange`] of the selected elements of `part` in `tile`.
 pub fn chunk_range(plan: &ReadPlan<'_>, part: &ChunkPart, tile: &[u8]) -> ChunkRange {
-    let dtype = plan.dataset.dtype();
+    let dtype = plan.dtype();
     let mut r = ChunkRange::default();
     for_each_run(&plan.dataset, &plan.selection, part, |run| {
         let (lo, hi, nan) = fold_f64(
@@ -297,7 +297,7 @@ pub fn histogram_chunk(
     counts: &mut [u64],
 ) {
     let ndim = plan.dataset.ndim();
-    let dtype = plan.dataset.dtype();
+    let dtype = plan.dtype();
     let slots = bins.slots();
     let sel_shape = plan.selection.shape();
     let last_kept = axes.kept(ndim.saturating_sub(1));

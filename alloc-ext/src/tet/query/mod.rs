@@ -314,7 +314,7 @@ pub fn execute<'f, B: FrameBackend>(
     axes: &Axes,
     dec: &mut ChunkDecoder<B>,
 ) -> Result<Output, QueryError> {
-    let dtype = plan.dataset.dtype();
+    let dtype = plan.dtype();
     let sel_shape = plan.selection.shape();
     let out_shape = axes.out_shape(sel_shape.as_slice());
     let budget = dec.budget();

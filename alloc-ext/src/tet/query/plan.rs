@@ -34,6 +34,17 @@ pub struct ReadPlan<'a> {
     pub mask: Option<crate::tet::decode::Mask>,
 }
 
+impl ReadPlan<'_> {
+    /// The element type of the tiles the plan's folds see: the dataset's, or `f64` when
+    /// a missing-value mask widens an integer dataset ([`Mask::tile_dtype`]).
+    ///
+    /// [`Mask::tile_dtype`]: crate::tet::decode::Mask::tile_dtype
+    pub fn dtype(&self) -> tet_core::tet::DType {
+        let stored = self.dataset.dtype();
+        self.mask.map_or(stored, |m| m.tile_dtype(stored))
+    }
+}
+
 /// Plans `slices` over `ds`. Rows are found in `O(1)` per chunk on canonical files; other
 /// files get a map of the dataset's rows built once.
 pub fn plan<'a>(

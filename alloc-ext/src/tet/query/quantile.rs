@@ -36,7 +36,7 @@ pub(super) fn quantile<'f, B: FrameBackend>(
     let out_shape = axes.out_shape(sel_shape.as_slice());
     let cells = out_shape.iter().fold(1u64, |a, n| a.saturating_mul(*n));
     let per_cell = plan.selection.len().checked_div(cells.max(1)).unwrap_or(0);
-    let dtype = plan.dataset.dtype();
+    let dtype = plan.dtype();
     let cells_n = usize::try_from(cells).unwrap_or(0);
     let mut values = vec![Value::F64(f64::NAN); cells_n.saturating_mul(nq)];
     // A count accumulator per cell tells where each element goes: reuse the groups.
@@ -120,7 +120,7 @@ fn gather<'f, B: FrameBackend, K: Copy>(
     cap: usize,
     key: fn(f64) -> K,
 ) -> Result<(Vec<Vec<K>>, Vec<bool>), QueryError> {
-    let dtype = plan.dataset.dtype();
+    let dtype = plan.dtype();
     let mut buckets: Vec<Vec<K>> = (0..g.cells.len())
         .map(|_| Vec::with_capacity(cap))
         .collect();
