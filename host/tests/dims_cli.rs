@@ -168,6 +168,27 @@ fn convert_info_query_verify() {
         serde_json::json!(["west", "east"])
     );
     assert_eq!(side["attrs"]["units"], "K");
+    // A coordinate dataset's attrs say what its numbers are.
+    assert_eq!(side["coords"]["time"]["dataset"], "time");
+    assert_eq!(
+        side["coords"]["time"]["attrs"]["units"],
+        "seconds since 1970-01-01"
+    );
+    assert!(side["coords"]["lon"].get("attrs").is_none(), "{side}");
+    // Exported again without --coords: the earlier sidecar no longer describes it.
+    let (c, _, e) = run(&["export", "w.tet", "--dataset", "temp", "e.npy", "--force"]);
+    assert_eq!(c, 0, "{e}");
+    assert!(!d.join("e.npy.coords.json").exists());
+    assert!(e.contains("removed"), "{e}");
+    // A file of the user's by that name is not ours to remove.
+    std::fs::write(d.join("e.npy.coords.json"), "my notes\n").unwrap();
+    let (c, _, e) = run(&["export", "w.tet", "--dataset", "temp", "e.npy", "--force"]);
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(
+        std::fs::read_to_string(d.join("e.npy.coords.json")).unwrap(),
+        "my notes\n"
+    );
+    assert!(e.contains("is left as it was"), "{e}");
 }
 
 #[test]

@@ -67,7 +67,21 @@ fn coords_json(
             .and_then(|n| n.get(d))
             .cloned()
             .unwrap_or_else(|| d.to_string());
-        coords.insert(key, json!({ "axis": d, "values": values }));
+        // A coordinate dataset's own attrs (`units`, `calendar`: what its numbers mean)
+        // travel with its values.
+        let mut entry = json!({ "axis": d, "values": values });
+        if let tet_alloc::tet::meta::Coord::Dataset(name) = c {
+            entry["dataset"] = json!(name);
+            if let Some(cm) = m.dataset(name).filter(|cm| !cm.attrs.is_empty()) {
+                let a: serde_json::Map<String, serde_json::Value> = cm
+                    .attrs
+                    .iter()
+                    .map(|(k, v)| (k.clone(), json!(v)))
+                    .collect();
+                entry["attrs"] = serde_json::Value::Object(a);
+            }
+        }
+        coords.insert(key, entry);
     }
     let attrs: serde_json::Map<String, serde_json::Value> = dm
         .attrs
@@ -159,15 +173,53 @@ pub fn export_with(
         crate::say!("cannot write {}: {e}", out.display());
         return Exit::Operational;
     }
-    if let Some(v) = sidecar {
-        let target = coords_path(out);
-        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
-        if let Err(e) = std::fs::write(&target, format!("{text}\n")) {
-            crate::say!("cannot write {}: {e}", target.display());
-            return Exit::Operational;
+    let target = coords_path(out);
+    match sidecar {
+        Some(v) => {
+            let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+            if let Err(e) = write_atomic(&target, format!("{text}\n").as_bytes()) {
+                crate::say!("cannot write {}: {e}", target.display());
+                return Exit::Operational;
+            }
         }
+        None => remove_stale_sidecar(&target, path, ds.name()),
     }
     Exit::Clean
+}
+
+/// `bytes` written to `target` atomically (a temporary file renamed over it).
+fn write_atomic(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use tet_alloc::tet::writer::Output;
+    let mut f = crate::atomic::AtomicFile::create(target, crate::atomic::RealFs)?;
+    f.append(bytes)?;
+    f.commit()
+}
+
+/// An export without `--coords` over an earlier one with it: the earlier sidecar
+/// describes other values, so it is removed (and said), when it is one `export` wrote
+/// (a JSON object with `dataset` and `coords`); anything else there is left, with a
+/// warning.
+fn remove_stale_sidecar(target: &Path, input: &Path, dataset: &str) {
+    let Ok(text) = std::fs::read(target) else {
+        return;
+    };
+    let ours = serde_json::from_slice::<serde_json::Value>(&text)
+        .ok()
+        .is_some_and(|v| v.get("dataset").is_some() && v.get("coords").is_some());
+    if ours && std::fs::remove_file(target).is_ok() {
+        eprintln!(
+            "tet-host: {}: removed {}, an earlier export's coordinates that no longer \
+             describe {dataset:?} (--coords writes them anew)",
+            input.display(),
+            target.display()
+        );
+    } else {
+        eprintln!(
+            "tet-host: {}: warning: {} is left as it was; it does not describe this export",
+            input.display(),
+            target.display()
+        );
+    }
 }
 
 /// What `convert` recorded of a dataset's NumPy source (`metadata.datasets[name].attrs`).
