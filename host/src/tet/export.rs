@@ -69,19 +69,21 @@ fn coords_json(
             .unwrap_or_else(|| d.to_string());
         // A coordinate dataset's own attrs (`units`, `calendar`: what its numbers mean)
         // travel with its values.
-        let mut entry = json!({ "axis": d, "values": values });
+        let mut entry = serde_json::Map::new();
+        entry.insert("axis".into(), json!(d));
+        entry.insert("values".into(), serde_json::Value::Array(values));
         if let tet_alloc::tet::meta::Coord::Dataset(name) = c {
-            entry["dataset"] = json!(name);
+            entry.insert("dataset".into(), json!(name));
             if let Some(cm) = m.dataset(name).filter(|cm| !cm.attrs.is_empty()) {
                 let a: serde_json::Map<String, serde_json::Value> = cm
                     .attrs
                     .iter()
                     .map(|(k, v)| (k.clone(), json!(v)))
                     .collect();
-                entry["attrs"] = serde_json::Value::Object(a);
+                entry.insert("attrs".into(), serde_json::Value::Object(a));
             }
         }
-        coords.insert(key, entry);
+        coords.insert(key, serde_json::Value::Object(entry));
     }
     let attrs: serde_json::Map<String, serde_json::Value> = dm
         .attrs
