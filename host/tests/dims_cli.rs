@@ -134,7 +134,43 @@ fn convert_info_query_verify() {
         r#"{"dataset": "temp", "null_count": {"axes": ["lat", "lon"]}}"#,
     );
     assert_eq!(c, 0, "{e}");
-    assert_eq!(o, "temp null_count = {\"shape\":[4],\"data\":[1,0,1,0]}\n");
+    // The result's axes keep their names.
+    assert_eq!(
+        o,
+        "temp null_count = {\"shape\":[4],\"dims\":[\"time\"],\"data\":[1,0,1,0]}\n"
+    );
+    let (c, o, e) = run(&[
+        "query",
+        "-t",
+        "w.tet",
+        r#"{"dataset": "temp", "max": "time"}"#,
+        "--format",
+        "table",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    assert!(
+        o.starts_with(
+            "# temp max over axes [0]: result f64, dataset f32, shape [3, 2], dims (lat, lon)\n"
+        ),
+        "{o}"
+    );
+    // --plan shows what each selection by value resolved to.
+    let (c, o, e) = run(&[
+        "query",
+        "-t",
+        "w.tet",
+        r#"{"dataset": "temp", "selection": [{"start_label": 1704070800, "stop_label": 1704078000}, {}, {"stop_label": "east"}], "count": []}"#,
+        "--plan",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    assert!(
+        o.contains("\n  axis 0 (time): start_label 1704070800 -> index 1, stop_label 1704078000 -> index 3\n"),
+        "{o}"
+    );
+    assert!(
+        o.contains("\n  axis 2 (lon): stop_label \"east\" -> index 1\n"),
+        "{o}"
+    );
     let (c, o, _) = query("w.tet", r#"{"dataset": "temp", "nan_min": []}"#);
     assert_eq!((c, o.as_str()), (0, "temp nan_min = 1.0\n"));
     let (c, _, e) = query("w.tet", r#"{"dataset": "temp", "mean": "depth"}"#);

@@ -25,6 +25,22 @@ pub struct Resolved {
     pub mask: Option<Mask>,
     /// The operation's name in the output (`null_count` runs as `nan_count` or `sum`).
     pub name: Option<&'static str>,
+    /// The dataset's dimension names, one per axis, when its metadata gives them.
+    pub dims: Option<Vec<String>>,
+    /// Each selection by value as resolved: axis, the bounds as written, and the index
+    /// range they give (`--plan` shows them).
+    pub resolved_bounds: Vec<ResolvedBound>,
+}
+
+/// A selection by coordinate value resolved to indices.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResolvedBound {
+    /// The axis.
+    pub axis: usize,
+    /// `start_label` as written, and the index it gave.
+    pub start: Option<(String, i64)>,
+    /// `stop_label` as written, and the index it gave.
+    pub stop: Option<(String, i64)>,
 }
 
 impl Resolved {
@@ -227,11 +243,10 @@ pub fn resolve(
         a.as_ref()
             .is_some_and(|a| a.iter().any(|x| matches!(x, AxisRef::Name(_))))
     });
-    let nan_op = matches!(doc.op, Some((Operation::Reduce(r), _)) if masks(r));
-    let needs = named || !doc.by_value.is_empty() || doc.null_count.is_some() || nan_op;
-    let all = if needs { metadata(file) } else { Ok(None) };
-    // An unreadable footer stops only what needs it; `nan_*` then run on the elements as
+    // The metadata is read for every query (its dimension names label the output); an
+    // unreadable footer stops only what needs it: `nan_*` then run on the elements as
     // stored, as they do on files without metadata.
+    let all = metadata(file);
     let all = match all {
         Ok(m) => m,
         Err(e) if named || !doc.by_value.is_empty() || doc.null_count.is_some() => {
@@ -241,6 +256,7 @@ pub fn resolve(
     };
     let dm = all.as_ref().and_then(|m| m.dataset(ds.name()));
     let mut selection = doc.selection.clone();
+    let mut resolved_bounds = Vec::new();
     for vb in &doc.by_value {
         if vb.axis >= ndim {
             return Err(format!("selection[{}]: the dataset has {ndim} axes", vb.axis).into());
@@ -269,12 +285,22 @@ pub fn resolve(
                 .map_err(|e| format!("selection[{}]: {e}", vb.axis))?;
             i64::try_from(i).map_err(|_| format!("selection[{}]: index out of range", vb.axis))
         };
+        let mut shown = ResolvedBound {
+            axis: vb.axis,
+            start: None,
+            stop: None,
+        };
         if let Some(b) = &vb.start {
-            slot.start = Some(one(b)?);
+            let i = one(b)?;
+            slot.start = Some(i);
+            shown.start = Some((b.to_string(), i));
         }
         if let Some(b) = &vb.stop {
-            slot.stop = Some(one(b)?);
+            let i = one(b)?;
+            slot.stop = Some(i);
+            shown.stop = Some((b.to_string(), i));
         }
+        resolved_bounds.push(shown);
     }
     let mut op = None;
     let mut mask = None;
@@ -337,5 +363,9 @@ pub fn resolve(
         op,
         mask,
         name,
+        dims: dm
+            .and_then(|d| d.dim_names.clone())
+            .filter(|n| n.len() == ndim),
+        resolved_bounds,
     })
 }

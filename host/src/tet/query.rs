@@ -514,6 +514,25 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     p.mask = resolved.mask;
     if o.plan_only {
         println!("{}: {}", path.display(), describe(&p));
+        // Selections by value, as the coordinate resolved them (half-open).
+        for b in &resolved.resolved_bounds {
+            let side = |x: &Option<(String, i64)>, label: &str| {
+                x.as_ref().map(|(v, i)| format!("{label} {v} -> index {i}"))
+            };
+            let parts: Vec<String> = [side(&b.start, "start_label"), side(&b.stop, "stop_label")]
+                .into_iter()
+                .flatten()
+                .collect();
+            let axis = resolved
+                .dims
+                .as_ref()
+                .and_then(|n| n.get(b.axis))
+                .map_or_else(
+                    || format!("axis {}", b.axis),
+                    |n| format!("axis {} ({n})", b.axis),
+                );
+            println!("  {axis}: {}", parts.join(", "));
+        }
         return Exit::Clean;
     }
     let ds_shape: Vec<u64> = ds.shape().collect();
@@ -590,6 +609,12 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     }
     let rdtype = result_dtype(&out, op, p.dtype());
     let kept: Vec<usize> = (0..ds.ndim()).filter(|d| axes.kept(*d)).collect();
+    // The result's dimension names: the kept axes' names, when the dataset has names and
+    // the output has one axis per kept axis (a histogram's counts add one: not named).
+    let out_dims: Option<Vec<String>> = resolved.dims.as_ref().and_then(|names| {
+        let d: Vec<String> = kept.iter().filter_map(|a| names.get(*a).cloned()).collect();
+        (!d.is_empty() && d.len() == out.shape.len() && hist_bins.is_none()).then_some(d)
+    });
     if o.style == Style::Table || o.preview.is_some() {
         let reduced: Vec<usize> = (0..ds.ndim()).filter(|d| !axes.kept(*d)).collect();
         let over = if kept.is_empty() {
@@ -597,8 +622,12 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
         } else {
             format!("over axes {reduced:?}")
         };
+        let dims_note = out_dims
+            .as_ref()
+            .map(|d| format!(", dims ({})", d.join(", ")))
+            .unwrap_or_default();
         let mut head = vec![format!(
-            "# {} {} {over}: result {rdtype}, dataset {}, shape {:?}",
+            "# {} {} {over}: result {rdtype}, dataset {}, shape {:?}{dims_note}",
             doc.dataset,
             op_name,
             ds.dtype().name(),
@@ -632,6 +661,8 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     #[derive(serde::Serialize)]
     struct Partial {
         shape: Vec<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        dims: Option<Vec<String>>,
         data: Vec<Printed>,
     }
     #[derive(serde::Serialize)]
@@ -659,6 +690,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     } else {
         Result::Partial(Partial {
             shape: out.shape.clone(),
+            dims: out_dims.clone(),
             data: out
                 .values
                 .iter()
