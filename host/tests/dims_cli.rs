@@ -347,7 +347,10 @@ fn refusals_name_the_rule() {
     let d = dir();
     inputs(&d);
     for (args, says) in [
-        (vec!["--dims", "time,lat"], "2 names for 3 axes"),
+        (
+            vec!["--dims", "time,lat"],
+            "--dims: 2 names for 3 axes (dataset \"temp\")",
+        ),
         (vec!["--dims", "a,b,a"], "\"a\" names two axes"),
         (
             vec!["--dims", "time,lat,lon", "--coord", "lat=times.npy"],
@@ -355,7 +358,7 @@ fn refusals_name_the_rule() {
         ),
         (
             vec!["--dims", "time,lat,lon", "--labels", "lon=a,b,c"],
-            "3 labels for 2 indices",
+            "--labels: axis \"lon\" has 3 labels for 2 indices",
         ),
         (vec!["--coord", "time=nothing.npy"], "is not a file"),
         (vec!["--attr", "units"], "wants KEY=VALUE"),

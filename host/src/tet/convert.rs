@@ -299,7 +299,7 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
         .map_err(|e| e.message)
         .and_then(
             |m| match tet_alloc::tet::meta::check_typed(&m, &shape_of, &dtype_of).first() {
-                Some(p) => Err(p.to_string()),
+                Some(p) => Err(in_options(p)),
                 None => Ok(()),
             },
         )
@@ -780,4 +780,17 @@ pub fn parse_chunk(s: &str) -> Result<Vec<u64>, String> {
                 })
         })
         .collect()
+}
+
+/// A metadata rule broken by what the command line asked for, named by the option that
+/// gave it (`--dims`, `--labels`, `--coord`, `--attr`) rather than the footer field.
+fn in_options(p: &tet_alloc::tet::meta::Problem) -> String {
+    let option = match p.field {
+        "metadata.datasets.dim_names" => "--dims",
+        "metadata.datasets.coords" => "--labels",
+        "metadata.datasets.tet_coords" => "--coord",
+        "metadata.datasets.attrs" => "--attr",
+        _ => return p.to_string(),
+    };
+    format!("{option}: {} (dataset {:?})", p.message, p.dataset)
 }
