@@ -918,6 +918,11 @@ pub fn resolve_bound(values: &Values, b: &Bound) -> Result<u64, String> {
         }
     }
     let r = match (values, b) {
+        (_, Bound::Float(x)) if x.is_nan() => {
+            return Err(format!(
+                "{b} is not a bound: NaN equals no value and has no place in an order"
+            ))
+        }
         (Values::Labels(v), Bound::Label(s)) => find(
             v,
             |x| x == s,
@@ -935,17 +940,8 @@ pub fn resolve_bound(values: &Values, b: &Bound) -> Result<u64, String> {
             |a| int_f64(*a) > *x,
             |a, b| a <= b,
         ),
-        (Values::Floats(v), Bound::Int(n)) => {
-            let x = int_f64(*n);
-            find(v, |a| *a == x, |a| *a < x, |a| *a > x, |a, b| a <= b)
-        }
-        (Values::Floats(v), Bound::Float(x)) => {
-            if x.is_nan() || v.iter().any(|a| a.is_nan()) {
-                Err("NaN has no place in a sorted coordinate")
-            } else {
-                find(v, |a| a == x, |a| a < x, |a| a > x, |a, b| a <= b)
-            }
-        }
+        (Values::Floats(v), Bound::Int(n)) => float_bound(v, int_f64(*n)),
+        (Values::Floats(v), Bound::Float(x)) => float_bound(v, *x),
         (Values::Labels(_), _) => {
             return Err(format!(
                 "{b} is a number; this axis's coordinate is labels (give a string)"
@@ -960,6 +956,25 @@ pub fn resolve_bound(values: &Values, b: &Bound) -> Result<u64, String> {
     match r {
         Ok(i) => Ok(u64::try_from(i).unwrap_or(u64::MAX)),
         Err(why) => Err(format!("{b} is not one of its values and {why}")),
+    }
+}
+
+/// [`resolve_bound`] on a float coordinate: an exact value selects wherever it is, NaN
+/// elements or not; between values, the coordinate must be sorted, which a NaN element
+/// breaks (it has no place in an order).
+fn float_bound(v: &[f64], x: f64) -> Result<usize, &'static str> {
+    if let Some(i) = v.iter().position(|a| *a == x) {
+        return Ok(i);
+    }
+    if v.iter().any(|a| a.is_nan()) {
+        return Err(
+            "the coordinate holds NaN, so it is not sorted and only its exact values select",
+        );
+    }
+    match order_of(v, |a, b| a <= b) {
+        Order::Ascending => Ok(v.partition_point(|a| *a < x)),
+        Order::Descending => Ok(v.partition_point(|a| *a > x)),
+        Order::Unsorted => Err("the coordinate is not sorted, so only its exact values select"),
     }
 }
 
@@ -1101,6 +1116,27 @@ mod tests {
         assert_eq!(resolve_bound(&i, &Bound::Float(20.5)), Ok(2));
         assert_eq!(int_f64(-3), -3.0);
         assert_eq!(int_f64(1 << 40), 1_099_511_627_776.0);
+    }
+
+    #[test]
+    fn nan_in_a_float_coordinate() {
+        let f = Values::Floats(vec![10.0, f64::NAN, 30.0, 40.0]);
+        // Exact values select wherever they are.
+        assert_eq!(resolve_bound(&f, &Bound::Float(30.0)), Ok(2));
+        assert_eq!(resolve_bound(&f, &Bound::Int(40)), Ok(3));
+        assert_eq!(resolve_bound(&f, &Bound::Float(10.0)), Ok(0));
+        // Between values the order is broken by the NaN.
+        let e = resolve_bound(&f, &Bound::Float(35.0)).unwrap_err();
+        assert!(e.contains("holds NaN"), "{e}");
+        // A NaN bound is refused on every kind of coordinate.
+        for v in [
+            f.clone(),
+            Values::Floats(vec![1.0, 2.0]),
+            Values::Ints(vec![1, 2]),
+        ] {
+            let e = resolve_bound(&v, &Bound::Float(f64::NAN)).unwrap_err();
+            assert!(e.contains("NaN is not a bound"), "{e}");
+        }
     }
 
     #[test]
