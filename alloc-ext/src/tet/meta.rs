@@ -623,17 +623,19 @@ pub fn marker_unrepresentable(text: &str, dtype: DType) -> Option<String> {
             out_of_range()
         };
     }
-    // Written as a float (`70000.0`, `1e3`): a whole number is compared as one.
-    if !v.is_finite() || v.fract() != 0.0 {
+    // Written as a float (`70000.0`, `1e3`): a whole number is compared as one. A finite
+    // f64 prints in full without a point exactly when it is whole.
+    let shown = format!("{v}");
+    if !v.is_finite() || shown.contains('.') {
         return Some(format!(
             "is not an integer, so no {} element can be it",
             dtype.name()
         ));
     }
-    if v < int_f64(lo) || v > int_f64(hi) {
-        return out_of_range();
+    match shown.parse::<i128>() {
+        Ok(i) if (lo..=hi).contains(&i) => None,
+        _ => out_of_range(),
     }
-    None
 }
 
 /// [`check`], with each dataset's element type from `dtype_of` (`None`: unknown), so a
