@@ -593,3 +593,88 @@ fn damaged_metadata_is_the_files_problem_and_integers_mask() {
     );
     assert_eq!(v["result_dtype"], "f64", "{o}");
 }
+
+/// A `datetime64` coordinate (NumPy's `<M8[s]`) is stored as CF encodes it (int64
+/// seconds since 1970-01-01, `calendar` proleptic_gregorian), shown as dates by `info`,
+/// selected by ISO dates, and exported back as `datetime64`; NaT is its `_FillValue`.
+#[test]
+fn datetime64_coordinates() {
+    let d = dir();
+    inputs(&d);
+    let times: Vec<i64> = (0..4).map(|h| 1_704_067_200 + 3600 * h).collect();
+    std::fs::write(d.join("dt.npy"), npy("<M8[s]", false, &[4], &i64s(&times))).unwrap();
+    let (c, _, e) = run(&[
+        "convert",
+        "temp.npy",
+        "dt.tet",
+        "--force",
+        "--dims",
+        "time,lat,lon",
+        "--coord",
+        "time=dt.npy",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let (c, o, e) = run(&["info", "dt.tet", "--metadata"]);
+    assert_eq!(c, 0, "{e}");
+    assert!(
+        o.contains(
+            "  coord:  time (dataset time), 4 value(s), 1704067200 .. 1704078000 \
+             (2024-01-01T00:00:00 .. 2024-01-01T03:00:00)"
+        ),
+        "{o}"
+    );
+    assert!(
+        o.contains("  attr:   units = seconds since 1970-01-01"),
+        "{o}"
+    );
+    assert!(
+        o.contains("  attr:   calendar = proleptic_gregorian"),
+        "{o}"
+    );
+    // Dates select: [01:00, 03:00) is hours 1 and 2, 12 elements; a date between two
+    // values starts at the next.
+    let q = r#"{"dataset": "temp", "selection": [{"start_label": "2024-01-01T01:00", "stop_label": "2024-01-01 03:00:00"}], "count": []}"#;
+    assert_eq!(query("dt.tet", q).1, "temp count = 12\n");
+    let q =
+        r#"{"dataset": "temp", "selection": [{"start_label": "2024-01-01T00:30"}], "count": []}"#;
+    assert_eq!(query("dt.tet", q).1, "temp count = 18\n");
+    let q = r#"{"dataset": "temp", "selection": [{"start_label": "2024-02-30"}], "count": []}"#;
+    let (c, _, e) = query("dt.tet", q);
+    assert_eq!(c, 16);
+    assert!(
+        e.contains("\"2024-02-30\" is not a date of the calendar"),
+        "{e}"
+    );
+    // Exported back with its own dtype.
+    let (c, _, e) = run(&[
+        "export",
+        "dt.tet",
+        "--dataset",
+        "time",
+        "back.npy",
+        "--force",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let back = std::fs::read(d.join("back.npy")).unwrap();
+    let head = String::from_utf8_lossy(&back[..128]).to_string();
+    assert!(head.contains("'descr': '<M8[s]'"), "{head}");
+    assert!(back.ends_with(&i64s(&times)));
+    // NaT marks missing; an unsupported unit is refused by name.
+    let nat = [i64::MIN, 5, 7];
+    std::fs::write(d.join("nat.npy"), npy("<m8[ms]", false, &[3], &i64s(&nat))).unwrap();
+    let (c, _, e) = run(&["convert", "nat.npy", "nat.tet", "--force"]);
+    assert_eq!(c, 0, "{e}");
+    let (_, o, _) = run(&["info", "nat.tet", "--metadata"]);
+    assert!(o.contains("  attr:   units = milliseconds"), "{o}");
+    assert!(
+        o.contains("  attr:   _FillValue = -9223372036854775808"),
+        "{o}"
+    );
+    let (c, o, e) = query("nat.tet", r#"{"dataset": "nat", "nan_mean": []}"#);
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(o, "nat nan_mean = 6.0\n");
+    std::fs::write(d.join("y.npy"), npy("<M8[Y]", false, &[1], &i64s(&[54]))).unwrap();
+    let (c, _, e) = run(&["convert", "y.npy", "y.tet", "--force"]);
+    assert_eq!(c, 16);
+    assert!(e.contains("datetime64[Y] has no CF unit here"), "{e}");
+}

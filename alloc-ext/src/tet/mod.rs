@@ -3,6 +3,7 @@
 //! repair and the built-in example.
 
 pub mod append;
+pub mod cftime;
 pub mod decode;
 pub mod example;
 pub mod history;

@@ -686,6 +686,19 @@ fn numpy_metadata(arrays: &[(String, Npy<'_>)]) -> Option<String> {
         if matches!(kind, "b1" | "i1") {
             attrs.insert("numpy_dtype".into(), a.descr.clone().into());
         }
+        if let Some((units, datetime)) = time_units(&a.descr) {
+            // CF, as xarray encodes datetime64: counts of a unit since an epoch, NaT
+            // (the smallest int64) the missing value.
+            attrs.insert("numpy_dtype".into(), a.descr.clone().into());
+            attrs.insert("units".into(), units.into());
+            if datetime {
+                attrs.insert("calendar".into(), "proleptic_gregorian".into());
+            }
+            let nat = i64::MIN.to_le_bytes();
+            if a.data.chunks_exact(8).any(|e| e == nat) {
+                attrs.insert("_FillValue".into(), i64::MIN.to_string().into());
+            }
+        }
         if a.scalar {
             attrs.insert("numpy_shape".into(), "[]".into());
         }
@@ -694,6 +707,20 @@ fn numpy_metadata(arrays: &[(String, Npy<'_>)]) -> Option<String> {
         }
     }
     (!datasets.is_empty()).then(|| serde_json::json!({ "datasets": datasets }).to_string())
+}
+
+/// The CF units of a `datetime64`/`timedelta64` descr (`<M8[s]`), and whether it is a
+/// datetime.
+fn time_units(descr: &str) -> Option<(String, bool)> {
+    let kind = descr.get(1..)?;
+    let datetime = kind.starts_with("M8[");
+    if !datetime && !kind.starts_with("m8[") {
+        return None;
+    }
+    let code = kind.get(3..)?.strip_suffix(']')?;
+    tet_alloc::tet::cftime::numpy_units(code, datetime)
+        .ok()
+        .map(|u| (u, datetime))
 }
 
 /// The `arrays` history param: the `name:descr` list as JSON text (a string, as the other

@@ -105,6 +105,17 @@ impl core::fmt::Display for Refusal {
     }
 }
 
+/// The CF time units of a coordinate dataset's attrs (`units`, `calendar`), when its
+/// units are `UNIT since DATE`.
+pub fn time_units(
+    cm: Option<&DatasetMeta>,
+) -> Result<Option<tet_alloc::tet::cftime::TimeUnits>, String> {
+    let Some(units) = cm.and_then(|c| c.attr("units")) else {
+        return Ok(None);
+    };
+    tet_alloc::tet::cftime::parse_units(units, cm.and_then(|c| c.attr("calendar")))
+}
+
 /// Most coordinate values loaded from a coordinate dataset (16 Mi values).
 const MAX_COORD_VALUES: u64 = 1 << 24;
 
@@ -271,6 +282,24 @@ pub fn resolve(
             )
         })?;
         let values = coord_values(file, coord, budget)?;
+        // A date on a CF time coordinate (`units = "hours since 2000-01-01"`) is the
+        // count it encodes to.
+        // (Units that cannot be read matter only to a date.)
+        let time = match (coord, all.as_ref()) {
+            (Coord::Dataset(name), Some(m)) => time_units(m.dataset(name))
+                .map_err(|e| format!("selection[{}]: coordinate dataset {name:?}: {e}", vb.axis)),
+            _ => Ok(None),
+        };
+        let as_count = |b: &meta::Bound| -> Result<meta::Bound, String> {
+            match b {
+                meta::Bound::Label(text) => match time.clone()? {
+                    Some(u) => tet_alloc::tet::cftime::encode(text, &u)
+                        .map_err(|e| format!("selection[{}]: {e}", vb.axis)),
+                    None => Ok(b.clone()),
+                },
+                _ => Ok(b.clone()),
+            }
+        };
         let slot = match selection.get_mut(vb.axis) {
             Some(s) => s,
             None => {
@@ -281,7 +310,7 @@ pub fn resolve(
             }
         };
         let one = |b: &meta::Bound| -> Result<i64, String> {
-            let i = meta::resolve_bound(&values, b)
+            let i = meta::resolve_bound(&values, &as_count(b)?)
                 .map_err(|e| format!("selection[{}]: {e}", vb.axis))?;
             i64::try_from(i).map_err(|_| format!("selection[{}]: index out of range", vb.axis))
         };

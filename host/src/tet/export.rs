@@ -296,6 +296,10 @@ pub fn restore(
             bytes = narrow;
             descr = "|i1".into();
         }
+        // datetime64/timedelta64: the int64 counts as stored, under their own dtype.
+        (Some(k), DType::I64) if k.starts_with("M8[") || k.starts_with("m8[") => {
+            descr = format!("<{k}");
+        }
         (Some("b1" | "i1"), _) => {
             let why = format!(
                 "the source was {}, but the dataset is {}: written as stored",

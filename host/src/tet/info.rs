@@ -87,6 +87,24 @@ pub fn metadata_json(file: &TetFile<'_>) -> Value {
                     set(&mut e, "len", json!(n));
                     set(&mut e, "first", coord_value(&first, 0));
                     set(&mut e, "last", coord_value(&last, 0));
+                    // A CF time coordinate's ends as dates too.
+                    let units = match c {
+                        Coord::Dataset(n) => {
+                            crate::tet::dims::time_units(m.dataset(n)).ok().flatten()
+                        }
+                        Coord::Labels(_) => None,
+                    };
+                    if let Some(u) = units {
+                        let date = |v: &Values| match v {
+                            Values::Ints(x) => x
+                                .first()
+                                .and_then(|x| tet_alloc::tet::cftime::format(*x, &u))
+                                .map_or(Value::Null, Value::String),
+                            _ => Value::Null,
+                        };
+                        set(&mut e, "first_date", date(&first));
+                        set(&mut e, "last_date", date(&last));
+                    }
                 }
                 Err(why) => set(&mut e, "error", json!(why)),
             }
@@ -174,12 +192,19 @@ fn print_more(v: &Value) {
                 };
                 match c.get("error") {
                     Some(e) => println!("  coord:  {name} ({from}): {}", e.as_str().unwrap_or("")),
-                    None => println!(
-                        "  coord:  {name} ({from}), {} value(s), {} .. {}",
-                        at(c, "len"),
-                        at(c, "first"),
-                        at(c, "last")
-                    ),
+                    None => {
+                        let dates =
+                            match (at(c, "first_date").as_str(), at(c, "last_date").as_str()) {
+                                (Some(a), Some(b)) => format!(" ({a} .. {b})"),
+                                _ => String::new(),
+                            };
+                        println!(
+                            "  coord:  {name} ({from}), {} value(s), {} .. {}{dates}",
+                            at(c, "len"),
+                            at(c, "first"),
+                            at(c, "last")
+                        );
+                    }
                 }
             }
             for (k, val) in at(&d, "attrs").as_object().into_iter().flatten() {

@@ -166,6 +166,14 @@ fn source_of(descr: &str) -> Result<Source, String> {
         "f2" => s(DType::F16, 2),
         "f4" => s(DType::F32, 4),
         "f8" => s(DType::F64, 8),
+        // datetime64 and timedelta64: int64 counts of a unit, stored as they are (CF
+        // encodes them so; convert records the units).
+        k if k.starts_with("M8[") || k.starts_with("m8[") => {
+            let code = k.get(3..).and_then(|c| c.strip_suffix(']')).unwrap_or_default();
+            tet_alloc::tet::cftime::numpy_units(code, k.starts_with('M'))
+                .map_err(|e| format!("dtype '{descr}': {e}"))?;
+            s(DType::I64, 8)
+        }
         k if k.starts_with('O') => {
             return Err(format!(
                 "dtype '{descr}' is an object array (Python objects); .tet holds numbers only"
@@ -173,7 +181,7 @@ fn source_of(descr: &str) -> Result<Source, String> {
         }
         _ => {
             return Err(format!(
-                "dtype '{descr}' has no .tet equivalent (supported: bool, u1-u8, i1-i8, f2, f4, f8)"
+                "dtype '{descr}' has no .tet equivalent (supported: bool, u1-u8, i1-i8, f2, f4, f8, datetime64, timedelta64)"
             ))
         }
     })
