@@ -293,6 +293,16 @@ fn unsorted_coordinates_take_exact_values_only() {
         r#"{"dataset": "temp", "selection": [{"start_label": "2024"}], "sum": []}"#,
     )
     .unwrap_err();
+    // The time coordinate is CF time (seconds since 1970-01-01): a string is a date.
+    assert!(
+        e.contains("\"2024\" is not a date") && e.contains("coordinate is CF time"),
+        "{e}"
+    );
+    let e = answer(
+        &bytes,
+        r#"{"dataset": "temp", "selection": [{}, {"start_label": "north"}], "sum": []}"#,
+    )
+    .unwrap_err();
     assert!(
         e.contains("is a string; this axis's coordinate is numbers"),
         "{e}"
@@ -394,6 +404,58 @@ fn peer_file_with_cf_attrs() {
     );
     assert_eq!(v(r#"{"dataset": "obs", "nan_min": []}"#), "[F64(0.0)]");
     assert_eq!(v(r#"{"dataset": "obs", "nan_max": []}"#), "[F64(21.0)]");
+}
+
+/// A CF-packed dataset (`scale_factor`, `add_offset`, a packed `_FillValue`): the
+/// `nan_*` family sees it unpacked to f64 as xarray's `mask_and_scale` decodes it; the
+/// plain reductions see the packed integers.
+#[test]
+fn packed_datasets_unpack_for_nan_ops() {
+    let shape = [2u64, 3];
+    let packed: [i16; 6] = [100, -32767, 200, 300, 400, -32767];
+    let specs = [DatasetSpec {
+        name: "t",
+        dtype: DType::I16,
+        shape: &shape,
+        chunk_shape: &[1, 3],
+    }];
+    let mut w = Writer::new(Vec::new(), &specs).unwrap();
+    let data: Vec<u8> = packed.iter().flat_map(|v| v.to_le_bytes()).collect();
+    w.write_array(DatasetId(0), &data, Codec::Zstd).unwrap();
+    let mut m = Metadata::default();
+    m.edit("t", |d| {
+        d.dim_names = Some(vec!["y".into(), "x".into()]);
+        d.set_attr("scale_factor", "0.01");
+        d.set_attr("add_offset", "273.15");
+        d.set_attr("_FillValue", "-32767");
+    });
+    let bytes = w
+        .finish(Some(&FooterSpec {
+            history: Vec::new(),
+            metadata: Some(serde_json::Value::Object(m.to_json()).to_string()),
+        }))
+        .unwrap();
+    let un = |p: i16| f64::from(p) * 0.01 + 273.15;
+    let one = |q: &str| match answer(&bytes, q).unwrap().1.values[..] {
+        [tet_core::tet::fold::Value::F64(v)] => v,
+        ref other => panic!("{other:?}"),
+    };
+    assert_eq!(one(r#"{"dataset": "t", "nan_min": []}"#), un(100));
+    assert_eq!(one(r#"{"dataset": "t", "nan_max": []}"#), un(400));
+    let mean = (un(100) + un(200) + un(300) + un(400)) / 4.0;
+    assert!((one(r#"{"dataset": "t", "nan_mean": []}"#) - mean).abs() < 1e-9);
+    let v = |q: &str| format!("{:?}", answer(&bytes, q).unwrap().1.values);
+    assert_eq!(
+        v(r#"{"dataset": "t", "nan_max": "y"}"#),
+        format!(
+            "[F64({:?}), F64({:?}), F64({:?})]",
+            un(300),
+            un(400),
+            un(200)
+        )
+    );
+    assert_eq!(v(r#"{"dataset": "t", "null_count": []}"#), "[U64(2)]");
+    assert_eq!(v(r#"{"dataset": "t", "max": []}"#), "[I64(400)]");
 }
 
 /// An integer dataset whose attrs give both `_FillValue` and `missing_value` (CF:

@@ -354,14 +354,33 @@ pub enum Mask {
     /// where the element is a marker, 0 elsewhere, so `nan_count` (floats) or `sum`
     /// (integers) counts the missing elements (`null_count`).
     Indicator(Markers),
+    /// CF decoding of a packed dataset (xarray's `mask_and_scale`): every element
+    /// widened to `f64`, NaN where it is a marker (compared in the stored precision,
+    /// before scaling: CF markers are packed values), else `v * scale_factor +
+    /// add_offset`.
+    Unpack(Unpack),
+}
+
+/// What [`Mask::Unpack`] applies.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Unpack {
+    /// The missing-value markers, if any.
+    pub markers: Option<Markers>,
+    /// `scale_factor` (1 when absent).
+    pub scale: f64,
+    /// `add_offset` (0 when absent).
+    pub offset: f64,
 }
 
 impl Mask {
     /// The element type of a masked tile of a `stored` dataset: `f64` for an integer
-    /// dataset under [`Mask::Missing`], else `stored`.
+    /// dataset under [`Mask::Missing`] and for every dataset under [`Mask::Unpack`],
+    /// else `stored`.
     pub fn tile_dtype(self, stored: DType) -> DType {
         match self {
             Mask::Missing(_) if !stored.is_float() => DType::F64,
+            Mask::Unpack(_) => DType::F64,
             _ => stored,
         }
     }
@@ -518,6 +537,7 @@ fn apply_mask(tile: &[u8], dtype: DType, mask: Mask, out: &mut Vec<u8>) {
     let (markers, indicator) = match mask {
         Mask::Missing(m) => (m, false),
         Mask::Indicator(m) => (m, true),
+        Mask::Unpack(u) => return unpack(tile, dtype, u, out),
     };
     if !dtype.is_float() {
         if indicator {
@@ -578,6 +598,45 @@ fn apply_mask(tile: &[u8], dtype: DType, mask: Mask, out: &mut Vec<u8>) {
         ),
         DType::F32 => floats!(f32, 4, f64::from, f32::NAN, 0.0f32),
         _ => floats!(f64, 8, |v: f64| v, f64::NAN, 0.0f64),
+    }
+}
+
+/// [`Mask::Unpack`] of `tile` into `out` as `f64` elements.
+fn unpack(tile: &[u8], dtype: DType, u: Unpack, out: &mut Vec<u8>) {
+    let mut push = |v: f64| {
+        let x = if v.is_nan() {
+            v
+        } else {
+            v * u.scale + u.offset
+        };
+        out.extend_from_slice(&x.to_le_bytes());
+    };
+    if !dtype.is_float() {
+        each_int(tile, dtype, |v| {
+            if u.markers.is_some_and(|m| m.hit_int(v)) {
+                push(f64::NAN);
+            } else {
+                push(int_to_f64(v));
+            }
+        });
+        return;
+    }
+    let targets = u.markers.map(|m| m.in_precision(dtype));
+    let hit = |v: f64| targets.is_some_and(|t| t.hit_float(v));
+    macro_rules! floats {
+        ($t:ty, $n:literal, $to:expr) => {
+            for e in tile.chunks_exact($n) {
+                if let Ok(b) = <[u8; $n]>::try_from(e) {
+                    let v = $to(<$t>::from_le_bytes(b));
+                    push(if hit(v) { f64::NAN } else { v });
+                }
+            }
+        };
+    }
+    match dtype {
+        DType::F16 => floats!(half::f16, 2, |v: half::f16| v.to_f64()),
+        DType::F32 => floats!(f32, 4, f64::from),
+        _ => floats!(f64, 8, |v: f64| v),
     }
 }
 

@@ -5,7 +5,7 @@
 // `QueryError` carries a located decode error by value, as the libraries do.
 #![allow(clippy::result_large_err)]
 
-use tet_alloc::tet::decode::{Marker, Markers, Mask};
+use tet_alloc::tet::decode::{Marker, Markers, Mask, Unpack};
 use tet_alloc::tet::meta::{self, Coord, DatasetMeta, Metadata, Values};
 use tet_alloc::tet::query::{plan, Operation};
 use tet_core::tet::fold::Reduce;
@@ -114,6 +114,26 @@ pub fn time_units(
         return Ok(None);
     };
     tet_alloc::tet::cftime::parse_units(units, cm.and_then(|c| c.attr("calendar")))
+}
+
+/// A packed dataset's `scale_factor` and `add_offset` (CF; 1 and 0 when one is
+/// absent), `None` when its attrs give neither.
+fn packing(dm: Option<&DatasetMeta>, name: &str) -> Result<Option<(f64, f64)>, String> {
+    let Some(d) = dm else { return Ok(None) };
+    let num = |key: &str, default: f64| -> Result<f64, String> {
+        match d.attr(key) {
+            None => Ok(default),
+            Some(t) => meta::parse_number(t)
+                .filter(|v| v.is_finite())
+                .ok_or_else(|| {
+                    format!("dataset {name:?}: attr {key} = {t:?} is not a finite number")
+                }),
+        }
+    };
+    if d.attr("scale_factor").is_none() && d.attr("add_offset").is_none() {
+        return Ok(None);
+    }
+    Ok(Some((num("scale_factor", 1.0)?, num("add_offset", 0.0)?)))
 }
 
 /// Most coordinate values loaded from a coordinate dataset (16 Mi values).
@@ -293,8 +313,13 @@ pub fn resolve(
         let as_count = |b: &meta::Bound| -> Result<meta::Bound, String> {
             match b {
                 meta::Bound::Label(text) => match time.clone()? {
-                    Some(u) => tet_alloc::tet::cftime::encode(text, &u)
-                        .map_err(|e| format!("selection[{}]: {e}", vb.axis)),
+                    Some(u) => tet_alloc::tet::cftime::encode(text, &u).map_err(|e| {
+                        format!(
+                            "selection[{}]: {e}; this axis's coordinate is CF time \
+                             (give a date or a number)",
+                            vb.axis
+                        )
+                    }),
                     None => Ok(b.clone()),
                 },
                 _ => Ok(b.clone()),
@@ -380,8 +405,20 @@ pub fn resolve(
             // A float dataset's NaNs are missing already; an integer dataset is widened
             // to f64 with NaN at its markers, as xarray decodes it.
             if masks(r) {
-                if let Some(m) = marker()?.filter(|m| !m.only_nan()) {
-                    mask = Some(Mask::Missing(m));
+                let markers = marker()?;
+                match packing(dm, ds.name())? {
+                    Some((scale, offset)) => {
+                        mask = Some(Mask::Unpack(Unpack {
+                            markers,
+                            scale,
+                            offset,
+                        }));
+                    }
+                    None => {
+                        if let Some(m) = markers.filter(|m| !m.only_nan()) {
+                            mask = Some(Mask::Missing(m));
+                        }
+                    }
                 }
             }
         }
