@@ -763,6 +763,17 @@ pub fn check_typed(
         if let Some(Err(e)) = d.missing_value() {
             say(Code::MetadataAttrs, "metadata.datasets.attrs", e);
         }
+        for key in ["scale_factor", "add_offset"] {
+            if let Some(text) = d.attr(key) {
+                if !parse_number(text).is_some_and(f64::is_finite) {
+                    say(
+                        Code::MetadataAttrs,
+                        "metadata.datasets.attrs",
+                        format!("attr {key} = {text:?} is not a finite number"),
+                    );
+                }
+            }
+        }
         if let Some(dtype) = dtype_of(name) {
             for key in ["_FillValue", "missing_value"] {
                 let Some(text) = d.attr(key) else { continue };
@@ -1165,5 +1176,16 @@ mod tests {
             p[0]
         );
         assert!(check(&m, &|_| Some(alloc::vec![4])).is_empty());
+        let m = parse(
+            br#"{"datasets":{"c":{"attrs":{"scale_factor":"x","add_offset":"inf"}}}}"#,
+            0,
+        )
+        .unwrap();
+        let p = check(&m, &|_| Some(alloc::vec![4]));
+        assert_eq!(p.len(), 2);
+        assert!(p[0]
+            .to_string()
+            .contains("scale_factor = \"x\" is not a finite number"));
+        assert!(p[1].to_string().contains("add_offset = \"inf\""));
     }
 }
