@@ -60,6 +60,18 @@ else
   echo "zarr-python not importable by $zarr_py: skipped (cargo test covered the round trip)"
 fi
 
+step "NetCDF input (tet-host feature netcdf: the system's libnetcdf)"
+# The feature links libnetcdf; apt installs it once per machine.
+if ! pkg-config --exists netcdf 2>/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends libnetcdf-dev pkg-config >/dev/null
+  else
+    sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends libnetcdf-dev pkg-config >/dev/null
+  fi
+fi
+cargo clippy -p tet-host --features netcdf --all-targets --locked -- -D warnings
+cargo test -p tet-host --features netcdf --locked --test netcdf_cli 2>&1 | tee -a "$log"
+
 step "tet-core (every CRC table size) and tet-alloc for thumbv7m-none-eabi"
 cargo build -p tet-core --target thumbv7m-none-eabi --release --locked
 cargo build -p tet-core --target thumbv7m-none-eabi --release --locked --features crc-no-table

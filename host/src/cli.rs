@@ -267,10 +267,11 @@ pub enum Command {
         #[command(flatten)]
         read: ReadArgs,
     },
-    /// Convert a NumPy .npy (one dataset) or .npz (one dataset per array) file, or a Zarr
-    /// v3 store (a directory: one dataset per array, named by its path), to .tet.
+    /// Convert a NumPy .npy (one dataset) or .npz (one dataset per array) file, a Zarr v3
+    /// store (a directory: one dataset per array, named by its path), or (when built with
+    /// the `netcdf` feature) a NetCDF file (one dataset per variable), to .tet.
     Convert {
-        /// The .npy or .npz file, or the Zarr v3 store.
+        /// The .npy or .npz file, the Zarr v3 store, or the NetCDF file.
         input: PathBuf,
         /// The .tet file to write (replaced atomically).
         output: PathBuf,
@@ -314,6 +315,11 @@ pub enum Command {
         /// For a Zarr store: only the array, or the arrays of the group, at this path.
         #[arg(long, value_name = "PATH")]
         array: Option<String>,
+        /// For a NetCDF file: convert the numeric variables and skip (listing each) those
+        /// of a type .tet cannot hold (text, strings, compound, variable-length), which
+        /// are otherwise refused.
+        #[arg(long)]
+        skip_unsupported: bool,
     },
     /// Write a dataset, or a selection of it, to a NumPy .npy file; or datasets to a Zarr
     /// v3 store (an output ending in .zarr).

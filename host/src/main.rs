@@ -295,6 +295,7 @@ fn dispatch(command: Command) -> Exit {
             coord,
             labels,
             array,
+            skip_unsupported,
         } => {
             let chunk = match chunk.as_deref().map(tet::convert::parse_chunk).transpose() {
                 Ok(c) => c,
@@ -304,6 +305,21 @@ fn dispatch(command: Command) -> Exit {
                 }
             };
             let zarr = tet::zarr::is_store(&input);
+            let netcdf = !zarr && tet_host::tet::convert::is_netcdf_file(&input);
+            if skip_unsupported && !netcdf {
+                tet_host::say!(
+                    "--skip-unsupported is for NetCDF files; {} is not one",
+                    input.display()
+                );
+                return Exit::Usage;
+            }
+            if append && netcdf {
+                tet_host::say!(
+                    "--append adds the arrays of a .npy or .npz file; convert the NetCDF file \
+                     to a .tet file of its own"
+                );
+                return Exit::Usage;
+            }
             if array.is_some() && !zarr {
                 tet_host::say!(
                     "--array picks arrays of a Zarr store; {} is not one",
@@ -338,6 +354,8 @@ fn dispatch(command: Command) -> Exit {
             };
             if zarr {
                 tet::zarr::convert(&input, &output, array.as_deref(), &options)
+            } else if netcdf {
+                convert_netcdf(&input, &output, skip_unsupported, &options)
             } else {
                 tet::convert::convert(&input, &output, &options)
             }
@@ -466,4 +484,31 @@ fn dispatch(command: Command) -> Exit {
             }
         }
     }
+}
+
+/// `convert` of a NetCDF file: through libnetcdf when built with the `netcdf` feature.
+#[cfg(feature = "netcdf")]
+fn convert_netcdf(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    skip_unsupported: bool,
+    o: &tet::convert::ConvertOptions,
+) -> Exit {
+    tet::netcdf::convert(input, output, skip_unsupported, o)
+}
+
+/// `convert` of a NetCDF file in a build without the `netcdf` feature: says how to get it.
+#[cfg(not(feature = "netcdf"))]
+fn convert_netcdf(
+    input: &std::path::Path,
+    _output: &std::path::Path,
+    _skip_unsupported: bool,
+    _o: &tet::convert::ConvertOptions,
+) -> Exit {
+    tet_host::say!(
+        "{} is a NetCDF (or HDF5) file; this tet-host was built without NetCDF support: \
+         build it with `cargo build -p tet-host --features netcdf` (needs libnetcdf-dev)",
+        input.display()
+    );
+    Exit::Usage
 }

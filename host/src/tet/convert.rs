@@ -80,6 +80,17 @@ struct CoordSource {
 /// Tiles compressed per parallel batch.
 const BATCH: usize = 16;
 
+/// Whether `path` is a file that starts as a NetCDF file does (`CDF` 1, 2 or 5, or
+/// HDF5's signature: NetCDF-4 is HDF5).
+pub fn is_netcdf_file(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 8];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
+    read.is_ok()
+        && (matches!(head.get(..4), Some(b"CDF\x01" | b"CDF\x02" | b"CDF\x05"))
+            || head == *b"\x89HDF\r\n\x1a\n")
+}
+
 /// `tet-host convert`.
 pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
     // With --append the output is the file added to: it must exist, and be another file

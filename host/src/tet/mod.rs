@@ -13,6 +13,8 @@ pub mod convert;
 pub mod dims;
 pub mod export;
 pub mod info;
+#[cfg(feature = "netcdf")]
+pub mod netcdf;
 pub mod npy;
 pub mod query;
 pub mod query_doc;

@@ -1,0 +1,575 @@
+//! NetCDF files (classic, 64-bit offset, CDF-5 and NetCDF-4) for `convert`, through the
+//! `netcdf` crate and the system's libnetcdf (cargo feature `netcdf`).
+//!
+//! Every numeric variable becomes a dataset (a variable in a group is named
+//! `group/variable`), its dimensions its `dim_names`, its attributes its `attrs`, and
+//! each 1-D coordinate variable (a variable named as its one dimension, CF's rule) the
+//! coordinate of the variables along that dimension, referenced as a coordinate dataset.
+//! CF packing (`scale_factor`, `add_offset`, `_FillValue`, `missing_value`) is kept as
+//! stored, with its attributes, which the `nan_*` reductions decode (docs/query.md,
+//! "Packed data"). A chunked variable keeps its chunk shape unless `--chunk` is given.
+//! Data is read one output tile at a time, so memory is a batch of tiles.
+
+use std::path::Path;
+
+use tet_alloc::tet::meta::{Coord, FileInfo, Metadata};
+use tet_alloc::tet::writer::{interop, DatasetSpec, FooterSpec, HistoryRow, Writer};
+use tet_core::tet::{DType, DatasetId};
+
+use crate::atomic::{AtomicFile, RealFs};
+use crate::tet::convert::ConvertOptions;
+use crate::tet::write::{write_batch, Tile};
+use crate::Exit;
+
+/// The largest tile read at once, in bytes.
+const MAX_TILE: u64 = 1 << 30;
+/// The most chunks one dataset may have.
+const MAX_CHUNKS: u64 = 1 << 26;
+/// Tiles read, then compressed on every core, per batch.
+const BATCH_CELLS: u64 = 16;
+/// The deepest group nesting walked.
+const MAX_DEPTH: usize = 32;
+
+/// Why a conversion stopped, with its exit status.
+struct Fail(Exit, String);
+
+/// One variable to convert.
+struct Var {
+    /// The dataset name (`group/variable`).
+    name: String,
+    /// The source type (for the history row).
+    nc_type: &'static str,
+    dtype: DType,
+    /// NumPy's descr when `.tet` stores it as another type (`|i1` for NetCDF `byte`).
+    numpy_dtype: Option<&'static str>,
+    shape: Vec<u64>,
+    /// The source's chunk shape, when it is chunked.
+    chunking: Option<Vec<u64>>,
+    dims: Vec<String>,
+    attrs: Vec<(String, String)>,
+}
+
+/// The `.tet` type of a NetCDF type, its name, and NumPy's descr when `.tet` widens it.
+fn dtype_of(
+    t: &netcdf::types::NcVariableType,
+) -> Option<(DType, &'static str, Option<&'static str>)> {
+    use netcdf::types::{FloatType, IntType, NcVariableType as T};
+    Some(match t {
+        T::Int(IntType::U8) => (DType::U8, "ubyte", None),
+        T::Int(IntType::I8) => (DType::I16, "byte", Some("|i1")),
+        T::Int(IntType::U16) => (DType::U16, "ushort", None),
+        T::Int(IntType::I16) => (DType::I16, "short", None),
+        T::Int(IntType::U32) => (DType::U32, "uint", None),
+        T::Int(IntType::I32) => (DType::I32, "int", None),
+        T::Int(IntType::U64) => (DType::U64, "uint64", None),
+        T::Int(IntType::I64) => (DType::I64, "int64", None),
+        T::Float(FloatType::F32) => (DType::F32, "float", None),
+        T::Float(FloatType::F64) => (DType::F64, "double", None),
+        _ => return None,
+    })
+}
+
+/// What a type `.tet` cannot hold is called.
+fn unsupported(t: &netcdf::types::NcVariableType) -> &'static str {
+    use netcdf::types::NcVariableType as T;
+    match t {
+        T::Char => "char (text)",
+        T::String => "string",
+        T::Compound(_) => "compound",
+        T::Vlen(_) => "variable-length",
+        T::Opaque(_) => "opaque",
+        T::Enum(_) => "enum",
+        T::Int(_) | T::Float(_) => "numeric",
+    }
+}
+
+/// An attribute's value as `.tet` attrs hold it: a string as it is, one number as its
+/// decimal text, several as a JSON array.
+fn attr_text(v: &netcdf::AttributeValue) -> String {
+    use netcdf::AttributeValue as A;
+    fn list<T: ToString>(v: &[T]) -> String {
+        let items: Vec<String> = v.iter().map(ToString::to_string).collect();
+        format!("[{}]", items.join(", "))
+    }
+    match v {
+        A::Uchar(x) => x.to_string(),
+        A::Schar(x) => x.to_string(),
+        A::Ushort(x) => x.to_string(),
+        A::Short(x) => x.to_string(),
+        A::Uint(x) => x.to_string(),
+        A::Int(x) => x.to_string(),
+        A::Ulonglong(x) => x.to_string(),
+        A::Longlong(x) => x.to_string(),
+        A::Float(x) => x.to_string(),
+        A::Double(x) => x.to_string(),
+        A::Str(s) => s.clone(),
+        A::Uchars(v) => list(v),
+        A::Schars(v) => list(v),
+        A::Ushorts(v) => list(v),
+        A::Shorts(v) => list(v),
+        A::Uints(v) => list(v),
+        A::Ints(v) => list(v),
+        A::Ulonglongs(v) => list(v),
+        A::Longlongs(v) => list(v),
+        A::Floats(v) => list(v),
+        A::Doubles(v) => list(v),
+        A::Strs(v) => serde_json::to_string(v).unwrap_or_default(),
+    }
+}
+
+/// A variable's description, or why it is not converted.
+fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var, Fail> {
+    let name = format!("{prefix}{}", v.name());
+    let t = v.vartype();
+    let Some((dtype, nc_type, numpy_dtype)) = dtype_of(&t) else {
+        return Err(Fail(
+            Exit::Usage,
+            format!(
+                "{}: variable '{name}' is of {} type, which .tet cannot hold (only numbers); \
+                 give --skip-unsupported to convert the others",
+                input.display(),
+                unsupported(&t)
+            ),
+        ));
+    };
+    let shape: Vec<u64> = v
+        .dimensions()
+        .iter()
+        .map(|d| u64::try_from(d.len()).unwrap_or(u64::MAX))
+        .collect();
+    let dims = v.dimensions().iter().map(|d| d.name()).collect();
+    let chunking = v.chunking().ok().flatten().map(|c| {
+        c.iter()
+            .map(|k| u64::try_from(*k).unwrap_or(1).max(1))
+            .collect()
+    });
+    let mut attrs = Vec::new();
+    for a in v.attributes() {
+        match a.value() {
+            Ok(val) => attrs.push((a.name().to_string(), attr_text(&val))),
+            Err(e) => {
+                return Err(Fail(
+                    Exit::Problems,
+                    format!(
+                        "{}: variable '{name}': attribute '{}' does not read: {e}",
+                        input.display(),
+                        a.name()
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(Var {
+        name,
+        nc_type,
+        dtype,
+        numpy_dtype,
+        shape,
+        chunking,
+        dims,
+        attrs,
+    })
+}
+
+/// The variables of `g` and (depth first) of its groups, with their paths.
+fn walk(
+    g: &netcdf::Group<'_>,
+    prefix: &str,
+    depth: usize,
+    skip: bool,
+    input: &Path,
+    out: &mut Vec<(String, Var)>,
+    skipped: &mut Vec<String>,
+) -> Result<(), Fail> {
+    if depth > MAX_DEPTH {
+        return Err(Fail(
+            Exit::Problems,
+            format!("{}: groups nested deeper than {MAX_DEPTH}", input.display()),
+        ));
+    }
+    for v in g.variables() {
+        match describe(&v, prefix, input) {
+            Ok(var) => out.push((prefix.to_string(), var)),
+            Err(Fail(Exit::Usage, why)) if skip => skipped.push(why),
+            Err(f) => return Err(f),
+        }
+    }
+    for sub in g.groups() {
+        let p = format!("{prefix}{}/", sub.name());
+        walk(&sub, &p, depth.saturating_add(1), skip, input, out, skipped)?;
+    }
+    Ok(())
+}
+
+fn product(v: &[u64]) -> Option<u64> {
+    v.iter().try_fold(1u64, |a, b| a.checked_mul(*b))
+}
+
+/// The footer metadata: each variable's `dim_names`, `attrs` and `numpy_dtype`, the
+/// coordinate variables of its dimensions (found in its own group or an enclosing one,
+/// CF's scoping), then `--dims` and `--attr`.
+fn metadata(vars: &[(String, Var)], o: &ConvertOptions) -> Result<String, String> {
+    let mut m = Metadata {
+        file: Some(FileInfo {
+            tool: Some("tet-host".into()),
+            library_version: Some(env!("CARGO_PKG_VERSION").into()),
+            created_at: Some(super::now_rfc3339()),
+        }),
+        datasets: Vec::new(),
+    };
+    // A coordinate variable: 1-D, named as its dimension (CF).
+    let is_coord = |v: &Var| {
+        let base = v.name.rsplit('/').next().unwrap_or_default();
+        v.shape.len() == 1 && v.dims.first().is_some_and(|d| d == base)
+    };
+    for (prefix, v) in vars {
+        m.edit(&v.name, |e| {
+            e.dim_names = Some(v.dims.clone());
+            for (k, val) in &v.attrs {
+                e.set_attr(k, val);
+            }
+            if let Some(d) = v.numpy_dtype {
+                e.set_attr("numpy_dtype", d);
+            }
+            for dim in &v.dims {
+                // The nearest coordinate variable named `dim`: this group, then outward.
+                let mut scope = prefix.as_str();
+                let found = loop {
+                    let candidate = format!("{scope}{dim}");
+                    if candidate != v.name
+                        && vars.iter().any(|(_, c)| c.name == candidate && is_coord(c))
+                    {
+                        break Some(candidate);
+                    }
+                    if scope.is_empty() {
+                        break None;
+                    }
+                    let trimmed = scope.trim_end_matches('/');
+                    scope = trimmed
+                        .rfind('/')
+                        .and_then(|i| scope.get(..=i))
+                        .unwrap_or_default();
+                };
+                if let Some(c) = found {
+                    e.coords.push((dim.clone(), Coord::Dataset(c)));
+                }
+            }
+        });
+    }
+    let pick = |ds: Option<&str>, what: &str| -> Result<Vec<String>, String> {
+        match ds {
+            None => Ok(vars.iter().map(|(_, v)| v.name.clone()).collect()),
+            Some(d) if vars.iter().any(|(_, v)| v.name == d) => Ok(vec![d.to_string()]),
+            Some(d) => Err(format!("{what}: no variable '{d}' in the file")),
+        }
+    };
+    for arg in &o.meta.dims {
+        let (ds, list) = crate::tet::convert::target(arg);
+        let names: Vec<String> = list.split(',').map(|s| s.trim().to_string()).collect();
+        for d in pick(ds, "--dims")? {
+            let rank = vars
+                .iter()
+                .find(|(_, v)| v.name == d)
+                .map(|(_, v)| v.shape.len());
+            if ds.is_some() || rank == Some(names.len()) {
+                m.edit(&d, |e| e.dim_names = Some(names.clone()));
+            }
+        }
+    }
+    for arg in &o.meta.attrs {
+        let (ds, rest) = crate::tet::convert::target(arg);
+        let (k, v) = crate::tet::convert::key_value(rest, "--attr")?;
+        for d in pick(ds, "--attr")? {
+            m.edit(&d, |e| e.set_attr(k, v));
+        }
+    }
+    Ok(serde_json::Value::Object(m.to_json()).to_string())
+}
+
+/// `tet-host convert FILE.nc OUT.tet`.
+pub fn convert(input: &Path, output: &Path, skip_unsupported: bool, o: &ConvertOptions) -> Exit {
+    match convert_inner(input, output, skip_unsupported, o) {
+        Ok(()) => Exit::Clean,
+        Err(Fail(exit, msg)) => {
+            if !msg.is_empty() {
+                crate::say!("{msg}");
+            }
+            exit
+        }
+    }
+}
+
+fn convert_inner(
+    input: &Path,
+    output: &Path,
+    skip_unsupported: bool,
+    o: &ConvertOptions,
+) -> Result<(), Fail> {
+    let usage = |m: String| Fail(Exit::Usage, m);
+    let operational = |m: String| Fail(Exit::Operational, m);
+    if let Err(e) = crate::atomic::check_output(output, &[input], o.force) {
+        return Err(Fail(e, String::new()));
+    }
+    if o.name.is_some() || !o.meta.coords.is_empty() || !o.meta.labels.is_empty() {
+        return Err(usage(
+            "--name, --coord and --labels are for .npy/.npz inputs; a NetCDF file's \
+             variables keep their names, dimensions and coordinate variables"
+                .into(),
+        ));
+    }
+    let file = netcdf::open(input).map_err(|e| {
+        Fail(
+            Exit::Problems,
+            format!("{}: not a readable NetCDF file: {e}", input.display()),
+        )
+    })?;
+    let mut vars = Vec::new();
+    let mut skipped = Vec::new();
+    // The root's variables, then its groups' (a classic file has no groups).
+    for v in file.variables() {
+        match describe(&v, "", input) {
+            Ok(var) => vars.push((String::new(), var)),
+            Err(Fail(Exit::Usage, why)) if skip_unsupported => skipped.push(why),
+            Err(f) => return Err(f),
+        }
+    }
+    if let Ok(groups) = file.groups() {
+        for g in groups {
+            let p = format!("{}/", g.name());
+            walk(&g, &p, 1, skip_unsupported, input, &mut vars, &mut skipped)?;
+        }
+    }
+    for why in &skipped {
+        eprintln!("tet-host: skipped: {why}");
+    }
+    if vars.is_empty() {
+        return Err(usage(format!(
+            "{}: no numeric variables to convert",
+            input.display()
+        )));
+    }
+    let mut chunks = Vec::new();
+    for (_, v) in &vars {
+        let chunk = match (&o.chunk, &v.chunking) {
+            (Some(c), _) if c.len() != v.shape.len() => {
+                return Err(usage(format!(
+                    "--chunk has {} axes but variable '{}' has {}",
+                    c.len(),
+                    v.name,
+                    v.shape.len()
+                )))
+            }
+            (Some(c), _) => c.clone(),
+            (None, Some(c)) if c.len() == v.shape.len() => c.clone(),
+            (None, _) => crate::tet::npy::default_chunk(&v.shape, v.dtype.size()),
+        };
+        // A tile never exceeds the array (an empty axis keeps one empty chunk).
+        let chunk: Vec<u64> = chunk
+            .iter()
+            .zip(&v.shape)
+            .map(|(k, n)| (*k).min((*n).max(1)).max(1))
+            .collect();
+        let tile_bytes = product(&chunk).and_then(|n| n.checked_mul(v.dtype.size()));
+        if tile_bytes.is_none_or(|b| b > MAX_TILE) {
+            return Err(usage(format!(
+                "{}: variable '{}': a chunk of shape {chunk:?} is over the {MAX_TILE}-byte \
+                 limit of one tile (give a smaller --chunk)",
+                input.display(),
+                v.name
+            )));
+        }
+        let cells = v
+            .shape
+            .iter()
+            .zip(&chunk)
+            .try_fold(1u64, |a, (n, k)| a.checked_mul(n.div_ceil(*k).max(1)));
+        if cells.is_none_or(|c| c > MAX_CHUNKS) {
+            return Err(usage(format!(
+                "{}: variable '{}': shape {:?} in chunks of {chunk:?} is over {MAX_CHUNKS} chunks",
+                input.display(),
+                v.name,
+                v.shape
+            )));
+        }
+        chunks.push(chunk);
+    }
+    let meta = metadata(&vars, o).map_err(|e| usage(format!("{}: {e}", input.display())))?;
+    let specs: Vec<DatasetSpec<'_>> = vars
+        .iter()
+        .zip(&chunks)
+        .map(|((_, v), c)| DatasetSpec {
+            name: &v.name,
+            dtype: v.dtype,
+            shape: &v.shape,
+            chunk_shape: c,
+        })
+        .collect();
+    let shape_of = |name: &str| {
+        specs
+            .iter()
+            .find(|d| d.name == name)
+            .map(|d| d.shape.to_vec())
+    };
+    let dtype_of = |name: &str| specs.iter().find(|d| d.name == name).map(|d| d.dtype);
+    tet_alloc::tet::meta::parse(meta.as_bytes(), 0)
+        .map_err(|e| e.message)
+        .and_then(
+            |m| match tet_alloc::tet::meta::check_typed(&m, &shape_of, &dtype_of).first() {
+                Some(p) => Err(p.to_string()),
+                None => Ok(()),
+            },
+        )
+        .and_then(|()| interop::check_metadata(&meta).map_err(|e| format!("metadata: {e}")))
+        .map_err(|e| usage(format!("{}: {e}", input.display())))?;
+    let out = AtomicFile::create(output, RealFs).map_err(|e| {
+        operational(format!(
+            "cannot create a file beside {}: {e}",
+            output.display()
+        ))
+    })?;
+    let mut w = Writer::new(out, &specs).map_err(|e| usage(format!("{}: {e}", input.display())))?;
+    let total: u64 = vars
+        .iter()
+        .filter_map(|(_, v)| product(&v.shape)?.checked_mul(v.dtype.size()))
+        .fold(0u64, u64::saturating_add);
+    let bar = crate::progress::progress_bar(true, total);
+    for (i, ((_, v), c)) in vars.iter().zip(&chunks).enumerate() {
+        let grid: Vec<u64> = v
+            .shape
+            .iter()
+            .zip(c)
+            .map(|(n, k)| n.div_ceil(*k).max(1))
+            .collect();
+        let cells = product(&grid).unwrap_or(0);
+        let id = DatasetId(u32::try_from(i).unwrap_or(u32::MAX));
+        // libnetcdf is not thread-safe: tiles are read in turn, then compressed on every
+        // core and written in grid order.
+        let mut first = 0u64;
+        while first < cells {
+            let last = first.saturating_add(BATCH_CELLS).min(cells);
+            let mut batch: Vec<Tile> = Vec::new();
+            for cell in first..last {
+                let coords = tet_alloc::tet::query::position_coords(&grid, cell);
+                let t = with_variable(&file, &v.name, |var| read_tile(var, v, c, &coords))
+                    .unwrap_or_else(|| Err("is no longer in the file".into()))
+                    .map_err(|e| {
+                        Fail(
+                            Exit::Problems,
+                            format!("{}: variable '{}': {e}", input.display(), v.name),
+                        )
+                    })?;
+                batch.push((id, coords, t));
+            }
+            write_batch(&mut w, &batch, o.codec, o.level)
+                .map_err(|e| operational(format!("{}: {e}", output.display())))?;
+            if let Some(b) = &bar {
+                b.inc(
+                    batch
+                        .iter()
+                        .map(|(_, _, t)| u64::try_from(t.len()).unwrap_or(0))
+                        .sum(),
+                );
+            }
+            first = last;
+        }
+    }
+    let descrs: Vec<String> = vars
+        .iter()
+        .map(|(_, v)| format!("{}:{}", v.name, v.nc_type))
+        .collect();
+    let mut params = vec![
+        ("from".into(), "netcdf".into()),
+        ("arrays".into(), crate::tet::convert::arrays_param(&descrs)),
+        ("codec".into(), o.codec.name().into()),
+    ];
+    if !skipped.is_empty() {
+        params.push((
+            "skipped".into(),
+            interop::clip(&skipped.len().to_string()).to_string(),
+        ));
+    }
+    let footer = FooterSpec {
+        history: vec![HistoryRow {
+            op: "convert".into(),
+            source: interop::clip(&input.display().to_string()).to_string(),
+            at: super::now_rfc3339(),
+            params,
+        }],
+        metadata: Some(meta),
+    };
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    w.finish(Some(&footer))
+        .map_err(|e| operational(format!("{}: {e}", output.display())))?
+        .commit()
+        .map_err(|e| operational(format!("{}: {e}", output.display())))
+}
+
+/// Calls `f` with the variable at path `name` (`group/sub/var`); `None` when there is
+/// none (a variable borrows its group, so it is reached from the file each time).
+fn with_variable<R>(
+    file: &netcdf::File,
+    name: &str,
+    f: impl FnOnce(&netcdf::Variable<'_>) -> R,
+) -> Option<R> {
+    fn down<R>(
+        g: &netcdf::Group<'_>,
+        path: &str,
+        f: impl FnOnce(&netcdf::Variable<'_>) -> R,
+    ) -> Option<R> {
+        match path.split_once('/') {
+            None => g.variable(path).map(|v| f(&v)),
+            Some((first, rest)) => down(&g.group(first)?, rest, f),
+        }
+    }
+    match name.split_once('/') {
+        None => file.variable(name).map(|v| f(&v)),
+        Some((first, rest)) => down(&file.group(first).ok()??, rest, f),
+    }
+}
+
+/// The `.tet` tile at grid `coords`: the region read through libnetcdf (native order,
+/// the library converts a big-endian file), as little-endian `.tet` elements (`byte`
+/// widened to `i16`).
+fn read_tile(
+    var: &netcdf::Variable<'_>,
+    v: &Var,
+    chunk: &[u64],
+    coords: &[u64],
+) -> Result<Vec<u8>, String> {
+    let mut ranges = Vec::with_capacity(v.shape.len());
+    for ((n, k), c) in v.shape.iter().zip(chunk).zip(coords) {
+        let start = c.checked_mul(*k).ok_or("tile out of range")?;
+        let stop = start.saturating_add(*k).min(*n);
+        let s = usize::try_from(start).map_err(|_| "tile out of range")?;
+        let e = usize::try_from(stop.max(start)).map_err(|_| "tile out of range")?;
+        ranges.push(s..e);
+    }
+    if ranges.iter().any(|r| r.is_empty()) {
+        return Ok(Vec::new());
+    }
+    let raw = var
+        .get_raw_values(ranges.as_slice())
+        .map_err(|e| format!("does not read: {e}"))?;
+    let size = match v.numpy_dtype {
+        Some(_) => 1,
+        None => v.dtype.size(),
+    };
+    let mut raw = raw;
+    if cfg!(target_endian = "big") {
+        if let Ok(n) = usize::try_from(size) {
+            for e in raw.chunks_exact_mut(n.max(1)) {
+                e.reverse();
+            }
+        }
+    }
+    if v.numpy_dtype.is_some() {
+        // NetCDF `byte` is signed: widened to i16.
+        return Ok(raw
+            .iter()
+            .flat_map(|b| i16::from(i8::from_le_bytes([*b])).to_le_bytes())
+            .collect());
+    }
+    Ok(raw)
+}

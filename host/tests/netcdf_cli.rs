@@ -1,0 +1,237 @@
+//! `convert` of NetCDF files written by libnetcdf itself (the library netCDF4-python and
+//! every NetCDF tool wrap): NetCDF-4 (chunked, deflated, groups, an unlimited axis, CF
+//! packing, a coordinate variable per axis) and classic (contiguous, big-endian on
+//! disk); values, names and attributes compared with what was written; refusals.
+//! Built only with the `netcdf` feature (the test command runs it).
+#![cfg(feature = "netcdf")]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
+
+use std::path::{Path, PathBuf};
+
+mod common;
+
+/// libnetcdf (and HDF5 beneath it) is not thread-safe: the tests write their files in
+/// turn.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tet-netcdf-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let (c, o, e) = common::run(args, &dir());
+    (c, String::from_utf8(o).unwrap(), e)
+}
+
+fn query(file: &str, q: &str) -> String {
+    let (c, o, e) = run(&["query", "-t", file, q, "-q"]);
+    assert_eq!(c, 0, "{q}: {e}");
+    o
+}
+
+/// The packed temperatures (time 4 × lat 3 × lon 2), -32767 the fill.
+fn temps() -> Vec<i16> {
+    let mut t: Vec<i16> = (0..24)
+        .map(|i| 100 * i16::try_from(i).unwrap() - 500)
+        .collect();
+    t[5] = -32767;
+    t[17] = -32767;
+    t
+}
+
+/// A NetCDF-4 file as a climate model writes one.
+fn write_nc4(path: &Path) {
+    let mut f = netcdf::create(path).unwrap();
+    f.add_unlimited_dimension("time").unwrap();
+    f.add_dimension("lat", 3).unwrap();
+    f.add_dimension("lon", 2).unwrap();
+    f.add_attribute("title", "a test file").unwrap();
+    {
+        let mut v = f.add_variable::<f64>("time", &["time"]).unwrap();
+        v.put_attribute("units", "hours since 2000-01-01 00:00:00")
+            .unwrap();
+        v.put_attribute("calendar", "standard").unwrap();
+        v.put_values(&[0.0, 6.0, 12.0, 18.0], 0..4).unwrap();
+    }
+    {
+        let mut v = f.add_variable::<f32>("lat", &["lat"]).unwrap();
+        v.put_attribute("units", "degrees_north").unwrap();
+        v.put_values(&[45.0f32, 0.0, -45.0], ..).unwrap();
+    }
+    {
+        let mut v = f
+            .add_variable::<i16>("tas", &["time", "lat", "lon"])
+            .unwrap();
+        v.set_chunking(&[1, 3, 2]).unwrap();
+        v.set_compression(4, true).unwrap();
+        v.put_attribute("_FillValue", -32767i16).unwrap();
+        v.put_attribute("scale_factor", 0.01f32).unwrap();
+        v.put_attribute("add_offset", 273.15f64).unwrap();
+        v.put_attribute("long_name", "near-surface air temperature")
+            .unwrap();
+        v.put_attribute("valid_range", vec![-32000i16, 32000])
+            .unwrap();
+        v.put_values(&temps(), (0..4, .., ..)).unwrap();
+    }
+    {
+        let mut g = f.add_group("obs").unwrap();
+        g.add_dimension("station", 3).unwrap();
+        let mut v = g.add_variable::<i8>("flag", &["station"]).unwrap();
+        v.put_values(&[-3i8, 0, 7], ..).unwrap();
+        let mut v = g.add_variable::<u64>("count", &["lat"]).unwrap();
+        v.put_values(&[u64::MAX, 1, 2], ..).unwrap();
+    }
+    {
+        let mut v = f.add_string_variable("label", &["lat"]).unwrap();
+        v.put_string("north", 0).unwrap();
+    }
+}
+
+#[test]
+fn netcdf4_variables_dims_coords_attrs_and_values() {
+    let _one = serial();
+    let d = dir();
+    write_nc4(&d.join("m.nc"));
+    // The string variable is refused by name, then skipped on request.
+    let (c, _, e) = run(&["convert", "m.nc", "m.tet", "--force"]);
+    assert_eq!(c, 16, "{e}");
+    assert!(e.contains("variable 'label' is of string type"), "{e}");
+    assert!(e.contains("--skip-unsupported"), "{e}");
+    assert!(!d.join("m.tet").exists());
+    let (c, _, e) = run(&["convert", "m.nc", "m.tet", "--force", "--skip-unsupported"]);
+    assert_eq!(c, 0, "{e}");
+    assert!(e.contains("skipped:") && e.contains("'label'"), "{e}");
+    let (c, o, e) = run(&["verify", "m.tet"]);
+    assert_eq!(c, 0, "{o}{e}");
+    let (c, o, e) = run(&["info", "m.tet", "--metadata", "--history"]);
+    assert_eq!(c, 0, "{e}");
+    for want in [
+        "metadata of tas:",
+        "  dims:   (time, lat, lon)",
+        "  coord:  time (dataset time), 4 value(s), 0.0 .. 18.0",
+        "  coord:  lat (dataset lat), 3 value(s), 45.0 .. -45.0",
+        "  attr:   _FillValue = -32767",
+        "  attr:   scale_factor = 0.01",
+        "  attr:   add_offset = 273.15",
+        "  attr:   long_name = near-surface air temperature",
+        "  attr:   valid_range = [-32000, 32000]",
+        "metadata of obs/flag:",
+        "  dims:   (station)",
+        "  attr:   numpy_dtype = |i1",
+        "from=netcdf",
+    ] {
+        assert!(o.contains(want), "missing {want:?} in\n{o}");
+    }
+    // The dimension `lat` of the group's `count` is the root's coordinate variable.
+    assert!(
+        o.contains("metadata of obs/count:\n  dims:   (lat)\n  coord:  lat (dataset lat)"),
+        "{o}"
+    );
+    // Values: the packed integers as stored, the nan_* family unpacked.
+    let t = temps();
+    let sum: i64 = t.iter().map(|v| i64::from(*v)).sum();
+    assert_eq!(
+        query("m.tet", r#"{"dataset": "tas", "sum": []}"#),
+        format!("tas sum = {sum}\n")
+    );
+    assert_eq!(
+        query("m.tet", r#"{"dataset": "tas", "null_count": []}"#),
+        "tas null_count = 2\n"
+    );
+    // The float32 scale_factor 0.01 is read as the decimal it prints as (0.01).
+    let un = |p: i16| f64::from(p) * 0.01 + 273.15;
+    assert_eq!(
+        query("m.tet", r#"{"dataset": "tas", "nan_max": []}"#),
+        format!("tas nan_max = {:?}\n", un(1800))
+    );
+    // A date selects on the CF time axis: 06:00 up to 18:00 is two steps of 6 elements.
+    assert_eq!(
+        query(
+            "m.tet",
+            r#"{"dataset": "tas", "selection": [{"start_label": "2000-01-01T06:00", "stop_label": "2000-01-01T18:00"}], "count": []}"#
+        ),
+        "tas count = 12\n"
+    );
+    assert_eq!(
+        query("m.tet", r#"{"dataset": "obs/flag", "sum": []}"#),
+        "obs/flag sum = 4\n"
+    );
+    assert_eq!(
+        query("m.tet", r#"{"dataset": "obs/count", "max": []}"#),
+        format!("obs/count max = {}\n", u64::MAX)
+    );
+    // The chunking is kept: 4 chunks of 1×3×2.
+    let (_, o, _) = run(&["info", "m.tet"]);
+    assert!(
+        o.contains("tas        i16    4×3×2  1×3×2  4×1×1  4"),
+        "{o}"
+    );
+    // Export gives the int8 variable back as int8.
+    let (c, _, e) = run(&[
+        "export",
+        "m.tet",
+        "--dataset",
+        "obs/flag",
+        "flag.npy",
+        "--force",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let b = std::fs::read(d.join("flag.npy")).unwrap();
+    assert!(String::from_utf8_lossy(&b[..100]).contains("'|i1'"));
+    assert_eq!(&b[b.len() - 3..], &[0xFD, 0, 7]);
+}
+
+#[test]
+fn classic_files_and_refusals() {
+    let _one = serial();
+    let d = dir();
+    let path = d.join("c.nc");
+    {
+        let mut f = netcdf::create_with(&path, netcdf::Options::_64BIT_OFFSET).unwrap();
+        f.add_dimension("x", 5).unwrap();
+        f.add_dimension("y", 2).unwrap();
+        let mut v = f.add_variable::<f64>("z", &["y", "x"]).unwrap();
+        v.put_attribute("units", "m").unwrap();
+        // A classic file leaves define mode before data.
+        f.enddef().unwrap();
+        let vals: Vec<f64> = (0..10).map(|i| f64::from(i) * 1.5).collect();
+        f.variable_mut("z").unwrap().put_values(&vals, ..).unwrap();
+    }
+    let head = std::fs::read(&path).unwrap();
+    assert_eq!(&head[..4], b"CDF\x02");
+    let (c, _, e) = run(&["convert", "c.nc", "c.tet", "--force", "--codec", "raw"]);
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(
+        query("c.tet", r#"{"dataset": "z", "sum": "x"}"#),
+        "z sum = {\"shape\":[2],\"dims\":[\"y\"],\"data\":[15.0,52.5]}\n"
+    );
+    // An existing output needs --force; options for other inputs are refused.
+    let (c, _, e) = run(&["convert", "c.nc", "c.tet"]);
+    assert_eq!(c, 16, "{e}");
+    let (c, _, e) = run(&["convert", "c.nc", "c2.tet", "--coord", "x=c.nc"]);
+    assert_eq!(c, 16, "{e}");
+    assert!(
+        e.contains("--coord and --labels are for .npy/.npz inputs"),
+        "{e}"
+    );
+    let (c, _, e) = run(&["convert", "c.nc", "c2.tet", "--chunk", "2"]);
+    assert_eq!(c, 16, "{e}");
+    assert!(
+        e.contains("--chunk has 1 axes but variable 'z' has 2"),
+        "{e}"
+    );
+    // A file cut short is named as damaged (4), and no output remains.
+    std::fs::write(d.join("cut.nc"), &head[..head.len() / 2]).unwrap();
+    let (c, _, e) = run(&["convert", "cut.nc", "cut.tet", "--force"]);
+    assert!(c == 4, "{c}: {e}");
+    assert!(e.contains("cut.nc"), "{e}");
+    assert!(!d.join("cut.tet").exists());
+}
