@@ -1,5 +1,5 @@
 """Exceptions raised by tetrs: the message tet-host prints, its exit status, the error
-category and, when there is one, the finding code (``TET-...``)."""
+category and, when there is one, the finding code (``chunk-checksum``, ...)."""
 
 
 class TetError(Exception):
