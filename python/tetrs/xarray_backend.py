@@ -181,8 +181,12 @@ def _encode_variable(name, var):
     enc = encode_cf_variable(var.variable if hasattr(var, "variable") else var, name=name)
     data = np.asarray(enc.values)
     attrs = dict(enc.attrs)
-    attrs.pop("_FillValue", None) if attrs.get("_FillValue") is None else None
-    if data.dtype == np.bool_:
+    if "_FillValue" in attrs and attrs["_FillValue"] is None:
+        del attrs["_FillValue"]
+    if data.dtype == np.int8 and attrs.get("dtype") == "bool":
+        # xarray's CF coder made the booleans int8 (decoded by its `dtype` attr).
+        data = data.astype(np.uint8)
+    elif data.dtype == np.bool_:
         data = data.astype(np.uint8)
         attrs[_DTYPE_ATTR] = "bool"
     elif data.dtype == np.int8:
