@@ -16,6 +16,14 @@ FLOAT_RTOL = 1e-12
 
 @pytest.fixture(scope="module")
 def client():
+    # A worker's RSS counts the pages of the file mapping it has touched: file-backed
+    # and reclaimable, not memory the worker holds. Dask's pause and terminate act on
+    # RSS, so they are off; the test checks the anonymous memory instead.
+    import dask
+    dask.config.set({"distributed.worker.memory.pause": False,
+                     "distributed.worker.memory.terminate": False,
+                     "distributed.worker.memory.spill": False,
+                     "distributed.worker.memory.target": False})
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        host="127.0.0.1", dashboard_address=None,
                                        memory_limit=WORKER_LIMIT)
@@ -58,6 +66,17 @@ def test_cluster_reductions_equal_our_fold(client, big):
     # Integers: exactly.
     assert int(ds["k"].sum().compute()) == int(f["k"].sum()) == int(k.sum())
     np.testing.assert_array_equal(ds["k"].sum(dim="t").compute().values, f["k"].sum(axis=0))
+    # What each worker holds: its anonymous memory stays under the limit.
+    anon = client.run(_rss_anon)
+    assert all(v < WORKER_LIMIT for v in anon.values()), anon
     # The work ran on the workers: each reopened the file by path.
     seen = client.run(lambda: __import__("sys").modules.get("tetrs") is not None)
     assert len(seen) == 2 and all(seen.values())
+
+
+def _rss_anon():
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    return 0
