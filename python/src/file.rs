@@ -68,11 +68,10 @@ pub fn open_reading<'a>(path: &Path, bytes: &'a [u8]) -> Result<TetFile<'a>, Fai
 pub fn query_failure(path: &Path, name: &str, e: &QueryError, source: &str) -> Failure {
     let category = e.category();
     match e {
-        QueryError::Decode(d) => Failure::of(
-            category,
-            format!("{}: {}", path.display(), d.named(name)),
-        )
-        .with_code(d.code().map(|c| c.as_str())),
+        QueryError::Decode(d) => {
+            Failure::of(category, format!("{}: {}", path.display(), d.named(name)))
+                .with_code(d.code().map(|c| c.as_str()))
+        }
         _ if category == tet_core::Category::Resource => Failure::of(
             category,
             format!(
@@ -95,7 +94,11 @@ pub fn budget_source(doc: bool, given: Option<u64>) -> &'static str {
     }
 }
 
-fn dataset<'a>(path: &Path, file: &TetFile<'a>, name: &str) -> Result<tet_core::tet::Dataset<'a>, Failure> {
+fn dataset<'a>(
+    path: &Path,
+    file: &TetFile<'a>,
+    name: &str,
+) -> Result<tet_core::tet::Dataset<'a>, Failure> {
     file.dataset(name).map_err(|_| {
         let names: Vec<String> = file
             .datasets()
@@ -208,12 +211,7 @@ impl Handle {
                 })
                 .unwrap_or_default();
             let attrs: serde_json::Map<String, Json> = dm
-                .map(|m| {
-                    m.attrs
-                        .iter()
-                        .map(|(k, v)| (k.clone(), json!(v)))
-                        .collect()
-                })
+                .map(|m| m.attrs.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
                 .unwrap_or_default();
             out.push(json!({
                 "name": d.name(),
@@ -276,9 +274,8 @@ impl Handle {
                 budget: memory_budget,
                 progress: false,
             };
-            let checked = check_with(bytes, &opts).map_err(|e| {
-                Failure::of(e.kind.category(), format!("{}: {e}", path.display()))
-            })?;
+            let checked = check_with(bytes, &opts)
+                .map_err(|e| Failure::of(e.kind.category(), format!("{}: {e}", path.display())))?;
             let found = &checked.found;
             let file = TetFile::parse(bytes, &mut |_: &Finding| {});
             let mut findings: Vec<(usize, &Finding)> = found.kept.iter().enumerate().collect();
@@ -286,9 +283,7 @@ impl Handle {
             let names = tet_host::tet::report::Names::for_findings(file.as_ref(), &found.kept);
             let shown: Vec<Json> = findings
                 .iter()
-                .map(|(i, f)| {
-                    tet_host::tet::report::rendered(&names, f, found.notes.get(i)).json()
-                })
+                .map(|(i, f)| tet_host::tet::report::rendered(&names, f, found.notes.get(i)).json())
                 .collect();
             let status = if checked.operational.is_some() {
                 "incomplete"
@@ -350,8 +345,10 @@ impl Handle {
             .map(|t| t.as_slice().to_vec())
             .unwrap_or_default();
         let start = usize::try_from(chunk.payload_offset).unwrap_or(usize::MAX);
-        Ok(ChunkBuffer::new(Arc::clone(&self.input), start, chunk.payload.len())
-            .map(|b| (b, tile)))
+        Ok(
+            ChunkBuffer::new(Arc::clone(&self.input), start, chunk.payload.len())
+                .map(|b| (b, tile)),
+        )
     }
 
     /// The selected elements of `name`, row-major, as little-endian bytes in a new
@@ -392,4 +389,3 @@ impl Handle {
         crate::query::run(py, self, doc, memory_budget, threads)
     }
 }
-

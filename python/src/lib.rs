@@ -31,7 +31,6 @@ fn _tetrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// reads it.
 #[pyfunction]
 fn parse_budget(text: &str) -> PyResult<u64> {
-    tet_host::budget::parse_budget(text).map_err(|e| {
-        error::Failure::usage(format!("memory_budget={text:?}: {e}")).into_py_err()
-    })
+    tet_host::budget::parse_budget(text)
+        .map_err(|e| error::Failure::usage(format!("memory_budget={text:?}: {e}")).into_py_err())
 }

@@ -156,8 +156,8 @@ pub fn run<'py>(
             edges = Some((bins.edges().to_vec(), bins.bins()));
         }
         let threads = threads.unwrap_or_else(rayon::current_num_threads).max(1);
-        let mut out = tet_host::tet::query::run(&file, &p, op, &axes, threads, budget)
-            .map_err(fail)?;
+        let mut out =
+            tet_host::tet::query::run(&file, &p, op, &axes, threads, budget).map_err(fail)?;
         resolved.finish(&mut out);
         let warning = out.nothing_left.map(|(first, n)| {
             let cell = tet_alloc::tet::query::position_coords(&out.shape, first);

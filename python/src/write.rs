@@ -256,7 +256,12 @@ impl RawWriter {
     /// rows (for an append, the old rows and the last of these), then the rename over
     /// the target.
     #[pyo3(signature = (metadata, history))]
-    fn finish(&mut self, py: Python<'_>, metadata: Option<String>, history: Vec<Row>) -> PyResult<()> {
+    fn finish(
+        &mut self,
+        py: Python<'_>,
+        metadata: Option<String>,
+        history: Vec<Row>,
+    ) -> PyResult<()> {
         let target = self.target.clone();
         if let Some(m) = &metadata {
             interop::check_metadata(m)
