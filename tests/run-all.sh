@@ -71,8 +71,8 @@ pylog=$(mktemp)
 pyrc=0
 (cd python && TET_HOST="$PWD/../target/debug/tet-host" "../$venv/bin/python" -m pytest -q tests) 2>&1 \
   | tee "$pylog" || pyrc=$?
-py_passed=$(tail -n 1 "$pylog" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
-py_failed=$(tail -n 1 "$pylog" | grep -Eo '[0-9]+ (failed|error)' | awk '{s+=$1} END {print s+0}')
+py_passed=$(tail -n 1 "$pylog" | { grep -Eo '[0-9]+ passed' || true; } | awk '{s+=$1} END {print s+0}')
+py_failed=$(tail -n 1 "$pylog" | { grep -Eo '[0-9]+ (failed|errors?)' || true; } | awk '{s+=$1} END {print s+0}')
 rm -f "$pylog"
 if [ "$py_passed" -eq 0 ] && [ "$pyrc" -eq 0 ]; then pyrc=1; fi
 if [ "$pyrc" -ne 0 ]; then echo "pytest failed (exit $pyrc, $py_passed passed)" >&2; fi
