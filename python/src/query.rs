@@ -8,22 +8,126 @@
 use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
+use rayon::prelude::*;
 use serde_json::json;
-use tet_alloc::tet::query::{plan, Axes, Bins, Histogram, Operation, Output, QueryError, ReadPlan};
+use tet_alloc::tet::decode::ChunkDecoder;
+use tet_alloc::tet::query::{
+    decode_part, plan, Axes, Bins, Histogram, Operation, Output, QueryError, ReadPlan,
+};
 use tet_core::tet::fold::Value;
+use tet_core::tet::select::for_each_run;
 use tet_core::tet::TetFile;
+use tet_host::tet::codec::CZstd;
 use tet_host::tet::query::{histogram_range, result_dtype};
 
 use crate::error::Failure;
 use crate::file::{budget_source, open_reading, query_failure, Handle};
 
-/// The selected values of `plan_`, row-major little-endian bytes, at most `budget`.
+/// Parts (a range of plan parts), first output element, elements.
+type Slab = (std::ops::Range<usize>, u64, u64);
+
+/// The selected values of `plan_`, row-major little-endian bytes, at most `budget`:
+/// `tet-host`'s selection (`select_values`), each run of consecutive elements copied in
+/// one piece.
 pub fn select_parallel<'f>(
     file: &TetFile<'f>,
     plan_: &ReadPlan<'f>,
     budget: u64,
 ) -> Result<Vec<u8>, QueryError> {
-    tet_host::tet::query::select_values(file, plan_, budget, None)
+    let ds = &plan_.dataset;
+    let size = ds.dtype().size();
+    let total = plan_.selection.len().saturating_mul(size);
+    if total > budget {
+        return Err(QueryError::Budget {
+            needed: total,
+            budget,
+            what: "the selected values",
+        });
+    }
+    let mut out = vec![0u8; usize::try_from(total).unwrap_or(0)];
+    let shape = plan_.selection.shape();
+    let sel_shape = shape.as_slice();
+    let es = usize::try_from(size).unwrap_or(1);
+    let at = |e: u64| usize::try_from(e).unwrap_or(usize::MAX).saturating_mul(es);
+    // Slabs of the output along axis 0, one per row of chunks: each is contiguous in
+    // row-major order, so the rows of chunks are copied on every thread at once.
+    let inner = sel_shape
+        .iter()
+        .skip(1)
+        .fold(1u64, |x, n| x.saturating_mul(*n));
+    let mut slabs: Vec<Slab> = Vec::new();
+    let mut end = 0u64;
+    let mut i = 0usize;
+    let parts = &plan_.parts;
+    while let Some(p) = parts.get(i) {
+        let row = p.coords.as_slice().first().copied();
+        let mut j = i.saturating_add(1);
+        while parts
+            .get(j)
+            .is_some_and(|q| q.coords.as_slice().first().copied() == row)
+        {
+            j = j.saturating_add(1);
+        }
+        let first = p
+            .first_ordinal
+            .first()
+            .copied()
+            .unwrap_or(0)
+            .saturating_mul(inner);
+        let len = p.count.first().copied().unwrap_or(0).saturating_mul(inner);
+        if first != end {
+            // Rows of chunks out of order (a file from another writer): one slab.
+            slabs = vec![(0..parts.len(), 0, plan_.selection.len())];
+            break;
+        }
+        end = first.saturating_add(len);
+        slabs.push((i..j, first, len));
+        i = j;
+    }
+    let mut pieces: Vec<(&Slab, &mut [u8])> = Vec::new();
+    let mut rest: &mut [u8] = &mut out;
+    for s in &slabs {
+        let n = at(s.2).min(rest.len());
+        let (head, tail) = rest.split_at_mut(n);
+        pieces.push((s, head));
+        rest = tail;
+    }
+    pieces.into_par_iter().try_for_each_init(
+        || ChunkDecoder::new(CZstd::new(), budget),
+        |dec, ((range, first, _), slab)| -> Result<(), QueryError> {
+            let base = at(*first);
+            for i in range.clone() {
+                let tile = decode_part(file, plan_, i, dec)?;
+                let Some(part) = plan_.parts.get(i) else {
+                    continue;
+                };
+                for_each_run(ds, &plan_.selection, part, |r| {
+                    let mut idx = 0u64;
+                    for (d, n) in sel_shape.iter().enumerate() {
+                        idx = idx
+                            .saturating_mul(*n)
+                            .saturating_add(r.ordinals.get(d).copied().unwrap_or(0));
+                    }
+                    let step = if r.tile_stride == 1 { r.count } else { 1 };
+                    let n = at(step);
+                    let mut k = 0u64;
+                    while k < r.count {
+                        let src = at(r.tile_index.saturating_add(k.saturating_mul(r.tile_stride)));
+                        let dst = at(idx.saturating_add(k)).saturating_sub(base);
+                        if let (Some(s), Some(d)) = (
+                            tile.get(src..src.saturating_add(n)),
+                            slab.get_mut(dst..dst.saturating_add(n)),
+                        ) {
+                            d.copy_from_slice(s);
+                        }
+                        k = k.saturating_add(step);
+                    }
+                });
+            }
+            Ok(())
+        },
+    )?;
+    Ok(out)
 }
 
 /// What a query answered.
