@@ -376,6 +376,34 @@ impl Handle {
         Ok(PyArray1::from_vec(py, data))
     }
 
+    /// [`Handle::read`] into `out`, a `uint8` array of exactly the selection's bytes
+    /// (NumPy's allocation: large ones get huge pages, which a fresh vector does not).
+    #[pyo3(signature = (name, selection, out, memory_budget = None))]
+    fn read_into(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        selection: Vec<(Option<i64>, Option<i64>, Option<i64>)>,
+        mut out: numpy::PyReadwriteArray1<'_, u8>,
+        memory_budget: Option<u64>,
+    ) -> PyResult<()> {
+        let path = self.path.as_path();
+        let bytes = self.bytes();
+        let sel = slices(&selection);
+        let buf = out.as_slice_mut()?;
+        py.detach(|| -> Result<(), Failure> {
+            let file = open_reading(path, bytes)?;
+            let ds = dataset(path, &file, name)?;
+            let budget = tet_host::tet::budget_for(&file, None, memory_budget);
+            let source = budget_source(false, memory_budget);
+            let p = plan(&file, ds, &sel).map_err(|e| query_failure(path, name, &e, source))?;
+            crate::query::select_slice(&file, &p, budget, Some(buf))
+                .map(|_| ())
+                .map_err(|e| query_failure(path, name, &e, source))
+        })?;
+        Ok(())
+    }
+
     /// Runs a query document (JSON or TOML text) as `tet-host query` does; see
     /// [`crate::query`].
     #[pyo3(signature = (doc, memory_budget = None, threads = None))]

@@ -34,6 +34,17 @@ pub fn select_parallel<'f>(
     plan_: &ReadPlan<'f>,
     budget: u64,
 ) -> Result<Vec<u8>, QueryError> {
+    Ok(select_slice(file, plan_, budget, None)?.unwrap_or_default())
+}
+
+/// The selection copied into `into` (which must hold exactly its bytes), or into a new
+/// vector returned when `into` is `None`.
+pub fn select_slice<'f>(
+    file: &TetFile<'f>,
+    plan_: &ReadPlan<'f>,
+    budget: u64,
+    into: Option<&mut [u8]>,
+) -> Result<Option<Vec<u8>>, QueryError> {
     let ds = &plan_.dataset;
     let size = ds.dtype().size();
     let total = plan_.selection.len().saturating_mul(size);
@@ -44,7 +55,21 @@ pub fn select_parallel<'f>(
             what: "the selected values",
         });
     }
-    let mut out = vec![0u8; usize::try_from(total).unwrap_or(0)];
+    let mut owned = Vec::new();
+    let out: &mut [u8] = match into {
+        Some(buf) => buf,
+        None => {
+            owned = vec![0u8; usize::try_from(total).unwrap_or(0)];
+            &mut owned
+        }
+    };
+    if u64::try_from(out.len()).ok() != Some(total) {
+        return Err(QueryError::Budget {
+            needed: total,
+            budget: u64::try_from(out.len()).unwrap_or(0),
+            what: "the output array (its length is not the selection's bytes)",
+        });
+    }
     let shape = plan_.selection.shape();
     let sel_shape = shape.as_slice();
     let es = usize::try_from(size).unwrap_or(1);
@@ -85,7 +110,7 @@ pub fn select_parallel<'f>(
         i = j;
     }
     let mut pieces: Vec<(&Slab, &mut [u8])> = Vec::new();
-    let mut rest: &mut [u8] = &mut out;
+    let mut rest: &mut [u8] = out;
     for s in &slabs {
         let n = at(s.2).min(rest.len());
         let (head, tail) = rest.split_at_mut(n);
@@ -127,7 +152,7 @@ pub fn select_parallel<'f>(
             Ok(())
         },
     )?;
-    Ok(out)
+    Ok((!owned.is_empty() || total == 0).then_some(owned))
 }
 
 /// What a query answered.

@@ -319,7 +319,7 @@ class Dataset:
             out = self._view(axes)
             if out is None:
                 sel = [(s, s + (c - 1) * st + 1, st) for s, c, st, _, _ in axes]
-                out = self.file._h.read(self.name, sel, None).view(self.dtype).reshape(counts)
+                out = self._read(sel, counts, None)
         flips = tuple(slice(None, None, -1) if f else slice(None) for _, _, _, f, _ in axes)
         if any(f for _, _, _, f, _ in axes):
             out = out[flips]
@@ -327,6 +327,12 @@ class Dataset:
         if any(sq for *_, sq in axes):
             out = out[squeeze]
         return out
+
+    def _read(self, sel, counts, memory_budget):
+        # NumPy allocates (huge pages for large arrays); Rust fills it, GIL released.
+        buf = _np.empty(int(_np.prod(counts, dtype=_np.int64)) * self.dtype.itemsize, _np.uint8)
+        self.file._h.read_into(self.name, sel, buf, memory_budget)
+        return buf.view(self.dtype).reshape(counts)
 
     def _view(self, axes):
         coords = []
@@ -356,8 +362,7 @@ class Dataset:
 
     def read(self, memory_budget=None):
         """The whole dataset in a new array."""
-        return self.file._h.read(self.name, [], _budget(memory_budget)) \
-            .view(self.dtype).reshape(self.shape)
+        return self._read([], self.shape, _budget(memory_budget))
 
     def __array__(self, dtype=None, copy=None):
         a = self[...]
