@@ -37,21 +37,24 @@ step "tests"
 log=$(mktemp)
 cargo test --workspace --locked 2>&1 | tee "$log"
 
-step "Zarr export read by zarr-python (when a Python with zarr is at hand)"
-# cargo test needs no Python (the fixture store is committed); this checks that
-# zarr-python opens what export writes. TET_ZARR_PYTHON picks the interpreter.
-# A virtual environment with zarr-python from PyPI, made once per machine.
-if [ -z "${TET_ZARR_PYTHON:-}" ]; then
-  venv=target/venv-zarr
-  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import zarr, numpy' >/dev/null 2>&1; then
-    python3 -m venv "$venv" && "$venv/bin/pip" install -q 'zarr>=3,<4' numpy \
-      || echo "warning: could not install zarr-python into $venv"
-  fi
-  TET_ZARR_PYTHON=$venv/bin/python
+step "Python: one pinned venv (target/venv-py), the tetrs binding built, pytest; the Zarr check"
+# One virtual environment per machine from python/requirements-test.txt (CPython 3.11),
+# made again when that file changes (its hash is kept in the venv). The Zarr check and
+# the binding's tests both use it; TET_ZARR_PYTHON still picks another interpreter for
+# the Zarr check.
+venv=target/venv-py
+req=python/requirements-test.txt
+req_hash=$(sha256sum "$req" | cut -d' ' -f1)
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements-sha256" 2>/dev/null)" != "$req_hash" ]; then
+  rm -rf "$venv"
+  py=$(command -v python3.11 || command -v python3)
+  "$py" -m venv "$venv"
+  "$venv/bin/pip" install -q -r "$req"
+  echo "$req_hash" > "$venv/.requirements-sha256"
 fi
-zarr_py=$TET_ZARR_PYTHON
+cargo build -q -p tet-host --locked
+zarr_py=${TET_ZARR_PYTHON:-$venv/bin/python}
 if "$zarr_py" -c 'import zarr, numpy' >/dev/null 2>&1; then
-  cargo build -q -p tet-host --locked
   zarr_work=$(mktemp -d)
   "$zarr_py" tests/interop/check_zarr_export.py target/debug/tet-host \
     host/tests/fixtures/zarr/fixture.zarr "$zarr_work"
@@ -59,6 +62,20 @@ if "$zarr_py" -c 'import zarr, numpy' >/dev/null 2>&1; then
 else
   echo "zarr-python not importable by $zarr_py: skipped (cargo test covered the round trip)"
 fi
+# The extension, built incrementally in python/target (its own lock file), installed
+# editable into the venv; then every pytest test. No test collected fails the run.
+(cd python && cargo fmt --check && VIRTUAL_ENV="$PWD/../$venv" PATH="$PWD/../$venv/bin:$PATH" \
+  maturin develop --release --locked -q)
+(cd python && PYO3_PYTHON="$PWD/../$venv/bin/python" cargo clippy -q --release --locked --all-targets -- -D warnings)
+pylog=$(mktemp)
+pyrc=0
+(cd python && TET_HOST="$PWD/../target/debug/tet-host" "../$venv/bin/python" -m pytest -q tests) 2>&1 \
+  | tee "$pylog" || pyrc=$?
+py_passed=$(tail -n 1 "$pylog" | { grep -Eo '[0-9]+ passed' || true; } | awk '{s+=$1} END {print s+0}')
+py_failed=$(tail -n 1 "$pylog" | { grep -Eo '[0-9]+ (failed|errors?)' || true; } | awk '{s+=$1} END {print s+0}')
+rm -f "$pylog"
+if [ "$py_passed" -eq 0 ] && [ "$pyrc" -eq 0 ]; then pyrc=1; fi
+if [ "$pyrc" -ne 0 ]; then echo "pytest failed (exit $pyrc, $py_passed passed)" >&2; fi
 
 step "NetCDF input (tet-host feature netcdf: the system's libnetcdf)"
 # The feature links libnetcdf; apt installs it once per machine.
@@ -135,4 +152,7 @@ passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 rm -f "$log"
 echo
+passed=$((passed + py_passed))
+failed=$((failed + py_failed))
 echo "summary: $passed passed, $failed failed"
+if [ "$pyrc" -ne 0 ]; then exit 1; fi
