@@ -251,8 +251,15 @@ pub fn run<'py>(
         let name = ds.name();
         let budget = tet_host::tet::budget_for(&file, doc.execution, memory_budget);
         let source = budget_source(doc.execution.is_some(), memory_budget);
-        let resolved = tet_host::tet::dims::resolve(&file, &ds, &doc, budget)
-            .map_err(|e| Failure::usage(format!("{}: {e}", path.display())))?;
+        let resolved = tet_host::tet::dims::resolve(&file, &ds, &doc, budget).map_err(|e| {
+            // The file's own damage (4), the budget (8) or the query (16), as tet-host.
+            let category = match e.exit {
+                tet_host::Exit::Problems => tet_core::Category::Corrupt,
+                tet_host::Exit::Operational => tet_core::Category::Resource,
+                _ => tet_core::Category::Usage,
+            };
+            Failure::of(category, format!("{}: {e}", path.display()))
+        })?;
         let fail = |e: QueryError| query_failure(&path, name, &e, source);
         let mut p = plan(&file, ds, &resolved.selection).map_err(fail)?;
         p.mask = resolved.mask;
@@ -296,7 +303,7 @@ pub fn run<'py>(
                 path.display()
             )
         });
-        let rdtype = result_dtype(&out, op, ds.dtype());
+        let rdtype = result_dtype(&out, op, p.dtype());
         let mut shape = out.shape.clone();
         if rdtype == "coords" {
             shape.push(u64::try_from(ds_shape.len()).unwrap_or(0));
