@@ -387,16 +387,17 @@ fn dispatch(command: Command) -> Exit {
                 tet_host::say!("export to .npy needs --dataset NAME");
                 return Exit::Usage;
             };
-            with_input_mode(&file, memory.no_mmap, |b| {
-                tet::export::export_with(
+            tet_host::input::with_opened(&file, memory.no_mmap, |input| {
+                tet::export::export_streaming(
                     &file,
-                    b,
+                    input.bytes(),
                     &dataset,
                     &sel,
                     &output,
                     memory.memory_budget,
                     force,
                     coords,
+                    &|at, len| input.release(at, len),
                 )
             })
         }
