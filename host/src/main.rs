@@ -401,6 +401,37 @@ fn dispatch(command: Command) -> Exit {
                 )
             })
         }
+        Command::Transform {
+            file,
+            output,
+            dataset,
+            op,
+            factor,
+            min,
+            max,
+            level,
+            force,
+            read,
+        } => {
+            let t = match tet_alloc::tet::transform::Transform::parse(&op, factor, min, max) {
+                Ok(t) => t,
+                Err(e) => {
+                    tet_host::say!("--op {op}: {e}");
+                    return Exit::Usage;
+                }
+            };
+            let options = tet::transform::TransformOptions {
+                dataset,
+                transform: t,
+                threads: read.jobs.map(usize::from),
+                budget: read.memory.memory_budget,
+                level,
+                force,
+            };
+            with_input_mode(&file, read.memory.no_mmap, |b| {
+                tet::transform::transform(&file, b, &output, &options)
+            })
+        }
         Command::Repair {
             file,
             no,

@@ -12,6 +12,7 @@ pub mod repair;
 pub mod scan;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod transform;
 mod verify;
 pub mod writer;
 
