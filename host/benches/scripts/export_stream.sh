@@ -48,6 +48,7 @@ for spec in "12800 4096 200MB" "16384 16384 1GiB"; do
         measure "export $tag, $codec, selection [::3, 5:-5:2]" "$BIN" export "$t" --dataset a "$DIR/out.npy" --force --selection '[{"step": 3}, {"start": 5, "stop": -5, "step": 2}]'
     done
     measure "cp of the $tag .npy (baseline)" cp "$npy" "$DIR/copy.npy"
+    measure "cp + fsync of the $tag .npy (baseline: export syncs its output)" sh -c 'cp "$1" "$2" && sync "$2"' sh "$npy" "$DIR/copy.npy"
     rm -f "$DIR/copy.npy" "$DIR/out.npy"
 done
 echo "files in $DIR"

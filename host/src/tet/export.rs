@@ -489,6 +489,29 @@ pub fn for_each_slab<'f>(
                 idx =
                     idx.saturating_add(r.ordinals.get(a).copied().unwrap_or(0).saturating_mul(*s));
             }
+            let at = |k: u64, stride: u64| -> (usize, usize) {
+                let src = usize::try_from(r.tile_index.saturating_add(k.saturating_mul(stride)))
+                    .unwrap_or(usize::MAX)
+                    .saturating_mul(esz);
+                let dst = usize::try_from(idx.saturating_add(k).saturating_sub(base))
+                    .unwrap_or(usize::MAX)
+                    .saturating_mul(esz);
+                (src, dst)
+            };
+            if r.tile_stride == 1 {
+                // A run of consecutive tile elements: one copy.
+                let (src, dst) = at(k0, 1);
+                let len = usize::try_from(k1.saturating_sub(k0))
+                    .unwrap_or(0)
+                    .saturating_mul(esz);
+                if let (Some(s), Some(t)) = (
+                    tile.get(src..src.saturating_add(len)),
+                    buf.get_mut(dst..dst.saturating_add(len)),
+                ) {
+                    t.copy_from_slice(s);
+                }
+                return;
+            }
             for k in k0..k1 {
                 let src =
                     usize::try_from(r.tile_index.saturating_add(k.saturating_mul(r.tile_stride)))
