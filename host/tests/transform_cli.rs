@@ -423,6 +423,28 @@ fn output_does_not_depend_on_threads_and_keeps_metadata() {
         outs[0] == outs[1] && outs[1] == outs[2],
         "-j changed the stored chunks"
     );
+    // The library's one-thread statistics give the bits the command recorded.
+    {
+        use tet_alloc::tet::transform::{stats, Map, Transform};
+        let bytes = std::fs::read(d.join("t2m.tet")).unwrap();
+        let file = tet_core::tet::TetFile::open(&bytes).unwrap();
+        let ds = file.dataset("t2m").unwrap();
+        let p = tet_alloc::tet::query::plan(&file, ds, &[]).unwrap();
+        let mut dec =
+            tet_alloc::tet::decode::ChunkDecoder::new(tet_host::tet::codec::CZstd::new(), 1 << 30);
+        let s = stats(&file, &p, Transform::ZScore, &mut dec).unwrap();
+        let m = Map::new(
+            Transform::ZScore,
+            ds.dtype(),
+            &s,
+            tet_host::tet::transform::STD_FUNCS,
+        )
+        .unwrap();
+        let row = last_row(&d.join("z2.tet"));
+        for (k, v) in m.params() {
+            assert_eq!(row["params"][&k], v.as_str(), "{k}");
+        }
+    }
     let m = metadata(&d.join("z1.tet"));
     let a = &m["datasets"]["t2m"];
     assert_eq!(a["dim_names"], serde_json::json!(["time", "lon"]));
