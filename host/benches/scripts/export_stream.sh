@@ -45,6 +45,7 @@ for spec in "12800 4096 200MB" "16384 16384 1GiB"; do
         [ -f "$t" ] || "$BIN" convert "$npy" "$t" --name a --chunk 256,1024 --codec "$codec" --level 1 >/dev/null
         measure "export $tag f32 [$rows, $cols], 256×1024 chunks, $codec" "$BIN" export "$t" --dataset a "$DIR/out.npy" --force
         cmp -s "$DIR/out.npy" "$npy" || { echo "export of $t differs from $npy"; exit 1; }
+        measure "gathered in memory, $codec (query --output: the path export took before)" "$BIN" query '{"dataset": "a"}' -t "$t" --output "$DIR/out.npy" --force
         measure "export $tag, $codec, selection [::3, 5:-5:2]" "$BIN" export "$t" --dataset a "$DIR/out.npy" --force --selection '[{"step": 3}, {"start": 5, "stop": -5, "step": 2}]'
     done
     measure "cp of the $tag .npy (baseline)" cp "$npy" "$DIR/copy.npy"
