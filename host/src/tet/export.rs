@@ -415,9 +415,12 @@ pub fn for_each_slab<'f>(
     release: &dyn Fn(u64, u64),
     emit: &mut Emit<'_>,
 ) -> Result<(), Failed> {
+    use crate::tet::codec::CZstd;
+    use rayon::prelude::*;
     use tet_alloc::tet::decode::ChunkDecoder;
-    use tet_alloc::tet::query::decode_part;
+    use tet_alloc::tet::query::{decode_part, QueryError};
     use tet_core::tet::select::{for_each_run, ChunkPart};
+    use tet_core::tet::Codec;
     let ds = &plan_.dataset;
     let n = ds.ndim();
     let es = ds.dtype().size();
@@ -446,7 +449,34 @@ pub fn for_each_slab<'f>(
     let ord = |p: &ChunkPart, a: usize| p.first_ordinal.get(a).copied().unwrap_or(0);
     let cnt = |p: &ChunkPart, a: usize| p.count.get(a).copied().unwrap_or(0);
     let esz = usize::try_from(es).unwrap_or(1);
-    let mut dec = ChunkDecoder::new(crate::tet::codec::CZstd::new(), budget);
+    let mut dec = ChunkDecoder::new(CZstd::new(), budget);
+    // Threads for zstd slabs: each holds a decoder and a copy of its tile, so the count is
+    // lowered until that fits the budget left beside the window.
+    let largest = plan_
+        .rows
+        .iter()
+        .filter_map(|r| file.rows().get(usize::try_from(*r).ok()?))
+        .map(|r| r.raw_byte_len.get())
+        .max()
+        .unwrap_or(0);
+    let per_thread = dec.memory_needed(largest).saturating_add(largest).max(1);
+    let fit = budget
+        .saturating_sub(window)
+        .checked_div(per_thread)
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(1);
+    let threads = rayon::current_num_threads().min(fit).max(1);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Failed::Write(std::io::Error::other(e)))?;
+    let zstd = |q: usize| {
+        plan_
+            .rows
+            .get(q)
+            .and_then(|r| file.rows().get(usize::try_from(*r).ok()?))
+            .is_some_and(|r| Codec::from_wire(r.codec.get()) == Some(Codec::Zstd))
+    };
     let release_parts = |range: std::ops::Range<usize>| {
         for i in range {
             let row = plan_
@@ -621,12 +651,38 @@ pub fn for_each_slab<'f>(
                     while lo < hi0 {
                         let (a, b) = pieces(lo);
                         emit_piece(a, b, &mut |put| {
-                            for q in k..m {
-                                let part = parts.get(q).copied().unwrap_or_default();
-                                let tile =
-                                    decode_part(file, plan_, q, &mut dec).map_err(Failed::Read)?;
-                                tick(tile);
-                                put(&part, tile);
+                            let all: Vec<usize> = (k..m).collect();
+                            for wave in all.chunks(threads) {
+                                // zstd chunks decode a wave at a time on every thread (each
+                                // tile copied out of its thread's decoder), then fill in
+                                // order: the same bytes as one at a time.
+                                if wave.len() > 1 && wave.iter().all(|q| zstd(*q)) {
+                                    let tiles: Vec<Result<Vec<u8>, QueryError>> =
+                                        pool.install(|| {
+                                            wave.par_iter()
+                                                .map_init(
+                                                    || ChunkDecoder::new(CZstd::new(), budget),
+                                                    |d, &q| {
+                                                        decode_part(file, plan_, q, d)
+                                                            .map(<[u8]>::to_vec)
+                                                    },
+                                                )
+                                                .collect()
+                                        });
+                                    for (&q, t) in wave.iter().zip(tiles) {
+                                        let t = t.map_err(Failed::Read)?;
+                                        tick(&t);
+                                        put(&parts.get(q).copied().unwrap_or_default(), &t);
+                                    }
+                                    continue;
+                                }
+                                for &q in wave {
+                                    let part = parts.get(q).copied().unwrap_or_default();
+                                    let tile = decode_part(file, plan_, q, &mut dec)
+                                        .map_err(Failed::Read)?;
+                                    tick(tile);
+                                    put(&part, tile);
+                                }
                             }
                             Ok(())
                         })?;
