@@ -470,6 +470,10 @@ pub fn for_each_slab<'f>(
         .num_threads(threads)
         .build()
         .map_err(|e| Failed::Write(std::io::Error::other(e)))?;
+    // One decoder and one tile buffer per thread, kept from wave to wave.
+    let mut workers: Vec<(ChunkDecoder<CZstd>, Vec<u8>)> = (0..threads)
+        .map(|_| (ChunkDecoder::new(CZstd::new(), budget), Vec::new()))
+        .collect();
     let zstd = |q: usize| {
         plan_
             .rows
@@ -657,22 +661,22 @@ pub fn for_each_slab<'f>(
                                 // tile copied out of its thread's decoder), then fill in
                                 // order: the same bytes as one at a time.
                                 if wave.len() > 1 && wave.iter().all(|q| zstd(*q)) {
-                                    let tiles: Vec<Result<Vec<u8>, QueryError>> =
-                                        pool.install(|| {
-                                            wave.par_iter()
-                                                .map_init(
-                                                    || ChunkDecoder::new(CZstd::new(), budget),
-                                                    |d, &q| {
-                                                        decode_part(file, plan_, q, d)
-                                                            .map(<[u8]>::to_vec)
-                                                    },
-                                                )
-                                                .collect()
-                                        });
-                                    for (&q, t) in wave.iter().zip(tiles) {
-                                        let t = t.map_err(Failed::Read)?;
-                                        tick(&t);
-                                        put(&parts.get(q).copied().unwrap_or_default(), &t);
+                                    let decoded: Result<Vec<()>, QueryError> = pool.install(|| {
+                                        workers
+                                            .par_iter_mut()
+                                            .zip(wave.par_iter())
+                                            .map(|((d, out), &q)| {
+                                                let t = decode_part(file, plan_, q, d)?;
+                                                out.clear();
+                                                out.extend_from_slice(t);
+                                                Ok(())
+                                            })
+                                            .collect()
+                                    });
+                                    decoded.map_err(Failed::Read)?;
+                                    for (&q, (_, t)) in wave.iter().zip(workers.iter()) {
+                                        tick(t);
+                                        put(&parts.get(q).copied().unwrap_or_default(), t);
                                     }
                                     continue;
                                 }
