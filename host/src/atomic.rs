@@ -247,10 +247,18 @@ impl<F: FsOps> Output for AtomicFile<F> {
     type Error = io::Error;
 
     fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let n = u64::try_from(bytes.len()).unwrap_or(0);
+        self.pos = self.pos.saturating_add(n);
+        if bytes.len() >= BUFFER {
+            // A large piece is written as it is, not copied into the buffer first (a
+            // streaming writer's slab would otherwise be held twice).
+            self.flush_buf()?;
+            let file = self.file.as_ref().ok_or_else(closed)?;
+            self.ops.write_at(file, self.buf_at, bytes)?;
+            self.buf_at = self.buf_at.saturating_add(n);
+            return Ok(());
+        }
         self.buf.extend_from_slice(bytes);
-        self.pos = self
-            .pos
-            .saturating_add(u64::try_from(bytes.len()).unwrap_or(0));
         if self.buf.len() >= BUFFER {
             self.flush_buf()?;
         }

@@ -344,6 +344,39 @@ pub enum Command {
         #[command(flatten)]
         memory: MemoryArgs,
     },
+    /// Write an element-wise transform of a dataset to a new .tet file, chunk by chunk:
+    /// zscore, minmax (or min_max_normalize), center, scale (--factor), log1p, sqrt, clip
+    /// (--min, --max). The output keeps the dataset's name, shape, chunking, codecs, dims,
+    /// coordinates and attrs, and its history gets one row for the transform.
+    Transform {
+        /// The .tet file.
+        file: PathBuf,
+        /// The .tet file to write (replaced atomically; never the input).
+        output: PathBuf,
+        /// The dataset.
+        #[arg(long)]
+        dataset: String,
+        /// The transform.
+        #[arg(long, value_parser = tet_alloc::tet::transform::NAMES)]
+        op: String,
+        /// scale: the factor (`a * factor`).
+        #[arg(long, allow_hyphen_values = true)]
+        factor: Option<f64>,
+        /// clip: the lower bound.
+        #[arg(long, allow_hyphen_values = true)]
+        min: Option<f64>,
+        /// clip: the upper bound.
+        #[arg(long, allow_hyphen_values = true)]
+        max: Option<f64>,
+        /// zstd level of the chunks written as zstd (those stored as zstd in the source).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
+        level: i32,
+        /// Replace the output file when it exists.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        read: ReadArgs,
+    },
     /// Repair a .tet file: -n reports, -p applies fixes that lose nothing, -y applies
     /// every fix; without one of them it asks per fix on a terminal. A .tet file's
     /// chunks are all decoded (as verify --deep). Exit 0 nothing to fix, 1 all corrected,
@@ -449,7 +482,7 @@ impl Command {
             Command::Query { quiet, format, .. } => !*quiet && format == "json",
             // `.tet` repair prints lines: `main` turns JSON errors off for it.
             Command::Repair { json, .. } => *json,
-            Command::Convert { .. } | Command::Export { .. } => false,
+            Command::Convert { .. } | Command::Export { .. } | Command::Transform { .. } => false,
             Command::Put(_)
             | Command::Rm(_)
             | Command::Mkdir(_)

@@ -45,6 +45,35 @@ impl Input {
             Input::Read(v) => v,
         }
     }
+
+    /// Lets the kernel drop the resident pages of bytes `offset .. offset + len` of a
+    /// mapped input (a streaming reader calls it behind itself, so a pass over a large
+    /// file does not keep the file resident in this process); the bytes read the same
+    /// afterwards. A read input, or a failed request, changes nothing.
+    pub fn release(&self, offset: u64, len: u64) {
+        if let Input::Mapped(m) = self {
+            let start = usize::try_from(offset).unwrap_or(usize::MAX).min(m.len());
+            let n = usize::try_from(len)
+                .unwrap_or(usize::MAX)
+                .min(m.len().saturating_sub(start));
+            if n > 0 {
+                drop_pages(m, start, n);
+            }
+        }
+    }
+}
+
+/// `madvise(MADV_DONTNEED)` over `start .. start + len` of `map` (in bounds).
+///
+/// # Safety
+/// The mapping is private and read-only and this process never writes it, so dropping
+/// its pages only makes the next read fault them in again from the file: every byte
+/// reads as before, under the same contract as [`map_readonly`] (no other process
+/// rewrites or truncates the file while it is mapped). Nothing else is changed.
+#[allow(unsafe_code)]
+fn drop_pages(map: &memmap2::Mmap, start: usize, len: usize) {
+    // SAFETY: see the function's contract above; the range is inside the mapping.
+    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len) };
 }
 
 /// Refuses inputs that are not regular files or block devices, before opening them:
@@ -84,6 +113,23 @@ pub(crate) fn check_kind(path: &Path) -> std::io::Result<()> {
 fn map_readonly(file: &File) -> std::io::Result<memmap2::Mmap> {
     // SAFETY: see the function's contract above.
     unsafe { memmap2::Mmap::map(file) }
+}
+
+/// Runs `f` on the opened input at `path` (mapped, or read with `no_mmap`), for callers
+/// that release pages behind them ([`Input::release`]).
+pub fn with_opened(path: &std::path::Path, no_mmap: bool, f: impl FnOnce(&Input) -> Exit) -> Exit {
+    let opened = if no_mmap {
+        Input::read(path)
+    } else {
+        Input::open(path)
+    };
+    match opened {
+        Ok(i) => f(&i),
+        Err(e) => {
+            crate::say!("cannot read {}: {e}", path.display());
+            Exit::Operational
+        }
+    }
 }
 
 /// Runs `f` on the bytes of the file at `path`, mapped.

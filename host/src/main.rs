@@ -405,17 +405,49 @@ fn dispatch(command: Command) -> Exit {
                 tet_host::say!("export to .npy needs --dataset NAME");
                 return Exit::Usage;
             };
-            with_input_mode(&file, memory.no_mmap, |b| {
-                tet::export::export_with(
+            tet_host::input::with_opened(&file, memory.no_mmap, |input| {
+                tet::export::export_streaming(
                     &file,
-                    b,
+                    input.bytes(),
                     &dataset,
                     &sel,
                     &output,
                     memory.memory_budget,
                     force,
                     coords,
+                    &|at, len| input.release(at, len),
                 )
+            })
+        }
+        Command::Transform {
+            file,
+            output,
+            dataset,
+            op,
+            factor,
+            min,
+            max,
+            level,
+            force,
+            read,
+        } => {
+            let t = match tet_alloc::tet::transform::Transform::parse(&op, factor, min, max) {
+                Ok(t) => t,
+                Err(e) => {
+                    tet_host::say!("--op {op}: {e}");
+                    return Exit::Usage;
+                }
+            };
+            let options = tet::transform::TransformOptions {
+                dataset,
+                transform: t,
+                threads: read.jobs.map(usize::from),
+                budget: read.memory.memory_budget,
+                level,
+                force,
+            };
+            with_input_mode(&file, read.memory.no_mmap, |b| {
+                tet::transform::transform(&file, b, &output, &options)
             })
         }
         Command::Repair {

@@ -123,6 +123,11 @@ impl<'a> Base<'a> {
         })
     }
 
+    /// The file's history rows, oldest first.
+    pub fn history(&self) -> &[HistoryRow] {
+        &self.history
+    }
+
     /// Refuses a new dataset whose name the file has.
     pub fn check_names<'n, E>(
         &self,

@@ -13,6 +13,7 @@ pub mod repair;
 pub mod scan;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod transform;
 mod verify;
 pub mod writer;
 

@@ -20,6 +20,7 @@ pub mod query;
 pub mod query_doc;
 pub mod repair;
 pub mod report;
+pub mod transform;
 pub mod verify;
 pub mod write;
 #[cfg(feature = "zarr")]
