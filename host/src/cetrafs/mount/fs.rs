@@ -41,6 +41,9 @@ const XATTR_CREATE: i32 = 1;
 const XATTR_REPLACE: i32 = 2;
 const RENAME_NOREPLACE: u32 = 1;
 const O_ACCMODE: i32 = 3;
+const EOPNOTSUPP: i32 = 95;
+/// POSIX ACLs travel as these xattrs; cetrafs has none (mode bits only).
+const ACL_PREFIX: &[u8] = b"system.posix_acl_";
 
 /// The read-only mount's device: the image file, with the committed slots of dirty
 /// journals read in their place (as `ls` and `cat` see the image).
@@ -843,6 +846,10 @@ impl Filesystem for CetraFuse {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        if name.as_bytes().starts_with(ACL_PREFIX) {
+            // No ACLs: `cp -a` and `tar` then set the mode with chmod.
+            return reply.error(Errno::from_i32(EOPNOTSUPP));
+        }
         let mut st = self.lock();
         if flags & (XATTR_CREATE | XATTR_REPLACE) != 0 {
             let had = with_fs(&mut st, |fs, b| {
