@@ -267,3 +267,271 @@ pub fn xattr_value<D: BlockDevice>(
     })?;
     Ok(out)
 }
+
+#[cfg(test)]
+#[allow(clippy::restriction, reason = "tests fail by panicking")]
+mod tests {
+    use super::*;
+    use crate::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
+    use crate::cetrafs::write::{JoinOptions, Writer};
+    use core::cell::Cell;
+    use tet_core::block::{MemDevice, MemDeviceMut};
+
+    /// A device that counts its calls.
+    struct Counting<'a> {
+        inner: MemDevice<'a>,
+        runs: Cell<u64>,
+        blocks: Cell<u64>,
+    }
+
+    impl BlockDevice for Counting<'_> {
+        fn block_count(&self) -> u64 {
+            self.inner.block_count()
+        }
+        fn read_block(&self, lba: u64, buf: &mut Block) -> tet_core::Result<()> {
+            self.blocks.set(self.blocks.get() + 1);
+            self.inner.read_block(lba, buf)
+        }
+        fn read_blocks(&self, lba: u64, buf: &mut [u8]) -> tet_core::Result<()> {
+            self.runs.set(self.runs.get() + 1);
+            self.inner.read_blocks(lba, buf)
+        }
+    }
+
+    fn params() -> Params {
+        Params {
+            size_bytes: 64 << 20,
+            bg_size_blocks: 2048,
+            inodes: 1024,
+            nodes: 2,
+            journal_blocks: 33,
+            ..Params::default()
+        }
+    }
+
+    fn pattern(n: usize, seed: u32) -> Vec<u8> {
+        (0..n)
+            .map(|i| ((i as u32).wrapping_mul(2_654_435_761) ^ seed) as u8 | 1)
+            .collect()
+    }
+
+    #[test]
+    fn read_at_reads_a_run_per_call_and_agrees_with_fs_read() {
+        let mut b = ImageBuilder::new(params());
+        let n = 64 * BLOCK_SIZE + 123;
+        let contig = pattern(n, 1);
+        let mut sparse = pattern(n, 2);
+        sparse[5 * BLOCK_SIZE..9 * BLOCK_SIZE].fill(0);
+        b.add_file(
+            ImageBuilder::ROOT,
+            b"c",
+            contig.clone(),
+            Sparse::Dense,
+            Placement::Contiguous,
+        )
+        .unwrap();
+        b.add_file(
+            ImageBuilder::ROOT,
+            b"h",
+            sparse.clone(),
+            Sparse::Holes,
+            Placement::Contiguous,
+        )
+        .unwrap();
+        b.add_file(
+            ImageBuilder::ROOT,
+            b"u",
+            sparse.clone(),
+            Sparse::Uninit,
+            Placement::Contiguous,
+        )
+        .unwrap();
+        b.add_file(
+            ImageBuilder::ROOT,
+            b"f",
+            contig.clone(),
+            Sparse::Dense,
+            Placement::Fragmented,
+        )
+        .unwrap();
+        let img = b.build().unwrap();
+        let dev = Counting {
+            inner: MemDevice::new(&img),
+            runs: Cell::new(0),
+            blocks: Cell::new(0),
+        };
+        let mut bufs = Buffers::new();
+        let fs = Fs::open(&dev, &mut bufs.data).unwrap();
+        // The whole contiguous file: one device call for its 65 blocks.
+        let c = fs.resolve(b"/c", &mut bufs).unwrap();
+        let mut out = alloc::vec![0u8; n + 10];
+        dev.runs.set(0);
+        assert_eq!(read_at(&fs, &c, 0, &mut out, &mut bufs.tree).unwrap(), n);
+        assert_eq!(dev.runs.get(), 1, "one read for one extent run");
+        assert!(out[..n] == contig[..]);
+        // Every file, unaligned ranges, against the reader's own `read`.
+        for (name, want) in [
+            (&b"/c"[..], &contig),
+            (b"/h", &sparse),
+            (b"/u", &sparse),
+            (b"/f", &contig),
+        ] {
+            let i = fs.resolve(name, &mut bufs).unwrap();
+            for (off, len) in [
+                (0, 1),
+                (4095, 2),
+                (100, 9000),
+                (5 * 4096 - 7, 5 * 4096),
+                (n - 5, 100),
+                (n + 1, 4),
+            ] {
+                let mut got = alloc::vec![0xEEu8; len];
+                let k = read_at(&fs, &i, off as u64, &mut got, &mut bufs.tree).unwrap();
+                let end = (off + len).min(n);
+                let exp = want.get(off.min(n)..end).unwrap();
+                assert_eq!(k, exp.len(), "{name:?} at {off}");
+                assert!(got[..k] == *exp, "{name:?} at {off}+{len}");
+                let mut other = alloc::vec![0u8; len];
+                let mut b2 = Buffers::new();
+                let k2 = fs.read(&i, off as u64, &mut other, &mut b2).unwrap();
+                assert_eq!((k, &got[..k]), (k2, &other[..k2]));
+            }
+        }
+        // The fragmented file: every block its own extent, one call each.
+        let f = fs.resolve(b"/f", &mut bufs).unwrap();
+        dev.runs.set(0);
+        read_at(&fs, &f, 0, &mut out, &mut bufs.tree).unwrap();
+        assert_eq!(dev.runs.get(), 65);
+    }
+
+    fn listing(fs: &Fs<MemDevice<'_>>, dir: &Inode, page: usize) -> Vec<Vec<u8>> {
+        let mut bufs = Buffers::new();
+        let mut after = DOTDOT_COOKIE;
+        let mut out = Vec::new();
+        loop {
+            let p = dir_page(fs, dir, after, page, &mut bufs).unwrap();
+            let Some(last) = p.last() else { break };
+            after = last.cookie;
+            assert!(
+                p.windows(2).all(|w| w[0].cookie < w[1].cookie),
+                "cookie order"
+            );
+            assert!(p.len() <= page);
+            out.extend(p.into_iter().map(|e| e.name));
+        }
+        out
+    }
+
+    #[test]
+    fn dir_pages_resume_by_name_across_changes() {
+        let names: Vec<Vec<u8>> = (0..300)
+            .map(|i| alloc::format!("entry-{i}").into_bytes())
+            .collect();
+        let build = |keep: &dyn Fn(usize) -> bool, extra: &[&[u8]]| {
+            let mut b = ImageBuilder::new(params());
+            let d = b.mkdir(ImageBuilder::ROOT, b"d", 0o755).unwrap();
+            for (i, n) in names.iter().enumerate() {
+                if keep(i) {
+                    b.add_file(d, n, Vec::new(), Sparse::Dense, Placement::Contiguous)
+                        .unwrap();
+                }
+            }
+            for n in extra {
+                b.add_file(d, n, Vec::new(), Sparse::Dense, Placement::Contiguous)
+                    .unwrap();
+            }
+            b.build().unwrap()
+        };
+        let a = build(&|_| true, &[]);
+        let mut bufs = Buffers::new();
+        let fsa = Fs::open(MemDevice::new(&a), &mut bufs.data).unwrap();
+        let da = fsa.resolve(b"/d", &mut bufs).unwrap();
+        let mut all = listing(&fsa, &da, 37);
+        assert_eq!(all.len(), 300);
+        all.sort();
+        let mut want = names.clone();
+        want.sort();
+        assert_eq!(all, want, "every entry once");
+        // A first page from the directory, the rest after every third entry was
+        // removed and new ones added: each entry present throughout is listed once.
+        let first = dir_page(&fsa, &da, DOTDOT_COOKIE, 50, &mut bufs).unwrap();
+        let b_img = build(&|i| i % 3 != 0, &[b"new-1", b"new-2"]);
+        let fsb = Fs::open(MemDevice::new(&b_img), &mut bufs.data).unwrap();
+        let db = fsb.resolve(b"/d", &mut bufs).unwrap();
+        let mut seen: Vec<Vec<u8>> = first.iter().map(|e| e.name.clone()).collect();
+        let mut after = first.last().unwrap().cookie;
+        loop {
+            let p = dir_page(&fsb, &db, after, 50, &mut bufs).unwrap();
+            let Some(last) = p.last() else { break };
+            after = last.cookie;
+            seen.extend(p.into_iter().map(|e| e.name));
+        }
+        for (i, n) in names.iter().enumerate() {
+            let times = seen.iter().filter(|s| *s == n).count();
+            if i % 3 != 0 {
+                assert_eq!(times, 1, "{}", alloc::string::String::from_utf8_lossy(n));
+            } else {
+                assert!(times <= 1);
+            }
+        }
+        assert_eq!(cookie(b"entry-1"), cookie(b"entry-1"));
+        assert!(cookie(b"") >= 3 && cookie(b"x") != cookie(b"y"));
+    }
+
+    #[test]
+    fn counts_follow_allocation_and_active_rows_are_found() {
+        let empty = ImageBuilder::new(params()).build().unwrap();
+        let mut b = ImageBuilder::new(params());
+        b.add_file(
+            ImageBuilder::ROOT,
+            b"f",
+            pattern(10 * BLOCK_SIZE, 3),
+            Sparse::Dense,
+            Placement::Contiguous,
+        )
+        .unwrap();
+        let full = b.build().unwrap();
+        let mut buf: Block = [0; BLOCK_SIZE];
+        let c0 = counts(
+            &Fs::open(MemDevice::new(&empty), &mut buf).unwrap(),
+            &mut buf,
+        )
+        .unwrap();
+        let c1 = counts(
+            &Fs::open(MemDevice::new(&full), &mut buf).unwrap(),
+            &mut buf,
+        )
+        .unwrap();
+        assert_eq!(c0.data_blocks, c1.data_blocks);
+        // Ten for the file, one for the root directory's first entry block.
+        assert_eq!(c0.free_blocks - c1.free_blocks, 11);
+        assert_eq!(c0.free_inodes - c1.free_inodes, 1);
+        assert_eq!(c0.inodes, 1024);
+        assert!(c1.free_blocks < c1.data_blocks);
+
+        let mut img = empty.clone();
+        {
+            let dev = MemDeviceMut::new(&mut img);
+            let fs = Fs::open(&dev, &mut buf).unwrap();
+            assert_eq!(active_row(&fs, &mut buf).unwrap(), None);
+            let opts = JoinOptions {
+                node_id: 0x51,
+                hostname: b"here".to_vec(),
+                now_secs: 1,
+            };
+            let w = Writer::join(&dev, &opts).unwrap();
+            let fs = Fs::open(&dev, &mut buf).unwrap();
+            assert_eq!(
+                active_row(&fs, &mut buf).unwrap(),
+                Some(ActiveRow {
+                    row: 0,
+                    node_id: 0x51,
+                    hostname: b"here".to_vec()
+                })
+            );
+            w.leave().unwrap();
+            let fs = Fs::open(&dev, &mut buf).unwrap();
+            assert_eq!(active_row(&fs, &mut buf).unwrap(), None);
+        }
+    }
+}
