@@ -46,11 +46,10 @@ mount_fs() { # kind
   for _ in $(seq 200); do mountpoint -q "$W/mnt" && return; sleep 0.05; done
   echo "mount $1 did not come up" >&2; exit 1
 }
+pattern() { case $1 in cetrafs) echo "tet-host mount $W/img.cetrafs" ;; fuse2fs) echo "fuse2fs $W/img.ext4" ;; esac; }
 unmount_fs() { # kind: returns after the mount process has exited
   umount "$W/mnt"
-  local pat
-  case $1 in cetrafs) pat="tet-host mount $W/img.cetrafs" ;; fuse2fs) pat="fuse2fs $W/img.ext4" ;; esac
-  while pgrep -f "$pat" >/dev/null; do sleep 0.02; done
+  while pgrep -f "$(pattern $1)" >/dev/null; do sleep 0.02; done
 }
 
 declare -A R
@@ -70,6 +69,11 @@ for kind in cetrafs fuse2fs native; do
   drop; t0=$(now)
   [ $kind = native ] || mount_fs $kind
   dd if="$W/big.src" of="$dst/big" bs=1M status=none
+  if [ $kind != native ]; then
+    # Peak memory of the mount process so far (after the tree and the 1 GiB write).
+    pid=$(pgrep -f "$(pattern $kind)" | head -1)
+    R[$kind,hwm]=$(awk '/VmHWM/{print $2}' "/proc/$pid/status")
+  fi
   if [ $kind = native ]; then sync -f "$dst"; else unmount_fs $kind; fi
   R[$kind,write]=$(secs "$t0" "$(now)")
   # Read back after a fresh mount.
@@ -92,3 +96,4 @@ printf '| cp -a, 10,000 files of 1-4 KiB | %s | %s | %s |\n' "${R[cetrafs,cp]}" 
 printf '| 1 GiB sequential write | %s | %s | %s |\n' "${R[cetrafs,write]}" "${R[fuse2fs,write]}" "${R[native,write]}"
 printf '| 1 GiB read back (cmp) | %s | %s | %s |\n' "${R[cetrafs,read]}" "${R[fuse2fs,read]}" "${R[native,read]}"
 printf '| ls -lR of the tree | %s | %s | %s |\n' "${R[cetrafs,ls]}" "${R[fuse2fs,ls]}" "${R[native,ls]}"
+printf '| peak RSS of the mount process (KiB) | %s | %s | - |\n' "${R[cetrafs,hwm]}" "${R[fuse2fs,hwm]}"
