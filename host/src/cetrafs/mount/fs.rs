@@ -290,6 +290,13 @@ impl<D: BlockDevice> Reader for Fs<D> {
 impl CetraFuse {
     /// The attributes of `ino`.
     fn attr(&self, st: &mut State, ino: u64) -> Result<FileAttr, Errno> {
+        if let Backend::ReadWrite(w) = &st.backend {
+            // The writer's view includes its batch not yet committed.
+            return match w.stat(ino) {
+                Ok(r) => Ok(attr_of(&r)),
+                Err(e) => Err(errno_of(st, &self.image, &format!("inode {ino}"), &e)),
+            };
+        }
         let r = with_fs(st, |fs, b| fs.inode(ino, &mut b.data).map(|i| *i.raw()));
         match r {
             Ok(r) => Ok(attr_of(&r)),
@@ -300,6 +307,17 @@ impl CetraFuse {
 
     /// The inode `name` names in `dir`.
     fn find(&self, st: &mut State, dir: u64, name: &[u8]) -> Result<u64, Errno> {
+        if let Backend::ReadWrite(w) = &st.backend {
+            return match w.lookup(dir, name) {
+                Ok(i) => Ok(i),
+                Err(e) => Err(errno_of(
+                    st,
+                    &self.image,
+                    &format!("directory inode {dir}"),
+                    &e,
+                )),
+            };
+        }
         let r = with_fs(st, |fs, b| {
             let d = fs.inode(dir, &mut b.data)?;
             if !d.is_dir() {
@@ -311,6 +329,17 @@ impl CetraFuse {
             Ok(x) => x,
             Err(e) => Err(eio(st, &self.image, &format!("directory inode {dir}"), &e)),
         }
+    }
+
+    /// Before a read through the device (file bytes, directory blocks, xattr blocks,
+    /// group counts): the writer's batch committed, so the device holds every change.
+    fn settle(&self, st: &mut State) -> Result<(), Errno> {
+        if let Backend::ReadWrite(w) = &mut st.backend {
+            if let Err(e) = w.sync() {
+                return Err(errno_of(st, &self.image, "committing the batch", &e));
+            }
+        }
+        Ok(())
     }
 
     /// The writer, or `EROFS` on a read-only mount; its clock set to now.
@@ -445,6 +474,9 @@ impl Filesystem for CetraFuse {
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         let mut st = self.lock();
+        if let Err(e) = self.settle(&mut st) {
+            return reply.error(e);
+        }
         let r = with_fs(&mut st, |fs, b| {
             let i = fs.inode(ino.0, &mut b.data)?;
             if !i.is_symlink() {
@@ -669,6 +701,9 @@ impl Filesystem for CetraFuse {
         reply: ReplyData,
     ) {
         let mut st = self.lock();
+        if let Err(e) = self.settle(&mut st) {
+            return reply.error(e);
+        }
         let r = with_fs(&mut st, |fs, b| {
             let i = fs.inode(ino.0, &mut b.data)?;
             if i.is_dir() {
@@ -776,6 +811,9 @@ impl Filesystem for CetraFuse {
         mut reply: ReplyDirectory,
     ) {
         let mut st = self.lock();
+        if let Err(e) = self.settle(&mut st) {
+            return reply.error(e);
+        }
         let r = with_fs(&mut st, |fs, b| {
             let d = fs.inode(ino.0, &mut b.data)?;
             if !d.is_dir() {
@@ -821,6 +859,9 @@ impl Filesystem for CetraFuse {
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let mut st = self.lock();
+        if let Err(e) = self.settle(&mut st) {
+            return reply.error(e);
+        }
         match with_fs(&mut st, |fs, b| fs.counts(&mut b.data)) {
             Ok(c) => reply.statfs(
                 c.data_blocks,
@@ -851,6 +892,9 @@ impl Filesystem for CetraFuse {
             return reply.error(Errno::from_i32(EOPNOTSUPP));
         }
         let mut st = self.lock();
+        if let Err(e) = self.settle(&mut st) {
+            return reply.error(e);
+        }
         if flags & (XATTR_CREATE | XATTR_REPLACE) != 0 {
             let had = with_fs(&mut st, |fs, b| {
                 let i = fs.inode(ino.0, &mut b.data)?;
@@ -873,6 +917,9 @@ impl Filesystem for CetraFuse {
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let mut st = self.lock();
+        if let Err(e) = self.settle(&mut st) {
+            return reply.error(e);
+        }
         let r = with_fs(&mut st, |fs, b| {
             let i = fs.inode(ino.0, &mut b.data)?;
             fs.xattr_value(&i, name.as_bytes(), b)
@@ -886,6 +933,9 @@ impl Filesystem for CetraFuse {
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let mut st = self.lock();
+        if let Err(e) = self.settle(&mut st) {
+            return reply.error(e);
+        }
         let r = with_fs(&mut st, |fs, b| {
             let i = fs.inode(ino.0, &mut b.data)?;
             fs.xattr_names(&i, b)

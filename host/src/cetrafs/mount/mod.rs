@@ -73,7 +73,15 @@ pub fn mount(a: &MountArgs) -> Exit {
         }
     } else {
         match join_checked("mount", &a.image, a.node.node_id, dev) {
-            Ok(w) => Backend::ReadWrite(Box::new(w)),
+            Ok(mut w) => {
+                // Metadata operations share transactions until a read through the
+                // device, a data write, fsync or the unmount commits them.
+                if let Err(e) = w.set_batch(true) {
+                    crate::say!("mount: {}: {e}", a.image.display());
+                    return exit_of(&e);
+                }
+                Backend::ReadWrite(Box::new(w))
+            }
             Err(exit) => return exit,
         }
     };
