@@ -479,6 +479,43 @@ mod tests {
     }
 
     #[test]
+    fn batched_small_writes_read_back_after_sync() {
+        let mut img = ImageBuilder::new(params()).build().unwrap();
+        let mut buf: Block = [0; BLOCK_SIZE];
+        let dev = MemDeviceMut::new(&mut img);
+        let opts = JoinOptions {
+            node_id: 0x52,
+            hostname: b"b".to_vec(),
+            now_secs: 1,
+        };
+        let mut w = Writer::join(&dev, &opts).unwrap();
+        w.set_batch(true).unwrap();
+        let ino = w.create(1, b"small", 0o644, 0, 0).unwrap();
+        let a = pattern(5000, 4);
+        let b2 = pattern(3000, 5);
+        w.write(ino, 0, &a).unwrap();
+        w.write(ino, 4000, &b2).unwrap();
+        w.write(ino, 20_000, b"tail").unwrap();
+        // Pending, not on the device yet; the writer's own view has the size.
+        assert_eq!(w.stat(ino).unwrap().size.get(), 20_004);
+        w.sync().unwrap();
+        let mut want = alloc::vec![0u8; 20_004];
+        want[..5000].copy_from_slice(&a);
+        want[4000..7000].copy_from_slice(&b2);
+        want[20_000..].copy_from_slice(b"tail");
+        let fs = Fs::open(&dev, &mut buf).unwrap();
+        let mut bufs = Buffers::new();
+        let i = fs.resolve(b"/small", &mut bufs).unwrap();
+        let mut got = alloc::vec![0u8; 20_004];
+        assert_eq!(
+            read_at(&fs, &i, 0, &mut got, &mut bufs.tree).unwrap(),
+            20_004
+        );
+        assert!(got == want);
+        w.leave().unwrap();
+    }
+
+    #[test]
     fn counts_follow_allocation_and_active_rows_are_found() {
         let empty = ImageBuilder::new(params()).build().unwrap();
         let mut b = ImageBuilder::new(params());
