@@ -767,9 +767,10 @@ impl Filesystem for CetraFuse {
         reply.ok();
     }
 
-    /// Every operation was committed (data written and flushed, then its transaction
-    /// committed and checkpointed) before it returned; `sync` commits anything a batch
-    /// still holds, so this returns only when the file's data and metadata are durable.
+    /// Commits the writer's batch (every metadata change and small write so far: data
+    /// written and flushed, then the transaction committed and checkpointed) and
+    /// flushes the device: this returns only when the file's data and the metadata
+    /// that reaches it are durable. Larger writes were committed before they returned.
     fn fsync(
         &self,
         _req: &Request,
