@@ -23,6 +23,17 @@ if [ ! -d ../shared/conformance/tet-upstream ]; then
   echo "WARNING: ../shared/conformance is missing: conformance tests will be SKIPPED" >&2
 fi
 
+step "FUSE mount tests: fusermount3 (Debian's fuse3) when missing"
+# host/tests/mount_cli.rs mounts through /dev/fuse; as root it needs nothing more, as
+# another user fusermount3. Without /dev/fuse the tests print SKIPPING (and fail under CI).
+if [ -e /dev/fuse ] && ! command -v fusermount3 >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends fuse3 >/dev/null
+  else
+    sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends fuse3 >/dev/null
+  fi
+fi
+
 step "fmt"
 cargo fmt --all --check
 (cd fuzz && cargo fmt --check)

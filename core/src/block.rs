@@ -39,6 +39,24 @@ pub trait BlockDevice {
         let _ = len;
         self.read_block(lba, buf)
     }
+    /// Reads the consecutive blocks from `lba` into `buf`, whose length is a multiple of
+    /// [`BLOCK_SIZE`] (a partial last block fails, as `Invalid`). One device call on
+    /// devices that can (a file: one `pread`); this default reads a block at a time.
+    fn read_blocks(&self, lba: u64, buf: &mut [u8]) -> Result<()> {
+        if buf.len() % BLOCK_SIZE != 0 {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "read_blocks length (not whole blocks)",
+                lba.saturating_mul(BLOCK_SIZE_U64),
+            ));
+        }
+        let mut b: Block = [0; BLOCK_SIZE];
+        for (k, chunk) in (0u64..).zip(buf.chunks_exact_mut(BLOCK_SIZE)) {
+            self.read_block(lba.saturating_add(k), &mut b)?;
+            chunk.copy_from_slice(&b);
+        }
+        Ok(())
+    }
 }
 
 impl<D: BlockDevice + ?Sized> BlockDevice for &D {
@@ -50,6 +68,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for &D {
     }
     fn read_block_prefix(&self, lba: u64, buf: &mut Block, len: usize) -> Result<()> {
         (**self).read_block_prefix(lba, buf, len)
+    }
+    fn read_blocks(&self, lba: u64, buf: &mut [u8]) -> Result<()> {
+        (**self).read_blocks(lba, buf)
     }
 }
 

@@ -441,6 +441,8 @@ pub enum Command {
     Setfattr(crate::cetrafs::write::SetfattrArgs),
     /// Print the extended attributes of paths in a cetrafs image (as getfattr -d).
     Getfattr(crate::cetrafs::write::GetfattrArgs),
+    /// Mount a cetrafs image through FUSE, read-write as one node or --read-only.
+    Mount(crate::cetrafs::mount::MountArgs),
     /// Check every structural rule and decode payloads (.tet: the first 128 chunks, or
     /// all with --deep); exit 0 when clean, 4 when problems are found.
     Verify {
@@ -493,7 +495,8 @@ impl Command {
             | Command::Touch(_)
             | Command::Truncate(_)
             | Command::Setfattr(_)
-            | Command::Getfattr(_) => false,
+            | Command::Getfattr(_)
+            | Command::Mount(_) => false,
         }
     }
 }

@@ -16,7 +16,11 @@ use tet_host::{budget, cetrafs, sniff, tet, Exit, Output};
 
 fn main() -> ExitCode {
     cli::quiet_on_closed_stdout();
-    tet_host::atomic::remove_temporaries_on_signal();
+    // (The mount handles these signals itself: they unmount it.)
+    let mounting = std::env::args_os().nth(1).is_some_and(|a| a == "mount");
+    if !mounting {
+        tet_host::atomic::remove_temporaries_on_signal();
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -191,6 +195,7 @@ fn dispatch(command: Command) -> Exit {
         Command::Truncate(a) => only_cetrafs(&a.image, || cetrafs::write::truncate(&a)),
         Command::Setfattr(a) => only_cetrafs(&a.image, || cetrafs::write::setfattr(&a)),
         Command::Getfattr(a) => only_cetrafs(&a.image, || cetrafs::write::getfattr(&a)),
+        Command::Mount(a) => only_cetrafs(&a.image, || cetrafs::mount::mount(&a)),
         Command::Tune {
             image,
             label,

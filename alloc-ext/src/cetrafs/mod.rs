@@ -11,4 +11,5 @@ pub mod records;
 pub mod repair;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod view;
 pub mod write;

@@ -6,7 +6,7 @@ use super::raw::{RawJournalFlag, RawSlotHeader};
 use super::scratch::Scratch;
 use super::sealed;
 use super::{err, zero, F_COMMIT, F_FRESH, JF_MAGIC, JOURNAL_DIRTY, JS_MAGIC};
-use crate::block::{Block, BlockDevice};
+use crate::block::{Block, BlockDevice, BLOCK_SIZE};
 use crate::checksum::crc32c;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -228,6 +228,21 @@ impl<D: BlockDevice> BlockDevice for OverlayDevice<'_, '_, D> {
     fn read_block_prefix(&self, lba: u64, buf: &mut Block, len: usize) -> Result<()> {
         self.dev
             .read_block_prefix(self.overlay.redirect(lba), buf, len)
+    }
+    /// The run in one call to the device below, then each block the overlay redirects
+    /// read again from its journal payload.
+    fn read_blocks(&self, lba: u64, buf: &mut [u8]) -> Result<()> {
+        self.dev.read_blocks(lba, buf)?;
+        let mut b: Block = [0; BLOCK_SIZE];
+        for (k, chunk) in (0u64..).zip(buf.chunks_exact_mut(BLOCK_SIZE)) {
+            let at = lba.saturating_add(k);
+            let to = self.overlay.redirect(at);
+            if to != at {
+                self.dev.read_block(to, &mut b)?;
+                chunk.copy_from_slice(&b);
+            }
+        }
+        Ok(())
     }
 }
 

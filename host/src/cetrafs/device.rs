@@ -130,6 +130,26 @@ impl BlockDevice for FileDevice {
             .map_err(|e| Self::io_error(lba, &e))
     }
 
+    /// One `pread` for the whole run, past the read-ahead windows (a large file read
+    /// moves each extent run in one call; writes reach the file before any read, so
+    /// the file is always current).
+    fn read_blocks(&self, lba: u64, buf: &mut [u8]) -> Result<()> {
+        let n = tet_core::arith::u64_of(buf.len()) / BLOCK_SIZE_U64;
+        if !buf.len().is_multiple_of(BLOCK_SIZE) {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "read_blocks length (not whole blocks)",
+                lba.saturating_mul(BLOCK_SIZE_U64),
+            ));
+        }
+        if lba.saturating_add(n) > self.blocks {
+            return Err(past_end(lba.max(self.blocks), self.blocks));
+        }
+        self.file
+            .read_exact_at(buf, lba.saturating_mul(BLOCK_SIZE_U64))
+            .map_err(|e| Self::io_error(lba, &e))
+    }
+
     fn read_block(&self, lba: u64, buf: &mut Block) -> Result<()> {
         if lba >= self.blocks {
             return Err(past_end(lba, self.blocks));

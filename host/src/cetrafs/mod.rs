@@ -5,6 +5,7 @@ pub mod device;
 pub mod extract;
 pub mod info;
 pub mod mkfs;
+pub mod mount;
 pub mod read;
 pub mod repair;
 pub mod replay;

@@ -232,7 +232,7 @@ fn show(p: &[u8]) -> String {
 
 /// The exit for a write-path error: the image's own damage 4, a device failure or a
 /// refusal 8, an operation's Unix error 8 (a request the image cannot satisfy).
-fn exit_of(e: &WriteError) -> Exit {
+pub(crate) fn exit_of(e: &WriteError) -> Exit {
     match e {
         WriteError::Device(d) => Exit::of(d.kind.category()),
         WriteError::Replay(r) => Exit::of(r.category()),
@@ -249,7 +249,7 @@ fn fail(what: String, e: &WriteError) -> Fail {
     Fail(format!("{what}: {why}"), exit_of(e))
 }
 
-fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
@@ -270,49 +270,10 @@ fn with_writer(
             return Exit::Operational;
         }
     };
-    // This node's own crash first (docs/cetrafs.md section 15: its next join recovers
-    // it): a command killed mid-transaction leaves counts behind the bitmaps, which the
-    // check would report as errors.
-    if let Err(e) = tet_alloc::cetrafs::write::recover(&dev, node_id) {
-        crate::say!(
-            "{tool}: {}: recovering node {node_id:#x}: {e}",
-            image.display()
-        );
-        return exit_of(&e);
-    }
-    let (found, _) = fsck::findings(&dev, &fsck::Options::default());
-    let errors = found
-        .iter()
-        .filter(|f| f.severity() == Severity::Error)
-        .count();
-    if errors > 0 {
-        crate::say!(
-            "{tool}: {}: not written: verify finds {errors} error(s) (run `tet-host verify` \
-             to see them, `tet-host repair` to fix them first)",
-            image.display()
-        );
-        return Exit::Problems;
-    }
-    let host = std::fs::read("/etc/hostname")
-        .map(|mut h| {
-            h.retain(|b| !b.is_ascii_whitespace());
-            h.truncate(64);
-            h
-        })
-        .unwrap_or_default();
-    let opts = JoinOptions {
-        node_id,
-        hostname: host,
-        now_secs: now_ns() / 1_000_000_000,
-    };
-    let mut w = match Writer::join(&dev, &opts) {
+    let mut w = match join_checked(tool, image, node_id, &dev) {
         Ok(w) => w,
-        Err(e) => {
-            crate::say!("{tool}: {}: cannot join: {e}", image.display());
-            return exit_of(&e);
-        }
+        Err(exit) => return exit,
     };
-    w.set_time(now_ns());
     let r = f(&mut w);
     let left = w.leave();
     if let Err(Fail(msg, exit)) = r {
@@ -324,6 +285,66 @@ fn with_writer(
         return exit_of(&e);
     }
     Exit::Clean
+}
+
+/// Joins `dev` (the image `image`, opened for writing) as node `node_id` the way every
+/// writing command and the read-write mount do: the node's own crash recovered first,
+/// an image with error-severity findings refused (repair first), then the join with
+/// this host's name; the writer's clock set. Says why not, in `tool`'s name.
+pub(crate) fn join_checked<'d>(
+    tool: &str,
+    image: &Path,
+    node_id: u64,
+    dev: &'d FileDevice,
+) -> Result<Writer<&'d FileDevice>, Exit> {
+    // This node's own crash first (docs/cetrafs.md section 15: its next join recovers
+    // it): a command killed mid-transaction leaves counts behind the bitmaps, which the
+    // check would report as errors.
+    if let Err(e) = tet_alloc::cetrafs::write::recover(dev, node_id) {
+        crate::say!(
+            "{tool}: {}: recovering node {node_id:#x}: {e}",
+            image.display()
+        );
+        return Err(exit_of(&e));
+    }
+    let (found, _) = fsck::findings(dev, &fsck::Options::default());
+    let errors = found
+        .iter()
+        .filter(|f| f.severity() == Severity::Error)
+        .count();
+    if errors > 0 {
+        crate::say!(
+            "{tool}: {}: not written: verify finds {errors} error(s) (run `tet-host verify` \
+             to see them, `tet-host repair` to fix them first)",
+            image.display()
+        );
+        return Err(Exit::Problems);
+    }
+    let opts = JoinOptions {
+        node_id,
+        hostname: hostname(),
+        now_secs: now_ns() / 1_000_000_000,
+    };
+    let mut w = match Writer::join(dev, &opts) {
+        Ok(w) => w,
+        Err(e) => {
+            crate::say!("{tool}: {}: cannot join: {e}", image.display());
+            return Err(exit_of(&e));
+        }
+    };
+    w.set_time(now_ns());
+    Ok(w)
+}
+
+/// This host's name (at most 64 bytes), as the registry row records it.
+pub(crate) fn hostname() -> Vec<u8> {
+    std::fs::read("/etc/hostname")
+        .map(|mut h| {
+            h.retain(|b| !b.is_ascii_whitespace());
+            h.truncate(64);
+            h
+        })
+        .unwrap_or_default()
 }
 
 /// The (directory, name) a path's last component goes in, where an existing directory

@@ -30,6 +30,8 @@ const MAX_SIZE: u64 = 1 << 44;
 /// changes in place do not fit one journal).
 const WRITE_CHUNK: u64 = 4096;
 const XATTR_ENTRY: usize = 322;
+/// Writes up to this size join a batch (small files copied in share commits).
+pub const BATCH_WRITE: usize = 64 << 10;
 /// Where a file unlinked while open waits for its last close.
 const LOST_FOUND: &[u8] = b"lost+found";
 
@@ -607,14 +609,25 @@ impl<D: BlockDeviceMut> Writer<D> {
     /// Writes `data` at byte `offset` of file `ino`, a transaction per piece that fits
     /// one journal: new blocks are written first, then the transaction mapping them;
     /// blocks already mapped change through the journal.
+    ///
+    /// In batch mode a write of at most [`BATCH_WRITE`] bytes joins the pending
+    /// transaction instead when it fits one journal (whole or absent after a crash,
+    /// like every batched operation; [`Writer::sync`] makes it durable).
     pub fn write(&mut self, ino: u64, offset: u64, data: &[u8]) -> Result<(), WriteError> {
-        self.sync()?;
         let end = offset
             .checked_add(tet_core::arith::u64_of(data.len()))
             .ok_or(Errno::EFBIG)?;
         if end > MAX_SIZE {
             return Err(Errno::EFBIG.into());
         }
+        if self.batch && !data.is_empty() && data.len() <= BATCH_WRITE {
+            match self.run(|w, t| w.write_piece(t, ino, offset, data)) {
+                // Too many blocks changed in place for one journal: in pieces below.
+                Err(e) if e.errno() == Errno::ENOSPC => {}
+                r => return r,
+            }
+        }
+        self.sync()?;
         let mut pos = offset;
         let mut chunk = WRITE_CHUNK.saturating_mul(BLOCK_SIZE_U64);
         while pos < end {
