@@ -554,6 +554,13 @@ fn damaged_metadata_is_the_files_problem_and_integers_mask() {
     let (c, _, e) = query("dmg-meta.tet", r#"{"dataset": "temp", "mean": "time"}"#);
     assert_eq!(c, 4, "{e}");
     assert!(e.contains("metadata"), "{e}");
+    // A nan_* reduction still runs on the elements as stored, and says what it missed.
+    let (c, o, e) = query("dmg-meta.tet", r#"{"dataset": "temp", "nan_min": []}"#);
+    assert_eq!((c, o.as_str()), (0, "temp nan_min = -9999.0\n"), "{e}");
+    assert!(
+        e.contains("without the missing-value markers or packing"),
+        "{e}"
+    );
     // The user's own error stays 16.
     let (c, _, e) = query("dmg.tet", r#"{"dataset": "temp", "mean": "depth"}"#);
     assert_eq!(c, 16, "{e}");

@@ -787,3 +787,20 @@ fn the_writer_keeps_peer_limits_and_big_coordinates_go_in_datasets() {
         .clone();
     assert_eq!(d.coord(0), Some(&Coord::Dataset("time".into())));
 }
+
+/// A masked decode holds its copy beside the tile: as large as the tile, or 8 bytes an
+/// element when widened to f64; the scheduler sizes its threads by it.
+#[test]
+fn masked_decodes_count_their_copy() {
+    use tet_alloc::tet::decode::{ChunkDecoder, Marker, Markers, Mask, Ruzstd};
+    let d = ChunkDecoder::new(Ruzstd::new(), 1 << 30);
+    let m = Markers::from(Marker::parse("255").unwrap());
+    let raw = 4u64 << 20;
+    let plain = d.memory_needed(raw);
+    let widened = d.memory_needed_masked(raw, DType::U8, Mask::Missing(m));
+    assert_eq!(widened - plain, 8 * raw);
+    let counted = d.memory_needed_masked(raw, DType::U8, Mask::Indicator(m));
+    assert_eq!(counted - plain, raw);
+    let float = d.memory_needed_masked(raw, DType::F32, Mask::Missing(m));
+    assert_eq!(float - plain, raw);
+}

@@ -98,6 +98,20 @@ pub struct TimeUnits {
     pub unit: Unit,
     /// The epoch, in nanoseconds since 1970-01-01T00:00:00.
     pub epoch: i128,
+    /// The first instant read here: 1582-10-15 for CF's `standard` and `gregorian`
+    /// calendars (and no calendar, CF's default), which are Julian before it; `None`
+    /// for `proleptic_gregorian`.
+    pub valid_from: Option<i128>,
+}
+
+/// 1582-10-15T00:00:00, the first Gregorian day, in nanoseconds since 1970.
+const GREGORIAN_START: i128 = -12_219_292_800 * 1_000_000_000;
+
+impl TimeUnits {
+    /// Whether `at` (and the epoch) fall where this calendar's dates are Gregorian.
+    fn readable(&self, at: i128) -> bool {
+        self.valid_from.is_none_or(|g| at >= g && self.epoch >= g)
+    }
 }
 
 /// The calendars whose dates are the proleptic Gregorian ones (CF's `standard` and
@@ -124,7 +138,12 @@ pub fn parse_units(units: &str, calendar: Option<&str>) -> Result<Option<TimeUni
         ));
     }
     let epoch = parse_instant(date.trim()).map_err(|e| format!("units {units:?}: {e}"))?;
-    Ok(Some(TimeUnits { unit, epoch }))
+    let proleptic = calendar.is_some_and(|c| c.eq_ignore_ascii_case("proleptic_gregorian"));
+    Ok(Some(TimeUnits {
+        unit,
+        epoch,
+        valid_from: (!proleptic).then_some(GREGORIAN_START),
+    }))
 }
 
 /// Digits of `s` as a number, when `s` is all ASCII digits (at least one).
@@ -269,6 +288,12 @@ pub fn parse_instant(text: &str) -> Result<i128, String> {
 /// on one, else the fractional count (which resolves between two values).
 pub fn encode(text: &str, units: &TimeUnits) -> Result<Bound, String> {
     let at = parse_instant(text)?;
+    if !units.readable(at) {
+        return Err(format!(
+            "{text:?} or the epoch is before 1582-10-15, where the standard calendar is \
+             Julian, which is not read here (calendar proleptic_gregorian is)"
+        ));
+    }
     let since = at
         .checked_sub(units.epoch)
         .ok_or_else(|| format!("{text:?} is out of range"))?;
@@ -293,6 +318,9 @@ pub fn format(value: i128, units: &TimeUnits) -> Option<String> {
     let ns = value
         .checked_mul(units.unit.nanos())?
         .checked_add(units.epoch)?;
+    if !units.readable(ns) {
+        return None;
+    }
     let day = Unit::Days.nanos();
     let days = ns.checked_div_euclid(day)?;
     let rest = ns.checked_rem_euclid(day)?;
@@ -396,5 +424,23 @@ mod tests {
         assert_eq!(numpy_units("s", true).unwrap(), "seconds since 1970-01-01");
         assert_eq!(numpy_units("ms", false).unwrap(), "milliseconds");
         assert!(numpy_units("Y", true).is_err());
+        // The standard calendar is Julian before 1582-10-15: such dates are refused,
+        // not shifted; proleptic_gregorian reads them.
+        assert_eq!(parse_instant("1582-10-15"), Ok(GREGORIAN_START));
+        let std = parse_units("days since 0001-01-01", Some("standard"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(format(730_121, &std), None);
+        assert!(encode("2000-01-01", &std).unwrap_err().contains("Julian"));
+        let none = parse_units("days since 1582-10-15", None).unwrap().unwrap();
+        assert_eq!(format(0, &none).as_deref(), Some("1582-10-15T00:00:00"));
+        assert_eq!(format(-1, &none), None);
+        let pro = parse_units("days since 0001-01-01", Some("proleptic_gregorian"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            format(730_119, &pro).as_deref(),
+            Some("2000-01-01T00:00:00")
+        );
     }
 }

@@ -660,16 +660,7 @@ impl<B: FrameBackend> ChunkDecoder<B> {
         mask: Mask,
     ) -> Result<&'s [u8], DecodeError> {
         let mut m = core::mem::take(&mut self.masked);
-        // The masked copy: as large as the tile, or 8 bytes an element when widened.
-        let copy = match mask.tile_dtype(dtype) {
-            d if d == dtype => chunk.raw_byte_len,
-            d => chunk
-                .raw_byte_len
-                .checked_div(dtype.size())
-                .unwrap_or(0)
-                .saturating_mul(d.size()),
-        };
-        let needed = self.memory_needed(chunk.raw_byte_len).saturating_add(copy);
+        let needed = self.memory_needed_masked(chunk.raw_byte_len, dtype, mask);
         if needed > self.budget {
             self.masked = m;
             return Err(DecodeError {
@@ -701,6 +692,20 @@ impl<B: FrameBackend> ChunkDecoder<B> {
     /// working memory.
     pub fn memory_needed(&self, raw_len: u64) -> u64 {
         raw_len.saturating_add(self.backend.working_memory(raw_len))
+    }
+
+    /// [`ChunkDecoder::memory_needed`] plus the masked copy
+    /// [`ChunkDecoder::decode_masked`] holds: as large as the tile, or 8 bytes an element
+    /// when `mask` widens a `dtype` tile to `f64`.
+    pub fn memory_needed_masked(&self, raw_len: u64, dtype: DType, mask: Mask) -> u64 {
+        let copy = match mask.tile_dtype(dtype) {
+            d if d == dtype => raw_len,
+            d => raw_len
+                .checked_div(dtype.size())
+                .unwrap_or(0)
+                .saturating_mul(d.size()),
+        };
+        self.memory_needed(raw_len).saturating_add(copy)
     }
 
     /// The chunk's decoded bytes: a raw payload as it is stored, a zstd payload decoded

@@ -30,6 +30,9 @@ pub struct Resolved {
     /// Each selection by value as resolved: axis, the bounds as written, and the index
     /// range they give (`--plan` shows them).
     pub resolved_bounds: Vec<ResolvedBound>,
+    /// A warning for the user: the footer metadata did not read, so a `nan_*`
+    /// reduction ran without the missing-value markers and packing it may declare.
+    pub warning: Option<String>,
 }
 
 /// A selection by coordinate value resolved to indices.
@@ -276,14 +279,26 @@ pub fn resolve(
     });
     // The metadata is read for every query (its dimension names label the output); an
     // unreadable footer stops only what needs it: `nan_*` then run on the elements as
-    // stored, as they do on files without metadata.
+    // stored, as they do on files without metadata, with a warning that markers or
+    // packing it may declare were not applied.
+    let nan_op = matches!(doc.op, Some((Operation::Reduce(r), _)) if masks(r));
+    let mut warning = None;
     let all = metadata(file);
     let all = match all {
         Ok(m) => m,
         Err(e) if named || !doc.by_value.is_empty() || doc.null_count.is_some() => {
             return Err(Refusal::damaged(e))
         }
-        Err(_) => None,
+        Err(e) => {
+            if nan_op {
+                warning = Some(format!(
+                    "{e}: the elements are used as stored, without the missing-value \
+                     markers or packing (scale_factor, add_offset) it may declare \
+                     (verify names the damage)"
+                ));
+            }
+            None
+        }
     };
     let dm = all.as_ref().and_then(|m| m.dataset(ds.name()));
     let mut selection = doc.selection.clone();
@@ -386,7 +401,7 @@ pub fn resolve(
         if let Some(explicit) = &doc.null_count {
             let m = match explicit {
                 Some(m) => Markers::from(*m),
-                None => marker()?.ok_or_else(|| {
+                None => marker().map_err(Refusal::damaged)?.ok_or_else(|| {
                     format!(
                         "null_count needs a \"fill\" in the query or a _FillValue or \
                          missing_value attr on dataset {:?}, which has neither",
@@ -405,8 +420,8 @@ pub fn resolve(
             // A float dataset's NaNs are missing already; an integer dataset is widened
             // to f64 with NaN at its markers, as xarray decodes it.
             if masks(r) {
-                let markers = marker()?;
-                match packing(dm, ds.name())? {
+                let markers = marker().map_err(Refusal::damaged)?;
+                match packing(dm, ds.name()).map_err(Refusal::damaged)? {
                     Some((scale, offset)) => {
                         mask = Some(Mask::Unpack(Unpack {
                             markers,
@@ -433,5 +448,6 @@ pub fn resolve(
             .and_then(|d| d.dim_names.clone())
             .filter(|n| n.len() == ndim),
         resolved_bounds,
+        warning,
     })
 }

@@ -238,13 +238,21 @@ fn remove_stale_sidecar(target: &Path, input: &Path, dataset: &str) {
     let ours = serde_json::from_slice::<serde_json::Value>(&text)
         .ok()
         .is_some_and(|v| v.get("dataset").is_some() && v.get("coords").is_some());
-    if ours && std::fs::remove_file(target).is_ok() {
-        eprintln!(
-            "tet-host: {}: removed {}, an earlier export's coordinates that no longer \
-             describe {dataset:?} (--coords writes them anew)",
-            input.display(),
-            target.display()
-        );
+    if ours {
+        match std::fs::remove_file(target) {
+            Ok(()) => eprintln!(
+                "tet-host: {}: removed {}, an earlier export's coordinates that no longer \
+                 describe {dataset:?} (--coords writes them anew)",
+                input.display(),
+                target.display()
+            ),
+            Err(e) => eprintln!(
+                "tet-host: {}: warning: {} is an earlier export's coordinates, which no \
+                 longer describe {dataset:?}, and could not be removed: {e}",
+                input.display(),
+                target.display()
+            ),
+        }
     } else {
         eprintln!(
             "tet-host: {}: warning: {} is left as it was; it does not describe this export",

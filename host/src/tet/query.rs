@@ -74,8 +74,14 @@ pub fn run_with<'f>(
         .max()
         .unwrap_or(0);
     let probe = ChunkDecoder::new(CZstd::new(), budget);
+    // A masked plan's threads each hold the masked copy too (8 bytes an element when
+    // widened to f64).
+    let per_thread = match plan_.mask {
+        Some(m) => probe.memory_needed_masked(largest, plan_.dataset.dtype(), m),
+        None => probe.memory_needed(largest),
+    };
     let fit = budget
-        .checked_div(probe.memory_needed(largest).max(1))
+        .checked_div(per_thread.max(1))
         .and_then(|n| usize::try_from(n).ok())
         .unwrap_or(1);
     let threads = threads.min(fit).max(1);
@@ -507,6 +513,9 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
             return e.exit;
         }
     };
+    if let Some(w) = &resolved.warning {
+        eprintln!("tet-host: {}: warning: {w}", path.display());
+    }
     let mut p = match plan(&file, ds, &resolved.selection) {
         Ok(p) => p,
         Err(e) => return fail(path, &e, source),
