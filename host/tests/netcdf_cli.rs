@@ -235,3 +235,43 @@ fn classic_files_and_refusals() {
     assert!(e.contains("cut.nc"), "{e}");
     assert!(!d.join("cut.tet").exists());
 }
+
+/// A group's own dimension hides an outer one of its name: the outer coordinate
+/// variable is not its coordinate. A list-valued `missing_value` (CF allows one) keeps
+/// its first value as the marker and the list beside it.
+#[test]
+fn shadowed_dimensions_and_missing_value_lists() {
+    let _one = serial();
+    let d = dir();
+    let path = d.join("s.nc");
+    {
+        let mut f = netcdf::create(&path).unwrap();
+        f.add_dimension("x", 3).unwrap();
+        let mut v = f.add_variable::<f64>("x", &["x"]).unwrap();
+        v.put_values(&[1.0, 2.0, 3.0], ..).unwrap();
+        let mut v = f.add_variable::<i32>("a", &["x"]).unwrap();
+        v.put_attribute("missing_value", vec![-1i32, -2]).unwrap();
+        v.put_values(&[5, -1, -2], ..).unwrap();
+        let mut g = f.add_group("g").unwrap();
+        g.add_dimension("x", 2).unwrap();
+        let mut v = g.add_variable::<f32>("b", &["x"]).unwrap();
+        v.put_values(&[0.5f32, 1.5], ..).unwrap();
+    }
+    let (c, _, e) = run(&["convert", "s.nc", "s.tet", "--force"]);
+    assert_eq!(c, 0, "{e}");
+    assert!(e.contains("missing_value holds [-1, -2]"), "{e}");
+    let (_, o, _) = run(&["info", "s.tet", "--metadata"]);
+    assert!(
+        o.contains("metadata of a:\n  dims:   (x)\n  coord:  x (dataset x)"),
+        "{o}"
+    );
+    let b = &o[o.find("metadata of g/b:").unwrap()..];
+    assert!(b.starts_with("metadata of g/b:\n  dims:   (x)\n"), "{o}");
+    assert!(!b.contains("coord:"), "{o}");
+    assert!(o.contains("  attr:   missing_value_list = [-1, -2]"), "{o}");
+    assert!(o.contains("  attr:   missing_value = -1"), "{o}");
+    assert_eq!(
+        query("s.tet", r#"{"dataset": "a", "null_count": []}"#),
+        "a null_count = 1\n"
+    );
+}

@@ -46,6 +46,9 @@ struct Var {
     /// The source's chunk shape, when it is chunked.
     chunking: Option<Vec<u64>>,
     dims: Vec<String>,
+    /// Each dimension's identity ([`dim_key`]): a group's own `x` hides an outer `x`,
+    /// so a coordinate variable must be on the very dimension, not one of its name.
+    dim_keys: Vec<String>,
     attrs: Vec<(String, String)>,
 }
 
@@ -117,6 +120,16 @@ fn attr_text(v: &netcdf::AttributeValue) -> String {
     }
 }
 
+/// A dimension's id, which libnetcdf keeps unique across a file's groups. The crate's
+/// identifier offers no comparison and no accessor, only `Debug` (`... dimid: 3 }`),
+/// and its group id is the viewing group's: the id alone is the identity.
+fn dim_key(d: &netcdf::Dimension<'_>) -> String {
+    let shown = format!("{:?}", d.identifier());
+    shown.split("dimid:").nth(1).map_or(shown.clone(), |r| {
+        r.trim_matches(|c: char| !c.is_ascii_digit()).to_string()
+    })
+}
+
 /// A variable's description, or why it is not converted.
 fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var, Fail> {
     let name = format!("{prefix}{}", v.name());
@@ -138,6 +151,7 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
         .map(|d| u64::try_from(d.len()).unwrap_or(u64::MAX))
         .collect();
     let dims = v.dimensions().iter().map(|d| d.name()).collect();
+    let dim_keys = v.dimensions().iter().map(dim_key).collect();
     let chunking = v.chunking().ok().flatten().map(|c| {
         c.iter()
             .map(|k| u64::try_from(*k).unwrap_or(1).max(1))
@@ -146,7 +160,31 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
     let mut attrs = Vec::new();
     for a in v.attributes() {
         match a.value() {
-            Ok(val) => attrs.push((a.name().to_string(), attr_text(&val))),
+            Ok(val) => {
+                let key = a.name().to_string();
+                let text = attr_text(&val);
+                // CF allows several missing values; `.tet` marks with one per attr: the
+                // first is the marker, the list is kept beside it.
+                if key == "missing_value" && text.starts_with('[') {
+                    let first = text
+                        .trim_matches(['[', ']'])
+                        .split(',')
+                        .next()
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string();
+                    eprintln!(
+                        "tet-host: {}: variable '{name}': missing_value holds {text}; the \
+                         first marks missing elements, the list is kept as \
+                         missing_value_list",
+                        input.display()
+                    );
+                    attrs.push(("missing_value_list".into(), text));
+                    attrs.push((key, first));
+                } else {
+                    attrs.push((key, text));
+                }
+            }
             Err(e) => {
                 return Err(Fail(
                     Exit::Problems,
@@ -167,6 +205,7 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
         shape,
         chunking,
         dims,
+        dim_keys,
         attrs,
     })
 }
@@ -231,13 +270,15 @@ fn metadata(vars: &[(String, Var)], o: &ConvertOptions) -> Result<String, String
             if let Some(d) = v.numpy_dtype {
                 e.set_attr("numpy_dtype", d);
             }
-            for dim in &v.dims {
+            for (dim, key) in v.dims.iter().zip(&v.dim_keys) {
                 // The nearest coordinate variable named `dim`: this group, then outward.
                 let mut scope = prefix.as_str();
                 let found = loop {
                     let candidate = format!("{scope}{dim}");
                     if candidate != v.name
-                        && vars.iter().any(|(_, c)| c.name == candidate && is_coord(c))
+                        && vars.iter().any(|(_, c)| {
+                            c.name == candidate && is_coord(c) && c.dim_keys.first() == Some(key)
+                        })
                     {
                         break Some(candidate);
                     }
