@@ -84,6 +84,11 @@ const BATCH: usize = 16;
 /// HDF5's signature: NetCDF-4 is HDF5).
 pub fn is_netcdf_file(path: &Path) -> bool {
     use std::io::Read;
+    // Only a regular file is opened: opening a FIFO would wait for a writer (the input
+    // checks refuse special files before anything opens them).
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let mut head = [0u8; 8];
     let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
     read.is_ok()
