@@ -42,7 +42,12 @@ pub trait BlockDevice {
     /// Reads the consecutive blocks from `lba` into `buf`, whose length is a multiple of
     /// [`BLOCK_SIZE`] (a partial last block fails, as `Invalid`). One device call on
     /// devices that can (a file: one `pread`); this default reads a block at a time.
-    fn read_blocks(&self, lba: u64, buf: &mut [u8]) -> Result<()> {
+    /// Left out of `dyn BlockDevice`'s vtable (`Self: Sized`), so firmware reading through
+    /// a trait object does not link it (the bootloader's 16 KiB budget).
+    fn read_blocks(&self, lba: u64, buf: &mut [u8]) -> Result<()>
+    where
+        Self: Sized,
+    {
         if buf.len() % BLOCK_SIZE != 0 {
             return Err(Error::new(
                 ErrorKind::Invalid,
@@ -68,9 +73,6 @@ impl<D: BlockDevice + ?Sized> BlockDevice for &D {
     }
     fn read_block_prefix(&self, lba: u64, buf: &mut Block, len: usize) -> Result<()> {
         (**self).read_block_prefix(lba, buf, len)
-    }
-    fn read_blocks(&self, lba: u64, buf: &mut [u8]) -> Result<()> {
-        (**self).read_blocks(lba, buf)
     }
 }
 
