@@ -64,7 +64,9 @@ pub trait BlockDevice {
     }
 }
 
-impl<D: BlockDevice + ?Sized> BlockDevice for &D {
+/// A reference to a sized device forwards every method, [`BlockDevice::read_blocks`]
+/// included, so a borrowed file still reads a run in one call.
+impl<D: BlockDevice> BlockDevice for &D {
     fn block_count(&self) -> u64 {
         (**self).block_count()
     }
@@ -74,7 +76,29 @@ impl<D: BlockDevice + ?Sized> BlockDevice for &D {
     fn read_block_prefix(&self, lba: u64, buf: &mut Block, len: usize) -> Result<()> {
         (**self).read_block_prefix(lba, buf, len)
     }
+    fn read_blocks(&self, lba: u64, buf: &mut [u8]) -> Result<()> {
+        (**self).read_blocks(lba, buf)
+    }
 }
+
+/// Forwards the trait object's methods through a reference to it. A trait object has no
+/// [`BlockDevice::read_blocks`] in its vtable, so a run is read a block at a time here.
+macro_rules! forward_dyn {
+    ($($obj:ty),*) => {$(
+        impl BlockDevice for &$obj {
+            fn block_count(&self) -> u64 {
+                (**self).block_count()
+            }
+            fn read_block(&self, lba: u64, buf: &mut Block) -> Result<()> {
+                (**self).read_block(lba, buf)
+            }
+            fn read_block_prefix(&self, lba: u64, buf: &mut Block, len: usize) -> Result<()> {
+                (**self).read_block_prefix(lba, buf, len)
+            }
+        }
+    )*};
+}
+forward_dyn!(dyn BlockDevice + '_, dyn BlockDeviceMut + '_);
 
 /// Bytes in the hot sector of a block: the records nodes update by compare-and-write.
 pub const SECTOR: usize = 512;
@@ -99,22 +123,29 @@ pub trait BlockDeviceMut: BlockDevice {
     ) -> Result<bool>;
 }
 
-impl<D: BlockDeviceMut + ?Sized> BlockDeviceMut for &D {
-    fn write_block(&self, lba: u64, buf: &Block) -> Result<()> {
-        (**self).write_block(lba, buf)
-    }
-    fn flush(&self) -> Result<()> {
-        (**self).flush()
-    }
-    fn compare_and_write(
-        &self,
-        lba: u64,
-        expected: &[u8; SECTOR],
-        new: &[u8; SECTOR],
-    ) -> Result<bool> {
-        (**self).compare_and_write(lba, expected, new)
-    }
+/// Forwards a writable device's methods through a reference to it (sized or the trait
+/// object).
+macro_rules! forward_mut {
+    ($({$($gen:tt)*} $ty:ty),*) => {$(
+        impl<$($gen)*> BlockDeviceMut for &$ty {
+            fn write_block(&self, lba: u64, buf: &Block) -> Result<()> {
+                (**self).write_block(lba, buf)
+            }
+            fn flush(&self) -> Result<()> {
+                (**self).flush()
+            }
+            fn compare_and_write(
+                &self,
+                lba: u64,
+                expected: &[u8; SECTOR],
+                new: &[u8; SECTOR],
+            ) -> Result<bool> {
+                (**self).compare_and_write(lba, expected, new)
+            }
+        }
+    )*};
 }
+forward_mut!({D: BlockDeviceMut} D, {} dyn BlockDeviceMut + '_);
 
 /// A writable device over an in-memory image (tests, RAM disks). One writer at a time:
 /// the image sits in a `RefCell`.

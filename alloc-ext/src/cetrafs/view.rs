@@ -361,10 +361,10 @@ mod tests {
             blocks: Cell::new(0),
         };
         let mut bufs = Buffers::new();
-        // By value: a reference's `read_blocks` is the block-at-a-time default (the
-        // method is kept out of `dyn BlockDevice`'s vtable for the firmware's budget).
-        let fs = Fs::open(dev, &mut bufs.data).unwrap();
-        let dev = fs.device();
+        // Through a reference, as the mount holds its device: `&D` forwards `read_blocks`
+        // (only a trait object reads a run a block at a time).
+        let fs = Fs::open(&dev, &mut bufs.data).unwrap();
+        let dev = *fs.device();
         // The whole contiguous file: one device call for its 65 blocks.
         let c = fs.resolve(b"/c", &mut bufs).unwrap();
         let mut out = alloc::vec![0u8; n + 10];
