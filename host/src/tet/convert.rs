@@ -302,24 +302,8 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
             chunk_shape: c,
         })
         .collect();
-    // The metadata's rules, checked before any data is written (the writer checks them
-    // again when it finishes).
-    let shape_of = |name: &str| {
-        specs
-            .iter()
-            .find(|d| d.name == name)
-            .map(|d| d.shape.to_vec())
-    };
-    let dtype_of = |name: &str| specs.iter().find(|d| d.name == name).map(|d| d.dtype);
-    let problem = tet_alloc::tet::meta::parse(metadata.as_bytes(), 0)
-        .map_err(|e| e.message)
-        .and_then(
-            |m| match tet_alloc::tet::meta::check_typed(&m, &shape_of, &dtype_of).first() {
-                Some(p) => Err(in_options(p)),
-                None => Ok(()),
-            },
-        )
-        .and_then(|()| interop::check_metadata(&metadata).map_err(|e| format!("metadata: {e}")));
+    // The metadata's rules, checked before any data is written.
+    let problem = crate::tet::ingest::check_metadata(&metadata, &specs, in_options);
     if let Err(e) = problem {
         crate::say!("{}: {e}", input.display());
         return Exit::Usage;

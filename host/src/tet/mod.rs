@@ -13,6 +13,14 @@ pub mod convert;
 pub mod dims;
 pub mod export;
 pub mod info;
+#[cfg_attr(
+    not(any(feature = "zarr", feature = "netcdf")),
+    allow(
+        dead_code,
+        reason = "the Zarr and NetCDF inputs use all of it, .npy only its check"
+    )
+)]
+pub(crate) mod ingest;
 #[cfg(feature = "netcdf")]
 pub mod netcdf;
 pub mod npy;

@@ -12,26 +12,16 @@
 
 use std::path::Path;
 
-use tet_alloc::tet::meta::{Coord, FileInfo, Metadata};
-use tet_alloc::tet::writer::{interop, DatasetSpec, FooterSpec, HistoryRow, Writer};
-use tet_core::tet::{DType, DatasetId};
+use tet_alloc::tet::meta::Coord;
+use tet_alloc::tet::writer::interop;
+use tet_core::tet::DType;
 
-use crate::atomic::{AtomicFile, RealFs};
 use crate::tet::convert::ConvertOptions;
-use crate::tet::write::{write_batch, Tile};
+use crate::tet::ingest::{self, Fail, Planned, Provenance};
 use crate::Exit;
 
-/// The largest tile read at once, in bytes.
-const MAX_TILE: u64 = 1 << 30;
-/// The most chunks one dataset may have.
-const MAX_CHUNKS: u64 = 1 << 26;
-/// Tiles read, then compressed on every core, per batch.
-const BATCH_CELLS: u64 = 16;
 /// The deepest group nesting walked.
 const MAX_DEPTH: usize = 32;
-
-/// Why a conversion stopped, with its exit status.
-struct Fail(Exit, String);
 
 /// One variable to convert.
 struct Var {
@@ -240,22 +230,11 @@ fn walk(
     Ok(())
 }
 
-fn product(v: &[u64]) -> Option<u64> {
-    v.iter().try_fold(1u64, |a, b| a.checked_mul(*b))
-}
-
 /// The footer metadata: each variable's `dim_names`, `attrs` and `numpy_dtype`, the
 /// coordinate variables of its dimensions (found in its own group or an enclosing one,
 /// CF's scoping), then `--dims` and `--attr`.
 fn metadata(vars: &[(String, Var)], o: &ConvertOptions) -> Result<String, String> {
-    let mut m = Metadata {
-        file: Some(FileInfo {
-            tool: Some("tet-host".into()),
-            library_version: Some(env!("CARGO_PKG_VERSION").into()),
-            created_at: Some(super::now_rfc3339()),
-        }),
-        datasets: Vec::new(),
-    };
+    let mut m = ingest::new_metadata();
     // A coordinate variable: 1-D, named as its dimension (CF).
     let is_coord = |v: &Var| {
         let base = v.name.rsplit('/').next().unwrap_or_default();
@@ -297,47 +276,17 @@ fn metadata(vars: &[(String, Var)], o: &ConvertOptions) -> Result<String, String
             }
         });
     }
-    let pick = |ds: Option<&str>, what: &str| -> Result<Vec<String>, String> {
-        match ds {
-            None => Ok(vars.iter().map(|(_, v)| v.name.clone()).collect()),
-            Some(d) if vars.iter().any(|(_, v)| v.name == d) => Ok(vec![d.to_string()]),
-            Some(d) => Err(format!("{what}: no variable '{d}' in the file")),
-        }
-    };
-    for arg in &o.meta.dims {
-        let (ds, list) = crate::tet::convert::target(arg);
-        let names: Vec<String> = list.split(',').map(|s| s.trim().to_string()).collect();
-        for d in pick(ds, "--dims")? {
-            let rank = vars
-                .iter()
-                .find(|(_, v)| v.name == d)
-                .map(|(_, v)| v.shape.len());
-            if ds.is_some() || rank == Some(names.len()) {
-                m.edit(&d, |e| e.dim_names = Some(names.clone()));
-            }
-        }
-    }
-    for arg in &o.meta.attrs {
-        let (ds, rest) = crate::tet::convert::target(arg);
-        let (k, v) = crate::tet::convert::key_value(rest, "--attr")?;
-        for d in pick(ds, "--attr")? {
-            m.edit(&d, |e| e.set_attr(k, v));
-        }
-    }
+    let ranks: Vec<(&str, usize)> = vars
+        .iter()
+        .map(|(_, v)| (v.name.as_str(), v.shape.len()))
+        .collect();
+    ingest::apply_options(&mut m, &ranks, o, "variable", "in the file")?;
     Ok(serde_json::Value::Object(m.to_json()).to_string())
 }
 
 /// `tet-host convert FILE.nc OUT.tet`.
 pub fn convert(input: &Path, output: &Path, skip_unsupported: bool, o: &ConvertOptions) -> Exit {
-    match convert_inner(input, output, skip_unsupported, o) {
-        Ok(()) => Exit::Clean,
-        Err(Fail(exit, msg)) => {
-            if !msg.is_empty() {
-                crate::say!("{msg}");
-            }
-            exit
-        }
-    }
+    ingest::finish(convert_inner(input, output, skip_unsupported, o))
 }
 
 fn convert_inner(
@@ -346,18 +295,7 @@ fn convert_inner(
     skip_unsupported: bool,
     o: &ConvertOptions,
 ) -> Result<(), Fail> {
-    let usage = |m: String| Fail(Exit::Usage, m);
-    let operational = |m: String| Fail(Exit::Operational, m);
-    if let Err(e) = crate::atomic::check_output(output, &[input], o.force) {
-        return Err(Fail(e, String::new()));
-    }
-    if o.name.is_some() || !o.meta.coords.is_empty() || !o.meta.labels.is_empty() {
-        return Err(usage(
-            "--name, --coord and --labels are for .npy/.npz inputs; a NetCDF file's \
-             variables keep their names, dimensions and coordinate variables"
-                .into(),
-        ));
-    }
+    ingest::check_start(input, output, o, "a NetCDF file's variables")?;
     let file = netcdf::open(input).map_err(|e| {
         Fail(
             Exit::Problems,
@@ -384,167 +322,61 @@ fn convert_inner(
         eprintln!("tet-host: skipped: {why}");
     }
     if vars.is_empty() {
-        return Err(usage(format!(
+        return Err(Fail::usage(format!(
             "{}: no numeric variables to convert",
             input.display()
         )));
     }
-    let mut chunks = Vec::new();
+    let mut planned = Vec::new();
     for (_, v) in &vars {
-        let chunk = match (&o.chunk, &v.chunking) {
-            (Some(c), _) if c.len() != v.shape.len() => {
-                return Err(usage(format!(
-                    "--chunk has {} axes but variable '{}' has {}",
-                    c.len(),
-                    v.name,
-                    v.shape.len()
-                )))
-            }
-            (Some(c), _) => c.clone(),
-            (None, Some(c)) if c.len() == v.shape.len() => c.clone(),
-            (None, _) => crate::tet::npy::default_chunk(&v.shape, v.dtype.size()),
-        };
-        // A tile never exceeds the array (an empty axis keeps one empty chunk).
-        let chunk: Vec<u64> = chunk
-            .iter()
-            .zip(&v.shape)
-            .map(|(k, n)| (*k).min((*n).max(1)).max(1))
-            .collect();
-        let tile_bytes = product(&chunk).and_then(|n| n.checked_mul(v.dtype.size()));
-        if tile_bytes.is_none_or(|b| b > MAX_TILE) {
-            return Err(usage(format!(
-                "{}: variable '{}': a chunk of shape {chunk:?} is over the {MAX_TILE}-byte \
-                 limit of one tile (give a smaller --chunk)",
-                input.display(),
-                v.name
-            )));
-        }
-        let cells = v
-            .shape
-            .iter()
-            .zip(&chunk)
-            .try_fold(1u64, |a, (n, k)| a.checked_mul(n.div_ceil(*k).max(1)));
-        if cells.is_none_or(|c| c > MAX_CHUNKS) {
-            return Err(usage(format!(
-                "{}: variable '{}': shape {:?} in chunks of {chunk:?} is over {MAX_CHUNKS} chunks",
-                input.display(),
-                v.name,
-                v.shape
-            )));
-        }
-        chunks.push(chunk);
-    }
-    let meta = metadata(&vars, o).map_err(|e| usage(format!("{}: {e}", input.display())))?;
-    let specs: Vec<DatasetSpec<'_>> = vars
-        .iter()
-        .zip(&chunks)
-        .map(|((_, v), c)| DatasetSpec {
+        let chunk = ingest::chunk_of(
+            input,
+            "variable",
+            &v.name,
+            &v.shape,
+            v.dtype,
+            o.chunk.as_deref(),
+            v.chunking.as_deref(),
+        )?;
+        planned.push(Planned {
             name: &v.name,
             dtype: v.dtype,
             shape: &v.shape,
-            chunk_shape: c,
-        })
-        .collect();
-    let shape_of = |name: &str| {
-        specs
-            .iter()
-            .find(|d| d.name == name)
-            .map(|d| d.shape.to_vec())
-    };
-    let dtype_of = |name: &str| specs.iter().find(|d| d.name == name).map(|d| d.dtype);
-    tet_alloc::tet::meta::parse(meta.as_bytes(), 0)
-        .map_err(|e| e.message)
-        .and_then(
-            |m| match tet_alloc::tet::meta::check_typed(&m, &shape_of, &dtype_of).first() {
-                Some(p) => Err(p.to_string()),
-                None => Ok(()),
-            },
-        )
-        .and_then(|()| interop::check_metadata(&meta).map_err(|e| format!("metadata: {e}")))
-        .map_err(|e| usage(format!("{}: {e}", input.display())))?;
-    let out = AtomicFile::create(output, RealFs).map_err(|e| {
-        operational(format!(
-            "cannot create a file beside {}: {e}",
-            output.display()
-        ))
-    })?;
-    let mut w = Writer::new(out, &specs).map_err(|e| usage(format!("{}: {e}", input.display())))?;
-    let total: u64 = vars
-        .iter()
-        .filter_map(|(_, v)| product(&v.shape)?.checked_mul(v.dtype.size()))
-        .fold(0u64, u64::saturating_add);
-    let bar = crate::progress::progress_bar(true, total);
-    for (i, ((_, v), c)) in vars.iter().zip(&chunks).enumerate() {
-        let grid: Vec<u64> = v
-            .shape
-            .iter()
-            .zip(c)
-            .map(|(n, k)| n.div_ceil(*k).max(1))
-            .collect();
-        let cells = product(&grid).unwrap_or(0);
-        let id = DatasetId(u32::try_from(i).unwrap_or(u32::MAX));
-        // libnetcdf is not thread-safe: tiles are read in turn, then compressed on every
-        // core and written in grid order.
-        let mut first = 0u64;
-        while first < cells {
-            let last = first.saturating_add(BATCH_CELLS).min(cells);
-            let mut batch: Vec<Tile> = Vec::new();
-            for cell in first..last {
-                let coords = tet_alloc::tet::query::position_coords(&grid, cell);
-                let t = with_variable(&file, &v.name, |var| read_tile(var, v, c, &coords))
-                    .unwrap_or_else(|| Err("is no longer in the file".into()))
-                    .map_err(|e| {
-                        Fail(
-                            Exit::Problems,
-                            format!("{}: variable '{}': {e}", input.display(), v.name),
-                        )
-                    })?;
-                batch.push((id, coords, t));
-            }
-            write_batch(&mut w, &batch, o.codec, o.level)
-                .map_err(|e| operational(format!("{}: {e}", output.display())))?;
-            if let Some(b) = &bar {
-                b.inc(
-                    batch
-                        .iter()
-                        .map(|(_, _, t)| u64::try_from(t.len()).unwrap_or(0))
-                        .sum(),
-                );
-            }
-            first = last;
-        }
+            chunk,
+        });
     }
-    let descrs: Vec<String> = vars
-        .iter()
-        .map(|(_, v)| format!("{}:{}", v.name, v.nc_type))
-        .collect();
-    let mut params = vec![
-        ("from".into(), "netcdf".into()),
-        ("arrays".into(), crate::tet::convert::arrays_param(&descrs)),
-        ("codec".into(), o.codec.name().into()),
-    ];
+    let meta = metadata(&vars, o).map_err(|e| Fail::usage(format!("{}: {e}", input.display())))?;
+    let mut extra = Vec::new();
     if !skipped.is_empty() {
-        params.push((
+        extra.push((
             "skipped".into(),
             interop::clip(&skipped.len().to_string()).to_string(),
         ));
     }
-    let footer = FooterSpec {
-        history: vec![HistoryRow {
-            op: "convert".into(),
-            source: interop::clip(&input.display().to_string()).to_string(),
-            at: super::now_rfc3339(),
-            params,
-        }],
-        metadata: Some(meta),
+    let provenance = Provenance {
+        from: "netcdf",
+        descrs: vars
+            .iter()
+            .map(|(_, v)| format!("{}:{}", v.name, v.nc_type))
+            .collect(),
+        extra,
     };
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    w.finish(Some(&footer))
-        .map_err(|e| operational(format!("{}: {e}", output.display())))?
-        .commit()
-        .map_err(|e| operational(format!("{}: {e}", output.display())))
+    // libnetcdf is not thread-safe: tiles are read in turn (then compressed on every core).
+    ingest::write(input, output, &planned, meta, provenance, o, |i, tiles| {
+        let (Some((_, v)), Some(p)) = (vars.get(i), planned.get(i)) else {
+            return Ok(Vec::new());
+        };
+        tiles
+            .iter()
+            .map(|coords| {
+                with_variable(&file, &v.name, |var| read_tile(var, v, &p.chunk, coords))
+                    .unwrap_or_else(|| Err("is no longer in the file".into()))
+                    .map_err(|e| {
+                        Fail::damaged(format!("{}: variable '{}': {e}", input.display(), v.name))
+                    })
+            })
+            .collect()
+    })
 }
 
 /// Calls `f` with the variable at path `name` (`group/sub/var`); `None` when there is

@@ -13,27 +13,18 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 use serde_json::{json, Map, Value};
-use tet_alloc::tet::writer::{interop, DatasetSpec, FooterSpec, HistoryRow, Writer};
-use tet_core::tet::{DType, DatasetId};
+use tet_core::tet::DType;
 use zarrs::array::{Array, ArrayBytes, ArraySubset};
 use zarrs::filesystem::FilesystemStore;
 
-use crate::atomic::{AtomicFile, RealFs};
 use crate::tet::convert::ConvertOptions;
-use crate::tet::write::{write_batch, Tile};
+use crate::tet::ingest::{self, Fail, Planned, Provenance};
 use crate::Exit;
 
 /// The largest `zarr.json` read (a hostile store cannot make us read more).
 const MAX_METADATA: u64 = 16 << 20;
-/// The largest tile decoded at once, in bytes (a hostile chunk shape cannot make us
-/// allocate more).
-pub const MAX_TILE: u64 = 1 << 30;
-/// The most chunks one dataset may have (the `.tet` index has a row per chunk).
-const MAX_CHUNKS: u64 = 1 << 26;
 /// The deepest group nesting walked.
 const MAX_DEPTH: usize = 32;
-/// Tiles decoded and compressed per batch.
-const BATCH_CELLS: u64 = 16;
 
 /// The attribute recording the source's Zarr `fill_value` (its JSON text).
 pub const FILL_KEY: &str = "zarr_fill_value";
@@ -45,21 +36,6 @@ pub const JSON_ATTRS_KEY: &str = "zarr_json_attrs";
 /// Whether `path` is a Zarr v3 store: a directory with a `zarr.json`.
 pub fn is_store(path: &Path) -> bool {
     path.is_dir() && path.join("zarr.json").is_file()
-}
-
-/// An error and the exit status it gives.
-struct Fail(Exit, String);
-
-fn damaged(msg: String) -> Fail {
-    Fail(Exit::Problems, msg)
-}
-
-fn usage(msg: String) -> Fail {
-    Fail(Exit::Usage, msg)
-}
-
-fn operational(msg: String) -> Fail {
-    Fail(Exit::Operational, msg)
 }
 
 /// One array of the source store.
@@ -105,28 +81,34 @@ fn dtype_of(zarr: &str) -> Option<(DType, Option<&'static str>)> {
 fn read_json(file: &Path) -> Result<Map<String, Value>, Fail> {
     use std::io::Read;
     let f = std::fs::File::open(file)
-        .map_err(|e| operational(format!("cannot read {}: {e}", file.display())))?;
+        .map_err(|e| Fail::operational(format!("cannot read {}: {e}", file.display())))?;
     let mut text = Vec::new();
     f.take(MAX_METADATA.saturating_add(1))
         .read_to_end(&mut text)
-        .map_err(|e| operational(format!("cannot read {}: {e}", file.display())))?;
+        .map_err(|e| Fail::operational(format!("cannot read {}: {e}", file.display())))?;
     if u64::try_from(text.len()).unwrap_or(u64::MAX) > MAX_METADATA {
-        return Err(damaged(format!(
+        return Err(Fail::damaged(format!(
             "{}: over {MAX_METADATA} bytes; not Zarr metadata",
             file.display()
         )));
     }
     match serde_json::from_slice::<Value>(&text) {
         Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(damaged(format!("{}: not a JSON object", file.display()))),
-        Err(e) => Err(damaged(format!("{}: not valid JSON: {e}", file.display()))),
+        Ok(_) => Err(Fail::damaged(format!(
+            "{}: not a JSON object",
+            file.display()
+        ))),
+        Err(e) => Err(Fail::damaged(format!(
+            "{}: not valid JSON: {e}",
+            file.display()
+        ))),
     }
 }
 
 /// A list of unsigned integers at `field`.
 fn u64_list(m: &Map<String, Value>, field: &str, file: &Path) -> Result<Vec<u64>, Fail> {
     let v = m.get(field).and_then(Value::as_array).ok_or_else(|| {
-        damaged(format!(
+        Fail::damaged(format!(
             "{}: {field}: missing or not a list",
             file.display()
         ))
@@ -134,7 +116,7 @@ fn u64_list(m: &Map<String, Value>, field: &str, file: &Path) -> Result<Vec<u64>
     v.iter()
         .map(|x| {
             x.as_u64().ok_or_else(|| {
-                damaged(format!(
+                Fail::damaged(format!(
                     "{}: {field}: {x} is not a non-negative integer",
                     file.display()
                 ))
@@ -154,14 +136,14 @@ fn parse_array(
     let zarr_type = match m.get("data_type") {
         Some(Value::String(s)) => s.clone(),
         Some(other) => {
-            return Err(usage(format!(
+            return Err(Fail::usage(format!(
                 "{at}: data_type {other} is an extension type, which .tet cannot hold"
             )))
         }
-        None => return Err(damaged(format!("{at}: data_type: missing"))),
+        None => return Err(Fail::damaged(format!("{at}: data_type: missing"))),
     };
     let Some((dtype, _)) = dtype_of(&zarr_type) else {
-        return Err(usage(format!(
+        return Err(Fail::usage(format!(
             "{at}: array '{name}' has data_type '{zarr_type}', which .tet cannot hold \
              (it holds bool, int8 .. int64, uint8 .. uint64, float16, float32, float64)"
         )));
@@ -170,20 +152,20 @@ fn parse_array(
     let grid = m
         .get("chunk_grid")
         .and_then(Value::as_object)
-        .ok_or_else(|| damaged(format!("{at}: chunk_grid: missing or not an object")))?;
+        .ok_or_else(|| Fail::damaged(format!("{at}: chunk_grid: missing or not an object")))?;
     match grid.get("name").and_then(Value::as_str) {
         Some("regular") => {}
         Some(other) => {
-            return Err(usage(format!(
+            return Err(Fail::usage(format!(
                 "{at}: chunk_grid.name is '{other}'; only regular chunk grids convert"
             )))
         }
-        None => return Err(damaged(format!("{at}: chunk_grid.name: missing"))),
+        None => return Err(Fail::damaged(format!("{at}: chunk_grid.name: missing"))),
     }
     let conf = grid
         .get("configuration")
         .and_then(Value::as_object)
-        .ok_or_else(|| damaged(format!("{at}: chunk_grid.configuration: missing")))?;
+        .ok_or_else(|| Fail::damaged(format!("{at}: chunk_grid.configuration: missing")))?;
     let chunk = u64_list(conf, "chunk_shape", &file).map_err(|Fail(x, e)| {
         Fail(
             x,
@@ -191,14 +173,14 @@ fn parse_array(
         )
     })?;
     if chunk.len() != shape.len() {
-        return Err(damaged(format!(
+        return Err(Fail::damaged(format!(
             "{at}: chunk_grid.configuration.chunk_shape has {} axes but shape has {}",
             chunk.len(),
             shape.len()
         )));
     }
     if chunk.contains(&0) {
-        return Err(damaged(format!(
+        return Err(Fail::damaged(format!(
             "{at}: chunk_grid.configuration.chunk_shape {chunk:?} has a zero extent"
         )));
     }
@@ -206,7 +188,7 @@ fn parse_array(
         None | Some(Value::Null) => None,
         Some(Value::Array(a)) => {
             if a.len() != shape.len() {
-                return Err(damaged(format!(
+                return Err(Fail::damaged(format!(
                     "{at}: dimension_names has {} names but shape has {} axes",
                     a.len(),
                     shape.len()
@@ -223,7 +205,7 @@ fn parse_array(
             names
         }
         Some(other) => {
-            return Err(damaged(format!(
+            return Err(Fail::damaged(format!(
                 "{at}: dimension_names: {other} is not a list"
             )))
         }
@@ -244,7 +226,7 @@ fn parse_array(
             }
         }
         Some(other) => {
-            return Err(damaged(format!(
+            return Err(Fail::damaged(format!(
                 "{at}: attributes: {other} is not an object"
             )))
         }
@@ -252,7 +234,7 @@ fn parse_array(
     let fill = m
         .get("fill_value")
         .cloned()
-        .ok_or_else(|| damaged(format!("{at}: fill_value: missing")))?;
+        .ok_or_else(|| Fail::damaged(format!("{at}: fill_value: missing")))?;
     Ok(Source {
         name,
         node,
@@ -281,12 +263,17 @@ fn walk(
     match m.get("zarr_format") {
         Some(v) if v.as_u64() == Some(3) => {}
         Some(v) => {
-            return Err(usage(format!(
+            return Err(Fail::usage(format!(
                 "{}: zarr_format is {v}; this reads Zarr v3 stores",
                 file.display()
             )))
         }
-        None => return Err(damaged(format!("{}: zarr_format: missing", file.display()))),
+        None => {
+            return Err(Fail::damaged(format!(
+                "{}: zarr_format: missing",
+                file.display()
+            )))
+        }
     }
     match m.get("node_type").and_then(Value::as_str) {
         Some("array") => {
@@ -302,13 +289,13 @@ fn walk(
         }
         Some("group") => {
             if depth >= MAX_DEPTH {
-                return Err(usage(format!(
+                return Err(Fail::usage(format!(
                     "{}: groups nested deeper than {MAX_DEPTH}",
                     dir.display()
                 )));
             }
             let mut children: Vec<String> = std::fs::read_dir(dir)
-                .map_err(|e| operational(format!("cannot list {}: {e}", dir.display())))?
+                .map_err(|e| Fail::operational(format!("cannot list {}: {e}", dir.display())))?
                 .filter_map(Result::ok)
                 .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
                 .filter(|e| e.path().join("zarr.json").is_file())
@@ -325,11 +312,14 @@ fn walk(
             }
             Ok(())
         }
-        Some(other) => Err(damaged(format!(
+        Some(other) => Err(Fail::damaged(format!(
             "{}: node_type is '{other}', neither array nor group",
             file.display()
         ))),
-        None => Err(damaged(format!("{}: node_type: missing", file.display()))),
+        None => Err(Fail::damaged(format!(
+            "{}: node_type: missing",
+            file.display()
+        ))),
     }
 }
 
@@ -341,15 +331,7 @@ fn product(v: &[u64]) -> Option<u64> {
 /// `dimension_names`, `attrs` from `attributes`, plus [`FILL_KEY`], [`JSON_ATTRS_KEY`]
 /// and `numpy_dtype` for the types `.tet` widens; then `--dims` and `--attr`.
 fn metadata(sources: &[Source], o: &ConvertOptions) -> Result<String, String> {
-    use tet_alloc::tet::meta::{FileInfo, Metadata};
-    let mut m = Metadata {
-        file: Some(FileInfo {
-            tool: Some("tet-host".into()),
-            library_version: Some(env!("CARGO_PKG_VERSION").into()),
-            created_at: Some(super::now_rfc3339()),
-        }),
-        datasets: Vec::new(),
-    };
+    let mut m = ingest::new_metadata();
     for s in sources {
         m.edit(&s.name, |e| {
             e.dim_names.clone_from(&s.dims);
@@ -368,44 +350,17 @@ fn metadata(sources: &[Source], o: &ConvertOptions) -> Result<String, String> {
             }
         });
     }
-    let pick = |ds: Option<&str>, what: &str| -> Result<Vec<String>, String> {
-        match ds {
-            None => Ok(sources.iter().map(|s| s.name.clone()).collect()),
-            Some(d) if sources.iter().any(|s| s.name == d) => Ok(vec![d.to_string()]),
-            Some(d) => Err(format!("{what}: no array '{d}' in the store")),
-        }
-    };
-    for arg in &o.meta.dims {
-        let (ds, list) = crate::tet::convert::target(arg);
-        let names: Vec<String> = list.split(',').map(|s| s.trim().to_string()).collect();
-        for d in pick(ds, "--dims")? {
-            let rank = sources.iter().find(|s| s.name == d).map(|s| s.shape.len());
-            if ds.is_some() || rank == Some(names.len()) {
-                m.edit(&d, |e| e.dim_names = Some(names.clone()));
-            }
-        }
-    }
-    for arg in &o.meta.attrs {
-        let (ds, rest) = crate::tet::convert::target(arg);
-        let (k, v) = crate::tet::convert::key_value(rest, "--attr")?;
-        for d in pick(ds, "--attr")? {
-            m.edit(&d, |e| e.set_attr(k, v));
-        }
-    }
+    let ranks: Vec<(&str, usize)> = sources
+        .iter()
+        .map(|s| (s.name.as_str(), s.shape.len()))
+        .collect();
+    ingest::apply_options(&mut m, &ranks, o, "array", "in the store")?;
     Ok(Value::Object(m.to_json()).to_string())
 }
 
 /// `tet-host convert STORE.zarr OUT.tet [--array PATH]`.
 pub fn convert(input: &Path, output: &Path, array: Option<&str>, o: &ConvertOptions) -> Exit {
-    match convert_inner(input, output, array, o) {
-        Ok(()) => Exit::Clean,
-        Err(Fail(exit, msg)) => {
-            if !msg.is_empty() {
-                crate::say!("{msg}");
-            }
-            exit
-        }
-    }
+    ingest::finish(convert_inner(input, output, array, o))
 }
 
 fn convert_inner(
@@ -414,24 +369,7 @@ fn convert_inner(
     array: Option<&str>,
     o: &ConvertOptions,
 ) -> Result<(), Fail> {
-    if let Err(e) = crate::atomic::check_output(output, &[input], o.force) {
-        // check_output has said why.
-        return Err(Fail(e, String::new()));
-    }
-    if o.name.is_some() {
-        return Err(usage(
-            "--name names the dataset of a .npy input; a Zarr store's datasets are named \
-             after its arrays' paths"
-                .into(),
-        ));
-    }
-    if !o.meta.coords.is_empty() || !o.meta.labels.is_empty() {
-        return Err(usage(
-            "--coord and --labels are for .npy/.npz inputs; a Zarr store's axes keep \
-             its dimension_names"
-                .into(),
-        ));
-    }
+    ingest::check_start(input, output, o, "a Zarr store's arrays")?;
     let mut sources = Vec::new();
     walk(input, input, "/", 0, &mut sources)?;
     if let Some(want) = array {
@@ -443,166 +381,77 @@ fn convert_inner(
                     .is_some_and(|r| r.starts_with('/'))
         });
         if sources.is_empty() {
-            return Err(usage(format!(
+            return Err(Fail::usage(format!(
                 "{}: --array {want}: no array or group of that path in the store",
                 input.display()
             )));
         }
     }
     if sources.is_empty() {
-        return Err(usage(format!(
+        return Err(Fail::usage(format!(
             "{}: no arrays in the store",
             input.display()
         )));
     }
     let store = Arc::new(
         FilesystemStore::new(input)
-            .map_err(|e| operational(format!("cannot open {}: {e}", input.display())))?,
+            .map_err(|e| Fail::operational(format!("cannot open {}: {e}", input.display())))?,
     );
     let mut arrays = Vec::new();
-    let mut chunks = Vec::new();
+    let mut planned = Vec::new();
     for s in &sources {
-        let a = Array::open(store.clone(), &s.node)
-            .map_err(|e| damaged(format!("{}: {e}", s.file.display())))?;
-        let chunk = match &o.chunk {
-            Some(c) if c.len() != s.shape.len() => {
-                return Err(usage(format!(
-                    "--chunk has {} axes but array '{}' has {}",
-                    c.len(),
-                    s.name,
-                    s.shape.len()
-                )))
-            }
-            Some(c) => c.clone(),
-            None => s.chunk.clone(),
-        };
-        // An empty axis still has one (empty) chunk in .tet's grid; a tile never
-        // exceeds the array.
-        let tile_bytes = product(&chunk).and_then(|n| n.checked_mul(s.dtype.size()));
-        if tile_bytes.is_none_or(|b| b > MAX_TILE) {
-            return Err(usage(format!(
-                "{}: array '{}': a chunk of shape {chunk:?} is over the {MAX_TILE}-byte \
-                 limit of one tile (give a smaller --chunk)",
-                s.file.display(),
-                s.name
-            )));
-        }
-        let cells = s
-            .shape
-            .iter()
-            .zip(&chunk)
-            .try_fold(1u64, |a, (n, k)| a.checked_mul(n.div_ceil(*k).max(1)));
-        if cells.is_none_or(|c| c > MAX_CHUNKS) {
-            return Err(usage(format!(
-                "{}: array '{}': shape {:?} in chunks of {chunk:?} is over {MAX_CHUNKS} \
-                 chunks",
+        // zarrs decodes whole source chunks: a hostile chunk shape is refused before
+        // anything is allocated, whatever the `.tet` chunk shape.
+        let source_chunk = product(&s.chunk).and_then(|n| n.checked_mul(s.dtype.size()));
+        if source_chunk.is_none_or(|b| b > ingest::MAX_TILE) {
+            return Err(Fail::usage(format!(
+                "{}: array '{}': its chunks of shape {:?} are over the {}-byte limit of \
+                 one decode",
                 s.file.display(),
                 s.name,
-                s.shape
+                s.chunk,
+                ingest::MAX_TILE
             )));
         }
+        let a = Array::open(store.clone(), &s.node)
+            .map_err(|e| Fail::damaged(format!("{}: {e}", s.file.display())))?;
+        let chunk = ingest::chunk_of(
+            &s.file,
+            "array",
+            &s.name,
+            &s.shape,
+            s.dtype,
+            o.chunk.as_deref(),
+            Some(&s.chunk),
+        )?;
         arrays.push(a);
-        chunks.push(chunk);
-    }
-    let meta = metadata(&sources, o).map_err(|e| usage(format!("{}: {e}", input.display())))?;
-    let specs: Vec<DatasetSpec<'_>> = sources
-        .iter()
-        .zip(&chunks)
-        .map(|(s, c)| DatasetSpec {
+        planned.push(Planned {
             name: &s.name,
             dtype: s.dtype,
             shape: &s.shape,
-            chunk_shape: c,
-        })
-        .collect();
-    let shape_of = |name: &str| {
-        specs
-            .iter()
-            .find(|d| d.name == name)
-            .map(|d| d.shape.to_vec())
-    };
-    let dtype_of = |name: &str| specs.iter().find(|d| d.name == name).map(|d| d.dtype);
-    tet_alloc::tet::meta::parse(meta.as_bytes(), 0)
-        .map_err(|e| e.message)
-        .and_then(
-            |m| match tet_alloc::tet::meta::check_typed(&m, &shape_of, &dtype_of).first() {
-                Some(p) => Err(p.to_string()),
-                None => Ok(()),
-            },
-        )
-        .and_then(|()| interop::check_metadata(&meta).map_err(|e| format!("metadata: {e}")))
-        .map_err(|e| usage(format!("{}: {e}", input.display())))?;
-    let out = AtomicFile::create(output, RealFs).map_err(|e| {
-        operational(format!(
-            "cannot create a file beside {}: {e}",
-            output.display()
-        ))
-    })?;
-    let mut w = Writer::new(out, &specs).map_err(|e| usage(format!("{}: {e}", input.display())))?;
-    let total: u64 = sources
-        .iter()
-        .filter_map(|s| product(&s.shape)?.checked_mul(s.dtype.size()))
-        .fold(0u64, u64::saturating_add);
-    let bar = crate::progress::progress_bar(true, total);
-    for (i, ((s, a), c)) in sources.iter().zip(&arrays).zip(&chunks).enumerate() {
-        let grid: Vec<u64> = s
-            .shape
-            .iter()
-            .zip(c)
-            .map(|(n, k)| n.div_ceil(*k).max(1))
-            .collect();
-        let cells = product(&grid).unwrap_or(0);
-        let id = DatasetId(u32::try_from(i).unwrap_or(u32::MAX));
-        // A batch of tiles is decoded on every core (each through zarrs), then
-        // compressed on every core and written in grid order.
-        let mut first = 0u64;
-        while first < cells {
-            let last = first.saturating_add(BATCH_CELLS).min(cells);
-            let read: Vec<Result<Tile, Fail>> = (first..last)
-                .into_par_iter()
-                .map(|cell| {
-                    let coords = tet_alloc::tet::query::position_coords(&grid, cell);
-                    read_tile(s, a, c, &coords).map(|t| (id, coords, t))
-                })
-                .collect();
-            let batch = read.into_iter().collect::<Result<Vec<Tile>, Fail>>()?;
-            write_batch(&mut w, &batch, o.codec, o.level)
-                .map_err(|e| operational(format!("{}: {e}", output.display())))?;
-            if let Some(b) = &bar {
-                b.inc(
-                    batch
-                        .iter()
-                        .map(|(_, _, t)| u64::try_from(t.len()).unwrap_or(0))
-                        .sum(),
-                );
-            }
-            first = last;
-        }
+            chunk,
+        });
     }
-    let descrs: Vec<String> = sources
-        .iter()
-        .map(|s| format!("{}:{}", s.name, s.zarr_type))
-        .collect();
-    let footer = FooterSpec {
-        history: vec![HistoryRow {
-            op: "convert".into(),
-            source: interop::clip(&input.display().to_string()).to_string(),
-            at: super::now_rfc3339(),
-            params: vec![
-                ("from".into(), "zarr".into()),
-                ("arrays".into(), crate::tet::convert::arrays_param(&descrs)),
-                ("codec".into(), o.codec.name().into()),
-            ],
-        }],
-        metadata: Some(meta),
+    let meta =
+        metadata(&sources, o).map_err(|e| Fail::usage(format!("{}: {e}", input.display())))?;
+    let provenance = Provenance {
+        from: "zarr",
+        descrs: sources
+            .iter()
+            .map(|s| format!("{}:{}", s.name, s.zarr_type))
+            .collect(),
+        extra: Vec::new(),
     };
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    w.finish(Some(&footer))
-        .map_err(|e| operational(format!("{}: {e}", output.display())))?
-        .commit()
-        .map_err(|e| operational(format!("{}: {e}", output.display())))
+    // A batch of tiles is decoded on every core, each through zarrs.
+    ingest::write(input, output, &planned, meta, provenance, o, |i, tiles| {
+        let (Some(s), Some(a), Some(p)) = (sources.get(i), arrays.get(i), planned.get(i)) else {
+            return Ok(Vec::new());
+        };
+        tiles
+            .par_iter()
+            .map(|coords| read_tile(s, a, &p.chunk, coords))
+            .collect()
+    })
 }
 
 /// The `.tet` tile at grid `coords` of chunk shape `chunk`: the region read through
@@ -633,13 +482,13 @@ fn read_tile<T: zarrs::storage::ReadableStorageTraits + ?Sized + 'static>(
         )
     };
     let subset = ArraySubset::new_with_start_shape(start.clone(), shape.clone())
-        .map_err(|e| damaged(format!("{}: {e}", where_())))?;
+        .map_err(|e| Fail::damaged(format!("{}: {e}", where_())))?;
     let bytes: ArrayBytes<'static> = a
         .retrieve_array_subset(&subset)
-        .map_err(|e| damaged(format!("{}: {e}", where_())))?;
+        .map_err(|e| Fail::damaged(format!("{}: {e}", where_())))?;
     let raw = bytes
         .into_fixed()
-        .map_err(|e| damaged(format!("{}: {e}", where_())))?
+        .map_err(|e| Fail::damaged(format!("{}: {e}", where_())))?
         .into_owned();
     let want = product(&shape).and_then(|n| {
         n.checked_mul(if s.zarr_type == "int8" {
@@ -649,7 +498,7 @@ fn read_tile<T: zarrs::storage::ReadableStorageTraits + ?Sized + 'static>(
         })
     });
     if want != Some(u64::try_from(raw.len()).unwrap_or(u64::MAX)) {
-        return Err(damaged(format!(
+        return Err(Fail::damaged(format!(
             "{}: decoded {} bytes, expected {want:?}",
             where_(),
             raw.len()
@@ -742,7 +591,7 @@ fn write_json(dir: &Path, v: &Value) -> Result<(), Fail> {
     let text = serde_json::to_string_pretty(v).unwrap_or_default();
     std::fs::create_dir_all(dir)
         .and_then(|()| std::fs::write(dir.join("zarr.json"), format!("{text}\n")))
-        .map_err(|e| operational(format!("cannot write {}: {e}", dir.display())))
+        .map_err(|e| Fail::operational(format!("cannot write {}: {e}", dir.display())))
 }
 
 /// The default fill value of a Zarr type, when the source recorded none.
@@ -784,7 +633,7 @@ fn export_checked(
     force: bool,
 ) -> Result<(), Fail> {
     if crate::atomic::same_file(out, path) {
-        return Err(usage(format!(
+        return Err(Fail::usage(format!(
             "the output {} is the input {} (the same file); write to another path",
             out.display(),
             path.display()
@@ -792,14 +641,14 @@ fn export_checked(
     }
     let exists = std::fs::symlink_metadata(out).is_ok();
     if exists && !force {
-        return Err(usage(format!(
+        return Err(Fail::usage(format!(
             "{} exists; pass --force to replace it",
             out.display()
         )));
     }
     if exists && !is_store(out) {
         // --force replaces a Zarr store, never another directory or file.
-        return Err(usage(format!(
+        return Err(Fail::usage(format!(
             "{} exists and is not a Zarr store (no zarr.json); not replacing it",
             out.display()
         )));
@@ -819,7 +668,7 @@ fn export_checked(
             .collect(),
     };
     let meta = crate::tet::dims::metadata(&file)
-        .map_err(|e| damaged(format!("{}: footer metadata: {e}", path.display())))?
+        .map_err(|e| Fail::damaged(format!("{}: footer metadata: {e}", path.display())))?
         .unwrap_or_default();
     let footer = tet_alloc::tet::history::metadata(&file).ok().flatten();
     let budget = crate::tet::budget_for(&file, None, budget);
@@ -840,12 +689,15 @@ fn export_checked(
     let old = parent.join(format!(".{base}.old-{}", std::process::id()));
     if exists {
         std::fs::rename(out, &old)
-            .map_err(|e| operational(format!("cannot replace {}: {e}", out.display())))?;
+            .map_err(|e| Fail::operational(format!("cannot replace {}: {e}", out.display())))?;
     }
     if let Err(e) = std::fs::rename(&tmp, out) {
         let _ = exists && std::fs::rename(&old, out).is_ok();
         let _ = std::fs::remove_dir_all(&tmp);
-        return Err(operational(format!("cannot write {}: {e}", out.display())));
+        return Err(Fail::operational(format!(
+            "cannot write {}: {e}",
+            out.display()
+        )));
     }
     if exists {
         let _ = std::fs::remove_dir_all(&old);
@@ -866,7 +718,7 @@ fn export_into(
     write_json(tmp, &group_json())?;
     let store = Arc::new(
         FilesystemStore::new(tmp)
-            .map_err(|e| operational(format!("cannot write {}: {e}", tmp.display())))?,
+            .map_err(|e| Fail::operational(format!("cannot write {}: {e}", tmp.display())))?,
     );
     let empty = tet_alloc::tet::meta::DatasetMeta::default();
     let total: u64 = names
@@ -878,14 +730,14 @@ fn export_into(
     for name in names {
         let ds = file
             .dataset(name)
-            .map_err(|e| damaged(format!("{}: dataset '{name}': {e}", path.display())))?;
+            .map_err(|e| Fail::damaged(format!("{}: dataset '{name}': {e}", path.display())))?;
         // Groups for a slash-separated name.
         let parts: Vec<&str> = name.split('/').collect();
         if parts
             .iter()
             .any(|p| p.is_empty() || *p == "." || *p == "..")
         {
-            return Err(usage(format!(
+            return Err(Fail::usage(format!(
                 "{}: dataset '{name}' is not a Zarr node path (empty, '.' or '..' part)",
                 path.display()
             )));
@@ -958,7 +810,7 @@ fn export_into(
         )?;
         let node = format!("/{name}");
         let array = Array::open(store.clone(), &node)
-            .map_err(|e| operational(format!("{}: {e}", node_dir.display())))?;
+            .map_err(|e| Fail::operational(format!("{}: {e}", node_dir.display())))?;
         for cell in 0..cells {
             let coords = tet_alloc::tet::query::position_coords(&grid, cell);
             let mut slices = Vec::with_capacity(coords.len());
@@ -990,13 +842,13 @@ fn export_into(
             let ((_, _, restored), why) =
                 crate::tet::export::restore(ds.dtype(), extent.clone(), values, &src);
             if let Some(why) = why {
-                return Err(usage(format!(
+                return Err(Fail::usage(format!(
                     "{}: dataset '{name}': {why}; a Zarr array has one type",
                     path.display()
                 )));
             }
             let subset = ArraySubset::new_with_start_shape(start, extent)
-                .map_err(|e| operational(format!("{}: {e}", node_dir.display())))?;
+                .map_err(|e| Fail::operational(format!("{}: {e}", node_dir.display())))?;
             let size = if matches!(ztype, "bool" | "int8") {
                 1
             } else {
@@ -1004,7 +856,7 @@ fn export_into(
             };
             array
                 .store_array_subset(&subset, ArrayBytes::new_flen(native_to_le(restored, size)))
-                .map_err(|e| operational(format!("{}: {e}", node_dir.display())))?;
+                .map_err(|e| Fail::operational(format!("{}: {e}", node_dir.display())))?;
             if let Some(b) = &bar {
                 b.inc(raw);
             }

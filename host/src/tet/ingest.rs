@@ -1,0 +1,321 @@
+//! What every foreign input of `convert` shares (a Zarr store, a NetCDF or HDF5 file):
+//! the chunk plan and its limits, the footer metadata's common parts (the file record,
+//! `--dims`, `--attr`), the metadata check before any data is written, and the batched
+//! write loop with its progress bar and history row. Each input module describes its
+//! arrays and reads tiles; this module turns them into a `.tet` file, atomically.
+
+use std::path::Path;
+
+use tet_alloc::tet::meta::{FileInfo, Metadata, Problem};
+use tet_alloc::tet::writer::{interop, DatasetSpec, FooterSpec, HistoryRow, Writer};
+use tet_core::tet::{DType, DatasetId};
+
+use crate::atomic::{AtomicFile, RealFs};
+use crate::tet::convert::ConvertOptions;
+use crate::tet::write::{write_batch, Tile};
+use crate::Exit;
+
+/// The largest tile read at once, in bytes.
+pub(crate) const MAX_TILE: u64 = 1 << 30;
+/// The most chunks one dataset may have.
+pub(crate) const MAX_CHUNKS: u64 = 1 << 26;
+/// Tiles read, then compressed on every core, per batch.
+const BATCH_CELLS: u64 = 16;
+
+/// Why a conversion stopped: its exit status and what to say (nothing when it was said).
+pub(crate) struct Fail(pub Exit, pub String);
+
+impl Fail {
+    /// The input is damaged (exit 4).
+    pub(crate) fn damaged(msg: String) -> Self {
+        Fail(Exit::Problems, msg)
+    }
+    /// The command cannot do what it was asked (exit 16).
+    pub(crate) fn usage(msg: String) -> Self {
+        Fail(Exit::Usage, msg)
+    }
+    /// The system failed (exit 8).
+    pub(crate) fn operational(msg: String) -> Self {
+        Fail(Exit::Operational, msg)
+    }
+}
+
+/// Runs a conversion and turns its outcome into the exit status, saying why it stopped.
+pub(crate) fn finish(outcome: Result<(), Fail>) -> Exit {
+    match outcome {
+        Ok(()) => Exit::Clean,
+        Err(Fail(exit, msg)) => {
+            if !msg.is_empty() {
+                crate::say!("{msg}");
+            }
+            exit
+        }
+    }
+}
+
+/// The checks before anything is read: the output may be written (refused when it
+/// exists without `--force`, or is the input), and the options for `.npy` inputs only
+/// are not given. `kind` names the input in the refusal ("a Zarr store's arrays").
+pub(crate) fn check_start(
+    input: &Path,
+    output: &Path,
+    o: &ConvertOptions,
+    kind: &str,
+) -> Result<(), Fail> {
+    if let Err(e) = crate::atomic::check_output(output, &[input], o.force) {
+        // check_output has said why.
+        return Err(Fail(e, String::new()));
+    }
+    if o.name.is_some() || !o.meta.coords.is_empty() || !o.meta.labels.is_empty() {
+        return Err(Fail::usage(format!(
+            "--name, --coord and --labels are for .npy/.npz inputs; {kind} keep their \
+             names, dimensions and coordinates"
+        )));
+    }
+    Ok(())
+}
+
+/// One array to write: its dataset name, type, shape and `.tet` chunk shape.
+pub(crate) struct Planned<'a> {
+    pub name: &'a str,
+    pub dtype: DType,
+    pub shape: &'a [u64],
+    pub chunk: Vec<u64>,
+}
+
+fn product(v: &[u64]) -> Option<u64> {
+    v.iter().try_fold(1u64, |a, b| a.checked_mul(*b))
+}
+
+/// The grid of `chunk` over `shape`: chunks per axis (an empty axis keeps one).
+fn grid(shape: &[u64], chunk: &[u64]) -> Vec<u64> {
+    shape
+        .iter()
+        .zip(chunk)
+        .map(|(n, k)| n.div_ceil((*k).max(1)).max(1))
+        .collect()
+}
+
+/// The `.tet` chunk shape of array `name`: `--chunk` when given, else the source's own
+/// chunk shape (`native`), else about 1 MiB per chunk; clipped to the array (a tile never
+/// exceeds it). Refused when a tile would pass [`MAX_TILE`] bytes or the grid
+/// [`MAX_CHUNKS`] chunks. `what` names the source's kind of array ("variable").
+pub(crate) fn chunk_of(
+    input: &Path,
+    what: &str,
+    name: &str,
+    shape: &[u64],
+    dtype: DType,
+    given: Option<&[u64]>,
+    native: Option<&[u64]>,
+) -> Result<Vec<u64>, Fail> {
+    let chunk = match (given, native) {
+        (Some(c), _) if c.len() != shape.len() => {
+            return Err(Fail::usage(format!(
+                "--chunk has {} axes but {what} '{name}' has {}",
+                c.len(),
+                shape.len()
+            )))
+        }
+        (Some(c), _) => c.to_vec(),
+        (None, Some(c)) if c.len() == shape.len() => c.to_vec(),
+        (None, _) => crate::tet::npy::default_chunk(shape, dtype.size()),
+    };
+    let chunk: Vec<u64> = chunk
+        .iter()
+        .zip(shape)
+        .map(|(k, n)| (*k).min((*n).max(1)).max(1))
+        .collect();
+    let tile_bytes = product(&chunk).and_then(|n| n.checked_mul(dtype.size()));
+    if tile_bytes.is_none_or(|b| b > MAX_TILE) {
+        return Err(Fail::usage(format!(
+            "{}: {what} '{name}': a chunk of shape {chunk:?} is over the {MAX_TILE}-byte \
+             limit of one tile (give a smaller --chunk)",
+            input.display()
+        )));
+    }
+    if product(&grid(shape, &chunk)).is_none_or(|c| c > MAX_CHUNKS) {
+        return Err(Fail::usage(format!(
+            "{}: {what} '{name}': shape {shape:?} in chunks of {chunk:?} is over \
+             {MAX_CHUNKS} chunks",
+            input.display()
+        )));
+    }
+    Ok(chunk)
+}
+
+/// Footer metadata with this tool's file record and no datasets yet.
+pub(crate) fn new_metadata() -> Metadata {
+    Metadata {
+        file: Some(FileInfo {
+            tool: Some("tet-host".into()),
+            library_version: Some(env!("CARGO_PKG_VERSION").into()),
+            created_at: Some(super::now_rfc3339()),
+        }),
+        datasets: Vec::new(),
+    }
+}
+
+/// Applies `--dims` and `--attr` (each `[DATASET:]...`) to `m`, over the arrays `(name,
+/// rank)`: without a dataset, `--dims` names the axes of every array of its rank and
+/// `--attr` sets the attribute on every array. `missing` ends the refusal of a dataset
+/// that is not there ("in the store").
+pub(crate) fn apply_options(
+    m: &mut Metadata,
+    arrays: &[(&str, usize)],
+    o: &ConvertOptions,
+    what: &str,
+    missing: &str,
+) -> Result<(), String> {
+    let pick = |ds: Option<&str>, option: &str| -> Result<Vec<String>, String> {
+        match ds {
+            None => Ok(arrays.iter().map(|(n, _)| (*n).to_string()).collect()),
+            Some(d) if arrays.iter().any(|(n, _)| *n == d) => Ok(vec![d.to_string()]),
+            Some(d) => Err(format!("{option}: no {what} '{d}' {missing}")),
+        }
+    };
+    for arg in &o.meta.dims {
+        let (ds, list) = crate::tet::convert::target(arg);
+        let names: Vec<String> = list.split(',').map(|s| s.trim().to_string()).collect();
+        for d in pick(ds, "--dims")? {
+            let rank = arrays.iter().find(|(n, _)| *n == d).map(|(_, r)| *r);
+            if ds.is_some() || rank == Some(names.len()) {
+                m.edit(&d, |e| e.dim_names = Some(names.clone()));
+            }
+        }
+    }
+    for arg in &o.meta.attrs {
+        let (ds, rest) = crate::tet::convert::target(arg);
+        let (k, v) = crate::tet::convert::key_value(rest, "--attr")?;
+        for d in pick(ds, "--attr")? {
+            m.edit(&d, |e| e.set_attr(k, v));
+        }
+    }
+    Ok(())
+}
+
+/// Checks footer metadata `meta` against the datasets it describes before any data is
+/// written (the writer checks again when it finishes): the format's rules
+/// ([`tet_alloc::tet::meta::check_typed`]) and what the other implementation reads
+/// ([`interop::check_metadata`]). A broken rule is said by `explain`.
+pub(crate) fn check_metadata(
+    meta: &str,
+    specs: &[DatasetSpec<'_>],
+    explain: impl Fn(&Problem) -> String,
+) -> Result<(), String> {
+    let shape_of = |name: &str| {
+        specs
+            .iter()
+            .find(|d| d.name == name)
+            .map(|d| d.shape.to_vec())
+    };
+    let dtype_of = |name: &str| specs.iter().find(|d| d.name == name).map(|d| d.dtype);
+    let m = tet_alloc::tet::meta::parse(meta.as_bytes(), 0).map_err(|e| e.message)?;
+    if let Some(p) = tet_alloc::tet::meta::check_typed(&m, &shape_of, &dtype_of).first() {
+        return Err(explain(p));
+    }
+    interop::check_metadata(meta).map_err(|e| format!("metadata: {e}"))
+}
+
+/// Where the converted arrays came from, for the history row.
+pub(crate) struct Provenance<'a> {
+    /// The input format (`zarr`, `netcdf`, `hdf5`).
+    pub from: &'a str,
+    /// Each array's `name:source-type`.
+    pub descrs: Vec<String>,
+    /// More parameters, after `codec` (`skipped`).
+    pub extra: Vec<(String, String)>,
+}
+
+/// Writes `arrays` to `output` atomically, with footer metadata `meta` and one history
+/// row: every array in turn, its tiles in grid order, [`BATCH_CELLS`] at a time.
+/// `read(i, tiles)` gives the bytes of array `i`'s tiles at those grid coordinates, as
+/// `.tet` little-endian elements clipped to the array; it may read them in parallel. The
+/// batch is then compressed on every core and written, so memory is a batch of tiles.
+pub(crate) fn write(
+    input: &Path,
+    output: &Path,
+    arrays: &[Planned<'_>],
+    meta: String,
+    provenance: Provenance<'_>,
+    o: &ConvertOptions,
+    mut read: impl FnMut(usize, &[Vec<u64>]) -> Result<Vec<Vec<u8>>, Fail>,
+) -> Result<(), Fail> {
+    let in_input = |e: String| Fail::usage(format!("{}: {e}", input.display()));
+    let in_output = |e: String| Fail::operational(format!("{}: {e}", output.display()));
+    let specs: Vec<DatasetSpec<'_>> = arrays
+        .iter()
+        .map(|a| DatasetSpec {
+            name: a.name,
+            dtype: a.dtype,
+            shape: a.shape,
+            chunk_shape: &a.chunk,
+        })
+        .collect();
+    check_metadata(&meta, &specs, ToString::to_string).map_err(in_input)?;
+    let out = AtomicFile::create(output, RealFs).map_err(|e| {
+        Fail::operational(format!(
+            "cannot create a file beside {}: {e}",
+            output.display()
+        ))
+    })?;
+    let mut w = Writer::new(out, &specs).map_err(|e| in_input(e.to_string()))?;
+    let total: u64 = arrays
+        .iter()
+        .filter_map(|a| product(a.shape)?.checked_mul(a.dtype.size()))
+        .fold(0u64, u64::saturating_add);
+    let bar = crate::progress::progress_bar(true, total);
+    for (i, a) in arrays.iter().enumerate() {
+        let grid = grid(a.shape, &a.chunk);
+        let cells = product(&grid).unwrap_or(0);
+        let id = DatasetId(u32::try_from(i).unwrap_or(u32::MAX));
+        let mut first = 0u64;
+        while first < cells {
+            let last = first.saturating_add(BATCH_CELLS).min(cells);
+            let coords: Vec<Vec<u64>> = (first..last)
+                .map(|cell| tet_alloc::tet::query::position_coords(&grid, cell))
+                .collect();
+            let tiles = read(i, &coords)?;
+            let batch: Vec<Tile> = coords
+                .into_iter()
+                .zip(tiles)
+                .map(|(c, t)| (id, c, t))
+                .collect();
+            write_batch(&mut w, &batch, o.codec, o.level).map_err(|e| in_output(e.to_string()))?;
+            if let Some(b) = &bar {
+                b.inc(
+                    batch
+                        .iter()
+                        .map(|(_, _, t)| u64::try_from(t.len()).unwrap_or(0))
+                        .sum(),
+                );
+            }
+            first = last;
+        }
+    }
+    let mut params = vec![
+        ("from".into(), provenance.from.into()),
+        (
+            "arrays".into(),
+            crate::tet::convert::arrays_param(&provenance.descrs),
+        ),
+        ("codec".into(), o.codec.name().into()),
+    ];
+    params.extend(provenance.extra);
+    let footer = FooterSpec {
+        history: vec![HistoryRow {
+            op: "convert".into(),
+            source: interop::clip(&input.display().to_string()).to_string(),
+            at: super::now_rfc3339(),
+            params,
+        }],
+        metadata: Some(meta),
+    };
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    w.finish(Some(&footer))
+        .map_err(|e| in_output(e.to_string()))?
+        .commit()
+        .map_err(|e| in_output(e.to_string()))
+}
