@@ -315,7 +315,7 @@ pub enum Command {
         /// For a Zarr store: only the array, or the arrays of the group, at this path.
         #[arg(long, value_name = "PATH")]
         array: Option<String>,
-        /// For a NetCDF file: convert the numeric variables and skip (listing each) those
+        /// For a NetCDF or HDF5 file: convert the numeric variables and skip (listing each) those
         /// of a type .tet cannot hold (text, strings, compound, variable-length), which
         /// are otherwise refused.
         #[arg(long)]

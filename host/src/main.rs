@@ -310,18 +310,22 @@ fn dispatch(command: Command) -> Exit {
                 }
             };
             let zarr = tet::zarr::is_store(&input);
-            let netcdf = !zarr && tet_host::tet::convert::is_netcdf_file(&input);
-            if skip_unsupported && !netcdf {
+            let library = if zarr {
+                None
+            } else {
+                tet_host::tet::convert::library_for(&input)
+            };
+            if skip_unsupported && library.is_none() {
                 tet_host::say!(
-                    "--skip-unsupported is for NetCDF files; {} is not one",
+                    "--skip-unsupported is for NetCDF and HDF5 files; {} is not one",
                     input.display()
                 );
                 return Exit::Usage;
             }
-            if append && netcdf {
+            if append && library.is_some() {
                 tet_host::say!(
-                    "--append adds the arrays of a .npy or .npz file; convert the NetCDF file \
-                     to a .tet file of its own"
+                    "--append adds the arrays of a .npy or .npz file; convert the NetCDF or \
+                     HDF5 file to a .tet file of its own"
                 );
                 return Exit::Usage;
             }
@@ -359,8 +363,15 @@ fn dispatch(command: Command) -> Exit {
             };
             if zarr {
                 tet::zarr::convert(&input, &output, array.as_deref(), &options)
-            } else if netcdf {
-                convert_netcdf(&input, &output, skip_unsupported, &options)
+            } else if let Some(library) = library {
+                match library {
+                    tet::convert::Library::NetCdf => {
+                        convert_netcdf(&input, &output, skip_unsupported, &options)
+                    }
+                    tet::convert::Library::Hdf5 => {
+                        convert_hdf5(&input, &output, skip_unsupported, &options)
+                    }
+                }
             } else {
                 tet::convert::convert(&input, &output, &options)
             }
@@ -543,9 +554,33 @@ fn convert_netcdf(
     _o: &tet::convert::ConvertOptions,
 ) -> Exit {
     tet_host::say!(
-        "{} is a NetCDF (or HDF5) file; this tet-host was built without NetCDF support: \
-         build it with `cargo build -p tet-host --features netcdf` (needs libnetcdf-dev)",
+        "{} is a NetCDF (or HDF5) file; this tet-host was built without NetCDF or HDF5 \
+         support: build it with `cargo build -p tet-host --features netcdf` (needs \
+         libnetcdf-dev) or `--features hdf5` (needs libhdf5-dev)",
         input.display()
     );
     Exit::Usage
+}
+
+/// `convert` of an HDF5 file: through libhdf5 when built with the `hdf5` feature.
+#[cfg(feature = "hdf5")]
+fn convert_hdf5(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    skip_unsupported: bool,
+    o: &tet::convert::ConvertOptions,
+) -> Exit {
+    tet::hdf5::convert(input, output, skip_unsupported, o)
+}
+
+/// Never called in a build without the `hdf5` feature ([`tet::convert::library_for`]
+/// gives NetCDF there), but said plainly if it were.
+#[cfg(not(feature = "hdf5"))]
+fn convert_hdf5(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    skip_unsupported: bool,
+    o: &tet::convert::ConvertOptions,
+) -> Exit {
+    convert_netcdf(input, output, skip_unsupported, o)
 }

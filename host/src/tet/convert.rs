@@ -80,20 +80,47 @@ struct CoordSource {
 /// Tiles compressed per parallel batch.
 const BATCH: usize = 16;
 
-/// Whether `path` is a file that starts as a NetCDF file does (`CDF` 1, 2 or 5, or
-/// HDF5's signature: NetCDF-4 is HDF5).
-pub fn is_netcdf_file(path: &Path) -> bool {
+/// The system library a file input is read through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Library {
+    /// libnetcdf (feature `netcdf`): NetCDF classic, 64-bit offset, CDF-5, NetCDF-4.
+    NetCdf,
+    /// libhdf5 (feature `hdf5`): HDF5 files.
+    Hdf5,
+}
+
+/// Which library reads `path`, when it is a regular file that starts as a NetCDF or an
+/// HDF5 file does: `CDF` 1, 2 or 5 is NetCDF; HDF5's signature is NetCDF-4 when the name
+/// says so (`.nc`, `.nc4`, `.cdf`, `.netcdf`) and this build reads NetCDF, else HDF5 when
+/// this build reads HDF5 (a NetCDF-4 file is an HDF5 file), else NetCDF.
+pub fn library_for(path: &Path) -> Option<Library> {
     use std::io::Read;
     // Only a regular file is opened: opening a FIFO would wait for a writer (the input
     // checks refuse special files before anything opens them).
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        return false;
+        return None;
     }
     let mut head = [0u8; 8];
-    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
-    read.is_ok()
-        && (matches!(head.get(..4), Some(b"CDF\x01" | b"CDF\x02" | b"CDF\x05"))
-            || head == *b"\x89HDF\r\n\x1a\n")
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .ok()?;
+    if matches!(head.get(..4), Some(b"CDF\x01" | b"CDF\x02" | b"CDF\x05")) {
+        return Some(Library::NetCdf);
+    }
+    if head != *b"\x89HDF\r\n\x1a\n" {
+        return None;
+    }
+    let netcdf_name = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| ["nc", "nc4", "cdf", "netcdf"].contains(&e.to_ascii_lowercase().as_str()));
+    Some(
+        if (netcdf_name && cfg!(feature = "netcdf")) || !cfg!(feature = "hdf5") {
+            Library::NetCdf
+        } else {
+            Library::Hdf5
+        },
+    )
 }
 
 /// `tet-host convert`.

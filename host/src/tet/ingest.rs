@@ -144,6 +144,75 @@ pub(crate) fn chunk_of(
     Ok(chunk)
 }
 
+/// Adds attribute `key` = `text` of array `name` to `attrs`. CF allows several missing
+/// values in a list, where `.tet` marks with one value per attribute: the first becomes
+/// `missing_value` (said on standard error) and the list is kept as
+/// `missing_value_list`. (A Zarr store's list stays JSON, as `export` gives it back.)
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) fn push_attr(
+    attrs: &mut Vec<(String, String)>,
+    key: String,
+    text: String,
+    input: &Path,
+    name: &str,
+) {
+    if key != "missing_value" || !text.starts_with('[') {
+        attrs.push((key, text));
+        return;
+    }
+    let first = text
+        .trim_matches(['[', ']'])
+        .split(',')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    eprintln!(
+        "tet-host: {}: '{name}': missing_value holds {text}; the first marks missing \
+         elements, the list is kept as missing_value_list",
+        input.display()
+    );
+    attrs.push(("missing_value_list".into(), text));
+    attrs.push((key, first));
+}
+
+/// How a refusal of an array of an unsupported kind ends; left out where the array is
+/// listed as skipped ([`skip_reason`]).
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) const SKIP_HINT: &str = "; give --skip-unsupported to convert the others";
+
+/// A refusal as the list of skipped arrays gives it: without [`SKIP_HINT`].
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) fn skip_reason(why: String) -> String {
+    match why.strip_suffix(SKIP_HINT) {
+        Some(r) => r.to_string(),
+        None => why,
+    }
+}
+
+/// Refuses an array of a rank `.tet` cannot hold (a scalar, or more than
+/// [`tet_core::tet::MAX_NDIM`] axes) as unsupported (exit 16, which `--skip-unsupported`
+/// skips), naming it.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) fn check_rank(input: &Path, what: &str, name: &str, rank: usize) -> Result<(), Fail> {
+    if rank == 0 {
+        return Err(Fail::usage(format!(
+            "{}: {what} '{name}' is a scalar, which .tet cannot hold (a dataset has 1 to {} \
+             axes){SKIP_HINT}",
+            input.display(),
+            tet_core::tet::MAX_NDIM
+        )));
+    }
+    if rank > tet_core::tet::MAX_NDIM {
+        return Err(Fail::usage(format!(
+            "{}: {what} '{name}' has {rank} axes, more than .tet's {}{SKIP_HINT}",
+            input.display(),
+            tet_core::tet::MAX_NDIM
+        )));
+    }
+    Ok(())
+}
+
 /// Footer metadata with this tool's file record and no datasets yet.
 pub(crate) fn new_metadata() -> Metadata {
     Metadata {

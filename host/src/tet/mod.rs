@@ -12,12 +12,14 @@ pub mod codec;
 pub mod convert;
 pub mod dims;
 pub mod export;
+#[cfg(feature = "hdf5")]
+pub mod hdf5;
 pub mod info;
 #[cfg_attr(
-    not(any(feature = "zarr", feature = "netcdf")),
+    not(any(feature = "zarr", feature = "netcdf", feature = "hdf5")),
     allow(
         dead_code,
-        reason = "the Zarr and NetCDF inputs use all of it, .npy only its check"
+        reason = "the Zarr, NetCDF and HDF5 inputs use all of it, .npy only its check"
     )
 )]
 pub(crate) mod ingest;

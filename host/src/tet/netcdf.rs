@@ -128,10 +128,10 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
         return Err(Fail(
             Exit::Usage,
             format!(
-                "{}: variable '{name}' is of {} type, which .tet cannot hold (only numbers); \
-                 give --skip-unsupported to convert the others",
+                "{}: variable '{name}' is of {} type, which .tet cannot hold (only numbers){}",
                 input.display(),
-                unsupported(&t)
+                unsupported(&t),
+                ingest::SKIP_HINT
             ),
         ));
     };
@@ -140,6 +140,7 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
         .iter()
         .map(|d| u64::try_from(d.len()).unwrap_or(u64::MAX))
         .collect();
+    ingest::check_rank(input, "variable", &name, shape.len())?;
     let dims = v.dimensions().iter().map(|d| d.name()).collect();
     let dim_keys = v.dimensions().iter().map(dim_key).collect();
     let chunking = v.chunking().ok().flatten().map(|c| {
@@ -151,29 +152,13 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
     for a in v.attributes() {
         match a.value() {
             Ok(val) => {
-                let key = a.name().to_string();
-                let text = attr_text(&val);
-                // CF allows several missing values; `.tet` marks with one per attr: the
-                // first is the marker, the list is kept beside it.
-                if key == "missing_value" && text.starts_with('[') {
-                    let first = text
-                        .trim_matches(['[', ']'])
-                        .split(',')
-                        .next()
-                        .unwrap_or_default()
-                        .trim()
-                        .to_string();
-                    eprintln!(
-                        "tet-host: {}: variable '{name}': missing_value holds {text}; the \
-                         first marks missing elements, the list is kept as \
-                         missing_value_list",
-                        input.display()
-                    );
-                    attrs.push(("missing_value_list".into(), text));
-                    attrs.push((key, first));
-                } else {
-                    attrs.push((key, text));
-                }
+                ingest::push_attr(
+                    &mut attrs,
+                    a.name().to_string(),
+                    attr_text(&val),
+                    input,
+                    &name,
+                );
             }
             Err(e) => {
                 return Err(Fail(
@@ -219,7 +204,7 @@ fn walk(
     for v in g.variables() {
         match describe(&v, prefix, input) {
             Ok(var) => out.push((prefix.to_string(), var)),
-            Err(Fail(Exit::Usage, why)) if skip => skipped.push(why),
+            Err(Fail(Exit::Usage, why)) if skip => skipped.push(ingest::skip_reason(why)),
             Err(f) => return Err(f),
         }
     }
@@ -308,7 +293,9 @@ fn convert_inner(
     for v in file.variables() {
         match describe(&v, "", input) {
             Ok(var) => vars.push((String::new(), var)),
-            Err(Fail(Exit::Usage, why)) if skip_unsupported => skipped.push(why),
+            Err(Fail(Exit::Usage, why)) if skip_unsupported => {
+                skipped.push(ingest::skip_reason(why))
+            }
             Err(f) => return Err(f),
         }
     }
