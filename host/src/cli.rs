@@ -320,6 +320,12 @@ pub enum Command {
         /// are otherwise refused.
         #[arg(long)]
         skip_unsupported: bool,
+        /// For a NetCDF or HDF5 file: decode CF packing (scale_factor, add_offset) and
+        /// missing values (_FillValue, missing_value) into floats with NaN, as xarray's
+        /// decode_cf reads them. By default the stored values are kept with those
+        /// attributes (nothing lost; the nan_* reductions decode them).
+        #[arg(long)]
+        unpack: bool,
     },
     /// Write a dataset, or a selection of it, to a NumPy .npy file; or datasets to a Zarr
     /// v3 store (an output ending in .zarr).

@@ -301,6 +301,7 @@ fn dispatch(command: Command) -> Exit {
             labels,
             array,
             skip_unsupported,
+            unpack,
         } => {
             let chunk = match chunk.as_deref().map(tet::convert::parse_chunk).transpose() {
                 Ok(c) => c,
@@ -315,13 +316,22 @@ fn dispatch(command: Command) -> Exit {
             } else {
                 tet_host::tet::convert::library_for(&input)
             };
-            if skip_unsupported && library.is_none() {
+            if (skip_unsupported || unpack) && library.is_none() {
                 tet_host::say!(
-                    "--skip-unsupported is for NetCDF and HDF5 files; {} is not one",
+                    "{} is for NetCDF and HDF5 files; {} is not one",
+                    if unpack {
+                        "--unpack"
+                    } else {
+                        "--skip-unsupported"
+                    },
                     input.display()
                 );
                 return Exit::Usage;
             }
+            let library_options = tet::convert::LibraryOptions {
+                skip_unsupported,
+                unpack,
+            };
             if append && library.is_some() {
                 tet_host::say!(
                     "--append adds the arrays of a .npy or .npz file; convert the NetCDF or \
@@ -366,10 +376,10 @@ fn dispatch(command: Command) -> Exit {
             } else if let Some(library) = library {
                 match library {
                     tet::convert::Library::NetCdf => {
-                        convert_netcdf(&input, &output, skip_unsupported, &options)
+                        convert_netcdf(&input, &output, library_options, &options)
                     }
                     tet::convert::Library::Hdf5 => {
-                        convert_hdf5(&input, &output, skip_unsupported, &options)
+                        convert_hdf5(&input, &output, library_options, &options)
                     }
                 }
             } else {
@@ -539,10 +549,10 @@ fn dispatch(command: Command) -> Exit {
 fn convert_netcdf(
     input: &std::path::Path,
     output: &std::path::Path,
-    skip_unsupported: bool,
+    lib: tet::convert::LibraryOptions,
     o: &tet::convert::ConvertOptions,
 ) -> Exit {
-    tet::netcdf::convert(input, output, skip_unsupported, o)
+    tet::netcdf::convert(input, output, lib, o)
 }
 
 /// `convert` of a NetCDF file in a build without the `netcdf` feature: says how to get it.
@@ -550,7 +560,7 @@ fn convert_netcdf(
 fn convert_netcdf(
     input: &std::path::Path,
     _output: &std::path::Path,
-    _skip_unsupported: bool,
+    _lib: tet::convert::LibraryOptions,
     _o: &tet::convert::ConvertOptions,
 ) -> Exit {
     tet_host::say!(
@@ -567,10 +577,10 @@ fn convert_netcdf(
 fn convert_hdf5(
     input: &std::path::Path,
     output: &std::path::Path,
-    skip_unsupported: bool,
+    lib: tet::convert::LibraryOptions,
     o: &tet::convert::ConvertOptions,
 ) -> Exit {
-    tet::hdf5::convert(input, output, skip_unsupported, o)
+    tet::hdf5::convert(input, output, lib, o)
 }
 
 /// Never called in a build without the `hdf5` feature ([`tet::convert::library_for`]
@@ -579,8 +589,8 @@ fn convert_hdf5(
 fn convert_hdf5(
     input: &std::path::Path,
     output: &std::path::Path,
-    skip_unsupported: bool,
+    lib: tet::convert::LibraryOptions,
     o: &tet::convert::ConvertOptions,
 ) -> Exit {
-    convert_netcdf(input, output, skip_unsupported, o)
+    convert_netcdf(input, output, lib, o)
 }

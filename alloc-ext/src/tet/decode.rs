@@ -601,6 +601,138 @@ fn apply_mask(tile: &[u8], dtype: DType, mask: Mask, out: &mut Vec<u8>) {
     }
 }
 
+/// An attribute of CF decoding (`_FillValue`, `missing_value`, `scale_factor`,
+/// `add_offset`) whose text is not the number it must be.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CfError {
+    /// The attribute.
+    pub key: &'static str,
+    /// Its text.
+    pub text: alloc::string::String,
+    /// What it must be ("a number", "a finite number").
+    pub must_be: &'static str,
+}
+
+impl fmt::Display for CfError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "attr {} = {:?} is not {}",
+            self.key, self.text, self.must_be
+        )
+    }
+}
+
+/// The missing-value markers of a dataset whose attrs are `attr`: `_FillValue` and
+/// `missing_value` both mark (CF), either alone too; `None` when it has neither.
+pub fn cf_markers<'a>(attr: impl Fn(&str) -> Option<&'a str>) -> Result<Option<Markers>, CfError> {
+    let mut found = Vec::new();
+    for key in ["_FillValue", "missing_value"] {
+        if let Some(text) = attr(key) {
+            let m = Marker::parse(text).ok_or_else(|| CfError {
+                key,
+                text: text.into(),
+                must_be: "a number",
+            })?;
+            found.push(m);
+        }
+    }
+    let mut it = found.into_iter();
+    Ok(it.next().map(|first| Markers::new(first, it.next())))
+}
+
+/// The CF packing of a dataset whose attrs are `attr`: `(scale_factor, add_offset)`,
+/// 1 and 0 for the one absent; `None` when it has neither.
+pub fn cf_packing<'a>(
+    attr: impl Fn(&str) -> Option<&'a str>,
+) -> Result<Option<(f64, f64)>, CfError> {
+    if attr("scale_factor").is_none() && attr("add_offset").is_none() {
+        return Ok(None);
+    }
+    let num = |key: &'static str, default: f64| match attr(key) {
+        None => Ok(default),
+        Some(t) => crate::tet::meta::parse_number(t)
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| CfError {
+                key,
+                text: t.into(),
+                must_be: "a finite number",
+            }),
+    };
+    Ok(Some((num("scale_factor", 1.0)?, num("add_offset", 0.0)?)))
+}
+
+/// CF decoding of a whole dataset into floats, as xarray's `decode_cf` reads a packed or
+/// marked variable: the elements through [`Mask::Unpack`] or [`Mask::Missing`], stored
+/// as [`CfDecode::to`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CfDecode {
+    /// What is applied to each element.
+    pub mask: Mask,
+    /// The decoded type: the type of `scale_factor`/`add_offset` when the source says it
+    /// (`packed_as`), else `f32` for integers of at most 16 bits and `f64` for wider ones;
+    /// a float dataset that is only marked keeps its type (NaN at the markers).
+    pub to: DType,
+}
+
+impl CfDecode {
+    /// The decoding of a `stored` dataset with attrs `attr`; `packed_as` is the float type
+    /// its `scale_factor`/`add_offset` were written in, when the source knows it. `None`
+    /// when there is nothing to decode.
+    pub fn of<'a>(
+        stored: DType,
+        attr: impl Fn(&str) -> Option<&'a str>,
+        packed_as: Option<DType>,
+    ) -> Result<Option<CfDecode>, CfError> {
+        let markers = cf_markers(&attr)?;
+        let narrow = stored.size() <= 2;
+        if let Some((scale, offset)) = cf_packing(&attr)? {
+            let to = match packed_as {
+                Some(t @ (DType::F32 | DType::F64)) => t,
+                _ if narrow => DType::F32,
+                _ => DType::F64,
+            };
+            let mask = Mask::Unpack(Unpack {
+                markers,
+                scale,
+                offset,
+            });
+            return Ok(Some(CfDecode { mask, to }));
+        }
+        let Some(m) = markers.filter(|m| !(stored.is_float() && m.only_nan())) else {
+            return Ok(None);
+        };
+        let to = match stored {
+            DType::F16 | DType::F32 | DType::F64 => stored,
+            _ if narrow => DType::F32,
+            _ => DType::F64,
+        };
+        Ok(Some(CfDecode {
+            mask: Mask::Missing(m),
+            to,
+        }))
+    }
+
+    /// Decodes `tile` (elements of `stored`) into `out` (cleared first) as
+    /// [`CfDecode::to`] elements; `scratch` holds the `f64` pass between.
+    pub fn apply(&self, tile: &[u8], stored: DType, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
+        apply_mask(tile, stored, self.mask, scratch);
+        out.clear();
+        let masked = self.mask.tile_dtype(stored);
+        if masked == self.to {
+            out.extend_from_slice(scratch);
+            return;
+        }
+        // The masked tile is f64 here (an integer or an unpacked dataset); only f32 is
+        // narrower.
+        for e in scratch.chunks_exact(8) {
+            if let Ok(b) = <[u8; 8]>::try_from(e) {
+                out.extend_from_slice(&nearest_f32(f64::from_le_bytes(b)).to_le_bytes());
+            }
+        }
+    }
+}
+
 /// [`Mask::Unpack`] of `tile` into `out` as `f64` elements.
 fn unpack(tile: &[u8], dtype: DType, u: Unpack, out: &mut Vec<u8>) {
     let mut push = |v: f64| {

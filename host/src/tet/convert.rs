@@ -89,6 +89,16 @@ pub enum Library {
     Hdf5,
 }
 
+/// The options of `convert` for the inputs a [`Library`] reads.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LibraryOptions {
+    /// Convert the numeric arrays and list the others as skipped, instead of refusing.
+    pub skip_unsupported: bool,
+    /// Decode CF packing and missing values into floats ([`tet_alloc::tet::decode::CfDecode`])
+    /// instead of keeping the stored values and their attributes.
+    pub unpack: bool,
+}
+
 /// Which library reads `path`, when it is a regular file that starts as a NetCDF or an
 /// HDF5 file does: `CDF` 1, 2 or 5 is NetCDF; HDF5's signature is NetCDF-4 when the name
 /// says so (`.nc`, `.nc4`, `.cdf`, `.netcdf`) and this build reads NetCDF, else HDF5 when

@@ -5,7 +5,7 @@
 // `QueryError` carries a located decode error by value, as the libraries do.
 #![allow(clippy::result_large_err)]
 
-use tet_alloc::tet::decode::{Marker, Markers, Mask, Unpack};
+use tet_alloc::tet::decode::{cf_markers, cf_packing, Markers, Mask, Unpack};
 use tet_alloc::tet::meta::{self, Coord, DatasetMeta, Metadata, Values};
 use tet_alloc::tet::query::{plan, Operation};
 use tet_core::tet::fold::Reduce;
@@ -123,20 +123,7 @@ pub fn time_units(
 /// absent), `None` when its attrs give neither.
 fn packing(dm: Option<&DatasetMeta>, name: &str) -> Result<Option<(f64, f64)>, String> {
     let Some(d) = dm else { return Ok(None) };
-    let num = |key: &str, default: f64| -> Result<f64, String> {
-        match d.attr(key) {
-            None => Ok(default),
-            Some(t) => meta::parse_number(t)
-                .filter(|v| v.is_finite())
-                .ok_or_else(|| {
-                    format!("dataset {name:?}: attr {key} = {t:?} is not a finite number")
-                }),
-        }
-    };
-    if d.attr("scale_factor").is_none() && d.attr("add_offset").is_none() {
-        return Ok(None);
-    }
-    Ok(Some((num("scale_factor", 1.0)?, num("add_offset", 0.0)?)))
+    cf_packing(|k| d.attr(k)).map_err(|e| format!("dataset {name:?}: {e}"))
 }
 
 /// Most coordinate values loaded from a coordinate dataset (16 Mi values).
@@ -383,20 +370,7 @@ pub fn resolve(
             let Some(d) = dm else {
                 return Ok(None);
             };
-            let mut found = Vec::new();
-            for key in ["_FillValue", "missing_value"] {
-                if let Some(text) = d.attr(key) {
-                    let m = Marker::parse(text).ok_or_else(|| {
-                        format!(
-                            "dataset {:?}: attr {key} = {text:?} is not a number",
-                            ds.name()
-                        )
-                    })?;
-                    found.push(m);
-                }
-            }
-            let mut it = found.into_iter();
-            Ok(it.next().map(|first| Markers::new(first, it.next())))
+            cf_markers(|k| d.attr(k)).map_err(|e| format!("dataset {:?}: {e}", ds.name()))
         };
         if let Some(explicit) = &doc.null_count {
             let m = match explicit {

@@ -17,7 +17,7 @@ use hdf5_metno as h5;
 use tet_alloc::tet::meta::Coord;
 use tet_core::tet::DType;
 
-use crate::tet::convert::ConvertOptions;
+use crate::tet::convert::{ConvertOptions, LibraryOptions};
 use crate::tet::ingest::{self, Fail, Planned, Provenance};
 use crate::Exit;
 
@@ -52,6 +52,11 @@ struct Var {
     chunking: Option<Vec<u64>>,
     dims: Option<Axes>,
     attrs: Vec<(String, String)>,
+    /// The type `scale_factor`/`add_offset` were written in (the type `--unpack` decodes
+    /// to).
+    packed_as: Option<DType>,
+    /// How `--unpack` decodes it.
+    decode: Option<ingest::Decoding>,
 }
 
 /// The `.tet` type of an HDF5 type, its NumPy name, and NumPy's descr when `.tet`
@@ -247,6 +252,7 @@ fn describe(ds: h5::Dataset, input: &Path) -> Result<Var, Fail> {
     });
     let dims = dimensions(&ds, shape.len()).map_err(damaged)?;
     let mut attrs = Vec::new();
+    let mut packed_as = None;
     let names = ds
         .attr_names()
         .map_err(|e| damaged(format!("its attributes do not list: {e}")))?;
@@ -258,6 +264,17 @@ fn describe(ds: h5::Dataset, input: &Path) -> Result<Var, Fail> {
             .attr(&key)
             .map_err(|e| e.to_string())
             .and_then(|a| attr_text(&a));
+        if matches!(key.as_str(), "scale_factor" | "add_offset") {
+            let t = ds
+                .attr(&key)
+                .and_then(|a| a.dtype())
+                .and_then(|d| d.to_descriptor());
+            packed_as = match t {
+                Ok(TypeDescriptor::Float(FloatSize::U4)) => Some(DType::F32),
+                Ok(TypeDescriptor::Float(FloatSize::U8)) => Some(DType::F64),
+                _ => packed_as,
+            };
+        }
         match read {
             Ok(Some(text)) => ingest::push_attr(&mut attrs, key, text, input, &name),
             Ok(None) => eprintln!(
@@ -278,6 +295,8 @@ fn describe(ds: h5::Dataset, input: &Path) -> Result<Var, Fail> {
         chunking,
         dims,
         attrs,
+        packed_as,
+        decode: None,
     })
 }
 
@@ -341,7 +360,8 @@ fn metadata(vars: &[Var], o: &ConvertOptions) -> Result<String, String> {
             for (k, val) in &v.attrs {
                 e.set_attr(k, val);
             }
-            if let Some(d) = v.numpy_dtype {
+            // A decoded dataset is floats now: export has no source type to restore.
+            if let Some(d) = v.numpy_dtype.filter(|_| v.decode.is_none()) {
                 e.set_attr("numpy_dtype", d);
             }
         });
@@ -355,14 +375,14 @@ fn metadata(vars: &[Var], o: &ConvertOptions) -> Result<String, String> {
 }
 
 /// `tet-host convert FILE.h5 OUT.tet`.
-pub fn convert(input: &Path, output: &Path, skip_unsupported: bool, o: &ConvertOptions) -> Exit {
-    ingest::finish(convert_inner(input, output, skip_unsupported, o))
+pub fn convert(input: &Path, output: &Path, lib: LibraryOptions, o: &ConvertOptions) -> Exit {
+    ingest::finish(convert_inner(input, output, lib, o))
 }
 
 fn convert_inner(
     input: &Path,
     output: &Path,
-    skip_unsupported: bool,
+    lib: LibraryOptions,
     o: &ConvertOptions,
 ) -> Result<(), Fail> {
     ingest::check_start(input, output, o, "an HDF5 file's datasets")?;
@@ -374,16 +394,28 @@ fn convert_inner(
     })?;
     let mut vars = Vec::new();
     let mut skipped = Vec::new();
-    walk(&file, 0, skip_unsupported, input, &mut vars, &mut skipped)?;
-    for why in &skipped {
-        eprintln!("tet-host: skipped: {why}");
+    walk(
+        &file,
+        0,
+        lib.skip_unsupported,
+        input,
+        &mut vars,
+        &mut skipped,
+    )?;
+    if lib.unpack {
+        for v in &mut vars {
+            v.decode = ingest::unpacking(
+                input,
+                "dataset",
+                &v.name,
+                v.dtype,
+                v.packed_as,
+                &mut v.attrs,
+            )?;
+        }
     }
-    if vars.is_empty() {
-        return Err(Fail::usage(format!(
-            "{}: no numeric datasets to convert",
-            input.display()
-        )));
-    }
+    let decoded = vars.iter().filter(|v| v.decode.is_some()).count();
+    let extra = ingest::after_walk(input, vars.len(), &skipped, decoded, "datasets")?;
     let mut planned = Vec::new();
     for v in &vars {
         let chunk = ingest::chunk_of(
@@ -397,16 +429,12 @@ fn convert_inner(
         )?;
         planned.push(Planned {
             name: &v.name,
-            dtype: v.dtype,
+            dtype: v.decode.as_ref().map_or(v.dtype, ingest::Decoding::dtype),
             shape: &v.shape,
             chunk,
         });
     }
     let meta = metadata(&vars, o).map_err(|e| Fail::usage(format!("{}: {e}", input.display())))?;
-    let mut extra = Vec::new();
-    if !skipped.is_empty() {
-        extra.push(("skipped".into(), skipped.len().to_string()));
-    }
     let provenance = Provenance {
         from: "hdf5",
         descrs: vars
@@ -422,9 +450,14 @@ fn convert_inner(
         tiles
             .iter()
             .map(|coords| {
-                read_tile(v, &p.chunk, coords).map_err(|e| {
-                    Fail::damaged(format!("{}: dataset '{}': {e}", input.display(), v.name))
-                })
+                read_tile(v, &p.chunk, coords)
+                    .map(|t| match &v.decode {
+                        Some(d) => d.apply(&t),
+                        None => t,
+                    })
+                    .map_err(|e| {
+                        Fail::damaged(format!("{}: dataset '{}': {e}", input.display(), v.name))
+                    })
             })
             .collect()
     })

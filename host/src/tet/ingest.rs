@@ -213,6 +213,111 @@ pub(crate) fn check_rank(input: &Path, what: &str, name: &str, rank: usize) -> R
     Ok(())
 }
 
+/// After an input's arrays are found: lists those skipped on standard error, refuses an
+/// input with nothing to convert, and gives the history row's extra parameters (how many
+/// were skipped, and decoded with `--unpack`).
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) fn after_walk(
+    input: &Path,
+    found: usize,
+    skipped: &[String],
+    decoded: usize,
+    noun: &str,
+) -> Result<Vec<(String, String)>, Fail> {
+    for why in skipped {
+        eprintln!("tet-host: skipped: {why}");
+    }
+    if found == 0 {
+        return Err(Fail::usage(format!(
+            "{}: no numeric {noun} to convert",
+            input.display()
+        )));
+    }
+    let mut extra = Vec::new();
+    if !skipped.is_empty() {
+        extra.push(("skipped".into(), skipped.len().to_string()));
+    }
+    if decoded > 0 {
+        extra.push(("unpacked".into(), decoded.to_string()));
+    }
+    Ok(extra)
+}
+
+/// The attributes CF decoding consumes.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+const CF_KEYS: [&str; 5] = [
+    "scale_factor",
+    "add_offset",
+    "_FillValue",
+    "missing_value",
+    "missing_value_list",
+];
+
+/// The attribute keeping, as a JSON object of their texts, the CF attributes `--unpack`
+/// decoded.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) const DECODED_KEY: &str = "cf_decoded";
+
+/// How `--unpack` decodes one array: its stored type and the decoding.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) struct Decoding {
+    pub stored: DType,
+    pub cf: tet_alloc::tet::decode::CfDecode,
+}
+
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+impl Decoding {
+    /// The array's `.tet` type once decoded.
+    pub(crate) fn dtype(&self) -> DType {
+        self.cf.to
+    }
+
+    /// Decodes one tile of stored elements.
+    pub(crate) fn apply(&self, tile: &[u8]) -> Vec<u8> {
+        let mut scratch = Vec::new();
+        let mut out = Vec::new();
+        self.cf.apply(tile, self.stored, &mut scratch, &mut out);
+        out
+    }
+}
+
+/// With `--unpack`: the decoding of `what` `name`, stored as `stored` with its
+/// `scale_factor`/`add_offset` written as `packed_as`, and its CF attributes moved out of
+/// `attrs` into [`DECODED_KEY`]; `None` when there is nothing to decode. A CF attribute
+/// that is not a number is the file's damage (exit 4).
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) fn unpacking(
+    input: &Path,
+    what: &str,
+    name: &str,
+    stored: DType,
+    packed_as: Option<DType>,
+    attrs: &mut Vec<(String, String)>,
+) -> Result<Option<Decoding>, Fail> {
+    let lookup = |k: &str| {
+        attrs
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    let cf = tet_alloc::tet::decode::CfDecode::of(stored, lookup, packed_as)
+        .map_err(|e| Fail::damaged(format!("{}: {what} '{name}': {e}", input.display())))?;
+    let Some(cf) = cf else { return Ok(None) };
+    let mut decoded = serde_json::Map::new();
+    attrs.retain(|(k, v)| {
+        let cf_key = CF_KEYS.contains(&k.as_str());
+        if cf_key {
+            decoded.insert(k.clone(), serde_json::Value::String(v.clone()));
+        }
+        !cf_key
+    });
+    attrs.push((
+        DECODED_KEY.into(),
+        serde_json::Value::Object(decoded).to_string(),
+    ));
+    Ok(Some(Decoding { stored, cf }))
+}
+
 /// Footer metadata with this tool's file record and no datasets yet.
 pub(crate) fn new_metadata() -> Metadata {
     Metadata {

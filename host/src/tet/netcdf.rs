@@ -13,10 +13,9 @@
 use std::path::Path;
 
 use tet_alloc::tet::meta::Coord;
-use tet_alloc::tet::writer::interop;
 use tet_core::tet::DType;
 
-use crate::tet::convert::ConvertOptions;
+use crate::tet::convert::{ConvertOptions, LibraryOptions};
 use crate::tet::ingest::{self, Fail, Planned, Provenance};
 use crate::Exit;
 
@@ -40,6 +39,11 @@ struct Var {
     /// so a coordinate variable must be on the very dimension, not one of its name.
     dim_keys: Vec<String>,
     attrs: Vec<(String, String)>,
+    /// The type `scale_factor`/`add_offset` were written in (the type `--unpack` decodes
+    /// to).
+    packed_as: Option<DType>,
+    /// How `--unpack` decodes it.
+    decode: Option<ingest::Decoding>,
 }
 
 /// The `.tet` type of a NetCDF type, its name, and NumPy's descr when `.tet` widens it.
@@ -149,9 +153,18 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
             .collect()
     });
     let mut attrs = Vec::new();
+    let mut packed_as = None;
     for a in v.attributes() {
         match a.value() {
             Ok(val) => {
+                if matches!(a.name(), "scale_factor" | "add_offset") {
+                    use netcdf::AttributeValue as A;
+                    packed_as = match val {
+                        A::Float(_) | A::Floats(_) => Some(DType::F32),
+                        A::Double(_) | A::Doubles(_) => Some(DType::F64),
+                        _ => packed_as,
+                    };
+                }
                 ingest::push_attr(
                     &mut attrs,
                     a.name().to_string(),
@@ -182,6 +195,8 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
         dims,
         dim_keys,
         attrs,
+        packed_as,
+        decode: None,
     })
 }
 
@@ -231,7 +246,8 @@ fn metadata(vars: &[(String, Var)], o: &ConvertOptions) -> Result<String, String
             for (k, val) in &v.attrs {
                 e.set_attr(k, val);
             }
-            if let Some(d) = v.numpy_dtype {
+            // A decoded variable is floats now: export has no source type to restore.
+            if let Some(d) = v.numpy_dtype.filter(|_| v.decode.is_none()) {
                 e.set_attr("numpy_dtype", d);
             }
             for (dim, key) in v.dims.iter().zip(&v.dim_keys) {
@@ -270,16 +286,17 @@ fn metadata(vars: &[(String, Var)], o: &ConvertOptions) -> Result<String, String
 }
 
 /// `tet-host convert FILE.nc OUT.tet`.
-pub fn convert(input: &Path, output: &Path, skip_unsupported: bool, o: &ConvertOptions) -> Exit {
-    ingest::finish(convert_inner(input, output, skip_unsupported, o))
+pub fn convert(input: &Path, output: &Path, lib: LibraryOptions, o: &ConvertOptions) -> Exit {
+    ingest::finish(convert_inner(input, output, lib, o))
 }
 
 fn convert_inner(
     input: &Path,
     output: &Path,
-    skip_unsupported: bool,
+    lib: LibraryOptions,
     o: &ConvertOptions,
 ) -> Result<(), Fail> {
+    let skip_unsupported = lib.skip_unsupported;
     ingest::check_start(input, output, o, "a NetCDF file's variables")?;
     let file = netcdf::open(input).map_err(|e| {
         Fail(
@@ -305,15 +322,20 @@ fn convert_inner(
             walk(&g, &p, 1, skip_unsupported, input, &mut vars, &mut skipped)?;
         }
     }
-    for why in &skipped {
-        eprintln!("tet-host: skipped: {why}");
+    if lib.unpack {
+        for (_, v) in &mut vars {
+            v.decode = ingest::unpacking(
+                input,
+                "variable",
+                &v.name,
+                v.dtype,
+                v.packed_as,
+                &mut v.attrs,
+            )?;
+        }
     }
-    if vars.is_empty() {
-        return Err(Fail::usage(format!(
-            "{}: no numeric variables to convert",
-            input.display()
-        )));
-    }
+    let decoded = vars.iter().filter(|(_, v)| v.decode.is_some()).count();
+    let extra = ingest::after_walk(input, vars.len(), &skipped, decoded, "variables")?;
     let mut planned = Vec::new();
     for (_, v) in &vars {
         let chunk = ingest::chunk_of(
@@ -327,19 +349,12 @@ fn convert_inner(
         )?;
         planned.push(Planned {
             name: &v.name,
-            dtype: v.dtype,
+            dtype: v.decode.as_ref().map_or(v.dtype, ingest::Decoding::dtype),
             shape: &v.shape,
             chunk,
         });
     }
     let meta = metadata(&vars, o).map_err(|e| Fail::usage(format!("{}: {e}", input.display())))?;
-    let mut extra = Vec::new();
-    if !skipped.is_empty() {
-        extra.push((
-            "skipped".into(),
-            interop::clip(&skipped.len().to_string()).to_string(),
-        ));
-    }
     let provenance = Provenance {
         from: "netcdf",
         descrs: vars
@@ -358,6 +373,10 @@ fn convert_inner(
             .map(|coords| {
                 with_variable(&file, &v.name, |var| read_tile(var, v, &p.chunk, coords))
                     .unwrap_or_else(|| Err("is no longer in the file".into()))
+                    .map(|t| match &v.decode {
+                        Some(d) => d.apply(&t),
+                        None => t,
+                    })
                     .map_err(|e| {
                         Fail::damaged(format!("{}: variable '{}': {e}", input.display(), v.name))
                     })
