@@ -88,17 +88,27 @@ rm -f "$pylog"
 if [ "$py_passed" -eq 0 ] && [ "$pyrc" -eq 0 ]; then pyrc=1; fi
 if [ "$pyrc" -ne 0 ]; then echo "pytest failed (exit $pyrc, $py_passed passed)" >&2; fi
 
-step "NetCDF input (tet-host feature netcdf: the system's libnetcdf)"
-# The feature links libnetcdf; apt installs it once per machine.
-if ! pkg-config --exists netcdf 2>/dev/null; then
+step "NetCDF and HDF5 input (tet-host features netcdf and hdf5: libnetcdf, libhdf5)"
+# The features link the system's libraries; apt installs them once per machine.
+if ! pkg-config --exists netcdf hdf5 2>/dev/null; then
+  pkgs="libnetcdf-dev libhdf5-dev pkg-config"
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends libnetcdf-dev pkg-config >/dev/null
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
   else
-    sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends libnetcdf-dev pkg-config >/dev/null
+    sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
   fi
 fi
-cargo clippy -p tet-host --features netcdf --all-targets --locked -- -D warnings
-cargo test -p tet-host --features netcdf --locked --test netcdf_cli 2>&1 | tee -a "$log"
+# Each feature alone routes HDF5-signature files differently: all three builds are linted.
+cargo clippy -p tet-host --features netcdf,hdf5 --all-targets --locked -- -D warnings
+cargo clippy -q -p tet-host --features netcdf --all-targets --locked -- -D warnings
+cargo clippy -q -p tet-host --features hdf5 --all-targets --locked -- -D warnings
+cargo test -p tet-host --features netcdf,hdf5 --locked --test netcdf_cli --test hdf5_cli 2>&1 | tee -a "$log"
+# Files written by h5py and netCDF4-python (the venv above), converted by the tet-host
+# the tests just built with both features, read back through tetrs.
+cargo build -q -p tet-host --features netcdf,hdf5 --locked
+foreign_work=$(mktemp -d)
+"$venv/bin/python" tests/interop/check_hdf5_netcdf.py target/debug/tet-host "$foreign_work"
+rm -rf "$foreign_work"
 
 step "tet-core (every CRC table size) and tet-alloc for thumbv7m-none-eabi"
 cargo build -p tet-core --target thumbv7m-none-eabi --release --locked

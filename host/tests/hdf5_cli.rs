@@ -1,0 +1,210 @@
+//! `convert` of HDF5 files written by libhdf5 itself (through `hdf5-metno`): values,
+//! types, groups, chunking and attributes compared with what was written; the refusals
+//! (a string dataset, a wrong `--chunk`, an existing output, a cut file) and the options
+//! for other inputs. Built only with the `hdf5` feature (the test command runs it); files
+//! written by h5py and netCDF4-python are checked by tests/interop/check_hdf5_netcdf.py.
+#![cfg(feature = "hdf5")]
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
+
+use std::path::{Path, PathBuf};
+
+use hdf5_metno as h5;
+
+mod common;
+
+/// libhdf5 is serialised by the crate, but the files are written in turn anyway.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tet-hdf5-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let (c, o, e) = common::run(args, &dir());
+    (c, String::from_utf8(o).unwrap(), e)
+}
+
+/// The element bytes of an exported `.npy` (version 1 header).
+fn npy_data(path: &Path) -> Vec<u8> {
+    let b = std::fs::read(path).unwrap();
+    let len = usize::from(u16::from_le_bytes([b[8], b[9]]));
+    b[10 + len..].to_vec()
+}
+
+fn export(file: &str, ds: &str) -> Vec<u8> {
+    let out = dir().join(format!("{}.npy", ds.replace('/', "_")));
+    let (c, _, e) = run(&[
+        "export",
+        file,
+        "--dataset",
+        ds,
+        out.to_str().unwrap(),
+        "--force",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    npy_data(&out)
+}
+
+fn text(s: &str) -> h5::types::VarLenUnicode {
+    s.parse().unwrap()
+}
+
+/// A file with a chunked u16 grid, a contiguous f64 vector with attributes, an int8
+/// dataset in a nested group and a string dataset.
+fn write(path: &Path) {
+    let f = h5::File::create(path).unwrap();
+    let grid = ndarray::Array2::<u16>::from_shape_fn((5, 7), |(i, j)| {
+        u16::try_from(i * 7 + j).unwrap() * 3
+    });
+    f.new_dataset_builder()
+        .with_data(&grid)
+        .chunk((2, 3))
+        .create("grid")
+        .unwrap();
+    let v = f
+        .new_dataset_builder()
+        .with_data(&ndarray::arr1(&[0.5f64, -1.25, 1e300]))
+        .create("v")
+        .unwrap();
+    v.new_attr::<h5::types::VarLenUnicode>()
+        .shape(())
+        .create("units")
+        .unwrap()
+        .write_scalar(&text("m s-1"))
+        .unwrap();
+    v.new_attr::<f32>()
+        .shape(())
+        .create("scale")
+        .unwrap()
+        .write_scalar(&0.01f32)
+        .unwrap();
+    v.new_attr::<i32>()
+        .shape(3)
+        .create("levels")
+        .unwrap()
+        .write_raw(&[1, 2, 3])
+        .unwrap();
+    let g = f.create_group("a").unwrap().create_group("b").unwrap();
+    g.new_dataset_builder()
+        .with_data(&ndarray::arr1(&[-3i8, 4, -128]))
+        .create("small")
+        .unwrap();
+    f.new_dataset_builder()
+        .with_data(&ndarray::arr1(&[text("x"), text("yz")]))
+        .create("names")
+        .unwrap();
+}
+
+#[test]
+fn an_hdf5_file_converts_with_its_types_groups_chunks_and_attributes() {
+    let _g = serial();
+    let d = dir();
+    let src = d.join("lib.h5");
+    write(&src);
+    let s = src.to_str().unwrap();
+    let out = d.join("lib.tet");
+    let o = out.to_str().unwrap();
+    // The string dataset is refused by name, then skipped and listed.
+    let (c, _, e) = run(&["convert", s, o]);
+    assert_eq!(c, 16, "{e}");
+    assert!(e.contains("dataset 'names' is of string type"), "{e}");
+    assert!(!out.exists());
+    let (c, _, e) = run(&["convert", s, o, "--skip-unsupported"]);
+    assert_eq!(c, 0, "{e}");
+    assert!(e.contains("skipped: ") && e.contains("'names'"), "{e}");
+    assert!(!e.contains("give --skip-unsupported"), "{e}");
+    // Values, as little-endian .tet elements (int8 back as int8 through export).
+    let grid: Vec<u8> = (0u16..35).flat_map(|k| (k * 3).to_le_bytes()).collect();
+    assert_eq!(export(o, "grid"), grid);
+    let v: Vec<u8> = [0.5f64, -1.25, 1e300]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    assert_eq!(export(o, "v"), v);
+    assert_eq!(export(o, "a/b/small"), vec![0xfd, 4, 0x80]);
+    // Types, chunking, attributes and the history row.
+    let (c, info, e) = run(&["info", "--json", "--metadata", "--history", o]);
+    assert_eq!(c, 0, "{e}");
+    let j: serde_json::Value = serde_json::from_str(&info).unwrap();
+    let ds = |n: &str| {
+        j["datasets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == n)
+            .unwrap_or_else(|| panic!("{n} in {info}"))
+            .clone()
+    };
+    assert_eq!(ds("grid")["dtype"], "u16");
+    assert_eq!(ds("grid")["chunk_shape"], serde_json::json!([2, 3]));
+    assert_eq!(ds("a/b/small")["dtype"], "i16");
+    let text = info.replace(' ', "");
+    assert!(text.contains(r#""units":"ms-1""#), "{info}");
+    assert!(text.contains(r#""scale":"0.01""#), "{info}");
+    assert!(text.contains(r#""levels":"[1,2,3]""#), "{info}");
+    assert!(text.contains(r#""numpy_dtype":"|i1""#), "{info}");
+    assert!(text.contains(r#""from":"hdf5""#), "{info}");
+    assert!(text.contains(r#""skipped":"1""#), "{info}");
+}
+
+#[test]
+fn bad_hdf5_input_and_options_are_refused() {
+    let _g = serial();
+    let d = dir();
+    let src = d.join("bad.h5");
+    write(&src);
+    let s = src.to_str().unwrap();
+    let out = d.join("bad.tet");
+    let o = out.to_str().unwrap();
+    // A --chunk of the wrong rank names the dataset.
+    let (c, _, e) = run(&["convert", s, o, "--skip-unsupported", "--chunk", "4"]);
+    assert_eq!(c, 16, "{e}");
+    assert!(
+        e.contains("--chunk has 1 axes but dataset 'grid' has 2"),
+        "{e}"
+    );
+    // Options of other inputs.
+    for extra in [["--name", "x"], ["--labels", "x=a,b"]] {
+        let (c, _, e) = run(&["convert", s, o, extra[0], extra[1]]);
+        assert_eq!(c, 16, "{e}");
+        assert!(e.contains("are for .npy/.npz inputs"), "{e}");
+    }
+    // An existing output is kept without --force.
+    std::fs::write(&out, b"mine").unwrap();
+    let (c, _, e) = run(&["convert", s, o, "--skip-unsupported"]);
+    assert_ne!(c, 0, "{e}");
+    assert_eq!(std::fs::read(&out).unwrap(), b"mine");
+    // A file cut short is the file's damage, and leaves no output.
+    let cut = d.join("cut.h5");
+    let bytes = std::fs::read(&src).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() / 3]).unwrap();
+    let cut_out = d.join("cut.tet");
+    let (c, _, e) = run(&["convert", cut.to_str().unwrap(), cut_out.to_str().unwrap()]);
+    assert_eq!(c, 4, "{e}");
+    assert!(e.contains("cut.h5"), "{e}");
+    assert!(!cut_out.exists());
+    // --unpack and --skip-unsupported are for NetCDF and HDF5 inputs only.
+    let npy = d.join("a.npy");
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    let header = "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }";
+    let mut h = header.to_string();
+    while !(10 + h.len() + 1).is_multiple_of(64) {
+        h.push(' ');
+    }
+    h.push('\n');
+    b.extend_from_slice(&u16::try_from(h.len()).unwrap().to_le_bytes());
+    b.extend_from_slice(h.as_bytes());
+    b.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0]);
+    std::fs::write(&npy, b).unwrap();
+    let (c, _, e) = run(&["convert", npy.to_str().unwrap(), o, "--force", "--unpack"]);
+    assert_eq!(c, 16, "{e}");
+    assert!(e.contains("--unpack is for NetCDF and HDF5 files"), "{e}");
+}

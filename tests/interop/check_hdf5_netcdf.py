@@ -1,0 +1,194 @@
+"""HDF5 and NetCDF files written by the ecosystem's own writers (h5py, netCDF4-python),
+converted by `tet-host convert` (built with the `netcdf` and `hdf5` features) and read
+back through the `tetrs` binding: values against NumPy, names, dimensions, coordinates
+and attributes against the source, and `--unpack` against netCDF4's own CF decoding.
+
+Usage: python check_hdf5_netcdf.py TET_HOST WORKDIR   (the test command runs it)
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import h5py
+import netCDF4
+import numpy as np
+
+import tetrs
+
+TET, WORK = sys.argv[1], sys.argv[2]
+checks = 0
+
+
+def check(cond, what):
+    global checks
+    if not cond:
+        raise AssertionError(what)
+    checks += 1
+
+
+def convert(src, out, *extra, code=0):
+    r = subprocess.run([TET, "convert", src, out, "--force", *extra],
+                       capture_output=True, text=True)
+    check(r.returncode == code, f"convert {src} {extra}: exit {r.returncode}, {r.stderr}")
+    return r.stderr
+
+
+def same(a, b, what):
+    a, b = np.asarray(a), np.asarray(b)
+    check(a.shape == b.shape, f"{what}: shape {a.shape} != {b.shape}")
+    if a.dtype.kind == "f" or b.dtype.kind == "f":
+        check(np.array_equal(a.astype("f8"), b.astype("f8"), equal_nan=True), f"{what}: values")
+    else:
+        check(np.array_equal(a.astype("i8") if a.dtype != np.uint64 else a,
+                             b.astype("i8") if b.dtype != np.uint64 else b), f"{what}: values")
+
+
+def rng_data(dtype, shape, seed):
+    r = np.random.default_rng(seed)
+    d = np.dtype(dtype)
+    if d.kind == "b":
+        return r.integers(0, 2, size=shape).astype(bool)
+    if d.kind == "f":
+        return r.normal(0, 100, size=shape).astype(d)
+    info = np.iinfo(d)
+    return r.integers(max(info.min, -10**6), min(info.max, 10**6), size=shape,
+                      endpoint=True).astype(d)
+
+
+# --- h5py: every dtype, both byte orders, chunked and compressed or contiguous, groups,
+# dimension scales, attributes of every kind, a string dataset and a scalar.
+h5 = os.path.join(WORK, "h5py.h5")
+types = ["|b1", "|u1", "|i1", "<u2", ">u2", "<i2", ">i2", "<u4", ">i4", "<u8", ">i8",
+         "<f2", ">f2", "<f4", ">f4", "<f8", ">f8"]
+written = {}
+with h5py.File(h5, "w") as f:
+    for k, t in enumerate(types):
+        a = rng_data(t, (37, 11), k)
+        name = "types/" + t.replace("<", "le_").replace(">", "be_").replace("|", "")
+        if k % 2:
+            f.create_dataset(name, data=a, chunks=(8, 5), compression="gzip", shuffle=True)
+        else:
+            f.create_dataset(name, data=a)
+        written[name] = a
+    time = f.create_dataset("time", data=np.arange(6, dtype="f8") * 3.0)
+    time.make_scale("time")
+    time.attrs["units"] = "hours since 2000-01-01"
+    lat = f.create_dataset("lat", data=np.linspace(-60, 60, 5).astype("f4"))
+    lat.make_scale("lat")
+    temp = f.create_dataset("deep/er/temp", data=rng_data("<f4", (6, 5), 99), chunks=(2, 5))
+    temp.dims[0].attach_scale(time)
+    temp.dims[1].attach_scale(lat)
+    temp.attrs["units"] = "K"
+    temp.attrs["long_name"] = b"air temperature"
+    temp.attrs["valid_range"] = np.array([150, 350], dtype="i4")
+    temp.attrs["scale"] = np.float32(0.01)
+    temp.attrs["flags"] = ["a", "b"]
+    written["deep/er/temp"] = temp[...]
+    written["time"], written["lat"] = time[...], lat[...]
+    f.create_dataset("labels", data=np.array([b"x", b"y"]))
+    f.create_dataset("scalar", data=np.float64(1.5))
+
+out = os.path.join(WORK, "h5py.tet")
+err = convert(h5, out, code=16)
+check("labels" in err and "string" in err, f"a string dataset is named: {err}")
+err = convert(h5, out, "--skip-unsupported")
+check("skipped" in err and "labels" in err and "scalar" in err, f"the skips are listed: {err}")
+t = tetrs.open(out)
+for name, a in written.items():
+    same(t[name][...], a, name)
+check(t["types/b1"].dtype == np.uint8, "bool is stored as u8")
+check(t["types/i1"].dtype == np.int16, "int8 is widened to i16")
+check(t["types/le_f2"].dtype == np.float16, "float16 stays float16")
+ds = t["deep/er/temp"]
+check(tuple(ds.dims) == ("time", "lat"), f"dimension scales name the axes: {ds.dims}")
+check(set(ds.coords) == {"time", "lat"}, f"the scales are the coordinates: {ds.coords}")
+check(ds.attrs["units"] == "K" and ds.attrs["long_name"] == "air temperature",
+      f"text attrs: {ds.attrs}")
+check(ds.attrs["valid_range"] == "[150, 350]" and ds.attrs["scale"] == "0.01",
+      f"number attrs: {ds.attrs}")
+check(json.loads(ds.attrs["flags"]) == ["a", "b"], f"a list of texts: {ds.attrs}")
+check("DIMENSION_LIST" not in ds.attrs and "CLASS" not in t["time"].attrs,
+      "the dimension-scale machinery is not copied")
+check(tuple(t["time"].dims) == ("time",), "a scale names its own axis")
+# The chunking is kept (8 x 5 for the chunked ones), the source's chunk clipped to the shape.
+check(t["types/u1"].chunks == (8, 5), f"chunking kept: {t['types/u1'].chunks}")
+check(t["deep/er/temp"].chunks == (2, 5), "chunking kept")
+# A cut file is the file's damage (exit 4), and no output is left.
+cut = os.path.join(WORK, "cut.h5")
+with open(h5, "rb") as src, open(cut, "wb") as dst:
+    dst.write(src.read()[: os.path.getsize(h5) // 2])
+cut_out = os.path.join(WORK, "cut.tet")
+convert(cut, cut_out, "--skip-unsupported", code=4)
+check(not os.path.exists(cut_out), "no half-written output")
+
+# --- netCDF4-python: NetCDF-4 with an unlimited axis, groups, CF packing and coordinate
+# variables; and a classic file.
+nc = os.path.join(WORK, "nc4.nc")
+packed = np.array([[[-500, 20], [7, -32767]], [[1200, 3], [-32767, 0]], [[5, 6], [7, 8]]],
+                  dtype="i2")
+with netCDF4.Dataset(nc, "w", format="NETCDF4") as f:
+    f.createDimension("time", None)
+    f.createDimension("lat", 2)
+    f.createDimension("lon", 2)
+    tv = f.createVariable("time", "f8", ("time",))
+    tv.units = "days since 2001-01-01"
+    tv[:] = [0, 1, 2]
+    f.createVariable("lat", "f4", ("lat",))[:] = [10, 20]
+    f.createVariable("lon", "f4", ("lon",))[:] = [100, 110]
+    v = f.createVariable("tas", "i2", ("time", "lat", "lon"), zlib=True, chunksizes=(1, 2, 2),
+                         fill_value=np.int16(-32767))
+    v.scale_factor = np.float32(0.1)
+    v.add_offset = np.float32(273.15)
+    v.units = "K"
+    v.set_auto_maskandscale(False)
+    v[:] = packed
+    g = f.createGroup("obs")
+    g.createVariable("count", "u8", ("time",))[:] = [1, 2, 3]
+    b = g.createVariable("flag", "i1", ("lat",))
+    b[:] = [-1, 1]
+with netCDF4.Dataset(nc) as f:
+    f.set_auto_maskandscale(True)
+    decoded = f["tas"][:].astype("f4").filled(np.nan)
+
+for path, lib in [(nc, "netcdf"), (shutil.copy(nc, os.path.join(WORK, "nc4-as.h5")), "hdf5")]:
+    out = os.path.join(WORK, f"nc4-{lib}.tet")
+    convert(path, out)
+    t = tetrs.open(out)
+    same(t["tas"][...], packed, f"{lib}: tas as stored")
+    check(t["tas"].dtype == np.int16, f"{lib}: packed values kept as stored")
+    check(tuple(t["tas"].dims) == ("time", "lat", "lon"), f"{lib}: dims {t['tas'].dims}")
+    check(set(t["tas"].coords) == {"time", "lat", "lon"}, f"{lib}: coords {t['tas'].coords}")
+    check(t["tas"].attrs["scale_factor"] == "0.1" and t["tas"].attrs["_FillValue"] == "-32767",
+          f"{lib}: packing attributes kept: {t['tas'].attrs}")
+    same(t["obs/count"][...], [1, 2, 3], f"{lib}: group variable")
+    same(t["obs/flag"][...], [-1, 1], f"{lib}: int8 widened")
+    check(tuple(t["obs/count"].dims) == ("time",), f"{lib}: group dims")
+    history = json.loads(subprocess.run([TET, "info", "--json", "--history", out],
+                                        capture_output=True, text=True).stdout)
+    check(lib in json.dumps(history), f"{lib}: the history row names the reader")
+    # --unpack: the values netCDF4 itself decodes, as float32 (scale_factor's type).
+    out = os.path.join(WORK, f"nc4-{lib}-unpacked.tet")
+    convert(path, out, "--unpack")
+    t = tetrs.open(out)
+    check(t["tas"].dtype == np.float32, f"{lib}: unpacked to scale_factor's type")
+    got = t["tas"][...]
+    check(np.allclose(got, decoded, equal_nan=True, rtol=0, atol=1e-4)
+          and np.array_equal(np.isnan(got), np.isnan(decoded)), f"{lib}: --unpack values")
+    check("scale_factor" not in t["tas"].attrs and "cf_decoded" in t["tas"].attrs,
+          f"{lib}: decoded attributes set aside: {t['tas'].attrs}")
+
+classic = os.path.join(WORK, "classic.nc")
+with netCDF4.Dataset(classic, "w", format="NETCDF3_64BIT_OFFSET") as f:
+    f.createDimension("x", 4)
+    f.createVariable("x", "f8", ("x",))[:] = [0.5, 1.5, 2.5, 3.5]
+    f.createVariable("v", "i4", ("x",))[:] = [4, -3, 2, -1]
+out = os.path.join(WORK, "classic.tet")
+convert(classic, out)
+t = tetrs.open(out)
+same(t["v"][...], [4, -3, 2, -1], "classic: values (big-endian on disk)")
+check(set(t["v"].coords) == {"x"}, "classic: coordinate variable")
+
+print(f"hdf5/netcdf fixtures: {checks} checks passed")
