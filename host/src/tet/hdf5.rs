@@ -18,7 +18,7 @@ use tet_alloc::tet::meta::Coord;
 use tet_core::tet::DType;
 
 use crate::tet::convert::{ConvertOptions, LibraryOptions};
-use crate::tet::ingest::{self, Fail, Planned, Provenance};
+use crate::tet::ingest::{self, Fail, LibArray, LibKind, LibVar};
 use crate::Exit;
 
 /// The deepest group nesting walked (hard links can make a cycle).
@@ -40,23 +40,18 @@ type Axes = Vec<(String, Option<String>)>;
 
 /// One dataset to convert.
 struct Var {
-    /// The `.tet` name: the HDF5 path without its leading `/`.
-    name: String,
+    a: LibArray,
     ds: h5::Dataset,
-    /// The source type, as NumPy names it (for the history row).
-    h5_type: &'static str,
-    dtype: DType,
-    /// NumPy's descr when `.tet` stores it as another type (`|i1`, `|b1`).
-    numpy_dtype: Option<&'static str>,
-    shape: Vec<u64>,
-    chunking: Option<Vec<u64>>,
     dims: Option<Axes>,
-    attrs: Vec<(String, String)>,
-    /// The type `scale_factor`/`add_offset` were written in (the type `--unpack` decodes
-    /// to).
-    packed_as: Option<DType>,
-    /// How `--unpack` decodes it.
-    decode: Option<ingest::Decoding>,
+}
+
+impl LibVar for Var {
+    fn array(&self) -> &LibArray {
+        &self.a
+    }
+    fn array_mut(&mut self) -> &mut LibArray {
+        &mut self.a
+    }
 }
 
 /// The `.tet` type of an HDF5 type, its NumPy name, and NumPy's descr when `.tet`
@@ -286,17 +281,19 @@ fn describe(ds: h5::Dataset, input: &Path) -> Result<Var, Fail> {
         }
     }
     Ok(Var {
-        name,
+        a: LibArray {
+            name,
+            source_type: h5_type,
+            dtype,
+            numpy_dtype,
+            shape,
+            chunking,
+            attrs,
+            packed_as,
+            decode: None,
+        },
         ds,
-        h5_type,
-        dtype,
-        numpy_dtype,
-        shape,
-        chunking,
         dims,
-        attrs,
-        packed_as,
-        decode: None,
     })
 }
 
@@ -340,35 +337,34 @@ fn walk(
 fn metadata(vars: &[Var], o: &ConvertOptions) -> Result<String, String> {
     let mut m = ingest::new_metadata();
     for v in vars {
-        m.edit(&v.name, |e| {
+        m.edit(&v.a.name, |e| {
             if let Some(dims) = &v.dims {
                 e.dim_names = Some(dims.iter().map(|(n, _)| n.clone()).collect());
-                for ((dim, scale), n) in dims.iter().zip(&v.shape) {
+                for ((dim, scale), n) in dims.iter().zip(&v.a.shape) {
                     // A scale is a coordinate when it is converted too, is 1-D and
                     // runs the length of the axis.
-                    let Some(path) = scale.as_ref().filter(|p| **p != v.name) else {
+                    let Some(path) = scale.as_ref().filter(|p| **p != v.a.name) else {
                         continue;
                     };
                     let fits = vars
                         .iter()
-                        .any(|c| c.name == *path && c.shape.as_slice() == [*n]);
+                        .any(|c| c.a.name == *path && c.a.shape.as_slice() == [*n]);
                     if fits {
                         e.coords.push((dim.clone(), Coord::Dataset(path.clone())));
                     }
                 }
             }
-            for (k, val) in &v.attrs {
+            for (k, val) in &v.a.attrs {
                 e.set_attr(k, val);
             }
-            // A decoded dataset is floats now: export has no source type to restore.
-            if let Some(d) = v.numpy_dtype.filter(|_| v.decode.is_none()) {
+            if let Some(d) = v.a.numpy_dtype_kept() {
                 e.set_attr("numpy_dtype", d);
             }
         });
     }
     let ranks: Vec<(&str, usize)> = vars
         .iter()
-        .map(|v| (v.name.as_str(), v.shape.len()))
+        .map(|v| (v.a.name.as_str(), v.a.shape.len()))
         .collect();
     ingest::apply_options(&mut m, &ranks, o, "dataset", "in the file")?;
     Ok(serde_json::Value::Object(m.to_json()).to_string())
@@ -402,65 +398,22 @@ fn convert_inner(
         &mut vars,
         &mut skipped,
     )?;
-    if lib.unpack {
-        for v in &mut vars {
-            v.decode = ingest::unpacking(
-                input,
-                "dataset",
-                &v.name,
-                v.dtype,
-                v.packed_as,
-                &mut v.attrs,
-            )?;
-        }
-    }
-    let decoded = vars.iter().filter(|v| v.decode.is_some()).count();
-    let extra = ingest::after_walk(input, vars.len(), &skipped, decoded, "datasets")?;
-    let mut planned = Vec::new();
-    for v in &vars {
-        let chunk = ingest::chunk_of(
-            input,
-            "dataset",
-            &v.name,
-            &v.shape,
-            v.dtype,
-            o.chunk.as_deref(),
-            v.chunking.as_deref(),
-        )?;
-        planned.push(Planned {
-            name: &v.name,
-            dtype: v.decode.as_ref().map_or(v.dtype, ingest::Decoding::dtype),
-            shape: &v.shape,
-            chunk,
-        });
-    }
-    let meta = metadata(&vars, o).map_err(|e| Fail::usage(format!("{}: {e}", input.display())))?;
-    let provenance = Provenance {
+    let kind = LibKind {
         from: "hdf5",
-        descrs: vars
-            .iter()
-            .map(|v| format!("{}:{}", v.name, v.h5_type))
-            .collect(),
-        extra,
+        what: "dataset",
+        whats: "datasets",
     };
-    ingest::write(input, output, &planned, meta, provenance, o, |i, tiles| {
-        let (Some(v), Some(p)) = (vars.get(i), planned.get(i)) else {
-            return Ok(Vec::new());
-        };
-        tiles
-            .iter()
-            .map(|coords| {
-                read_tile(v, &p.chunk, coords)
-                    .map(|t| match &v.decode {
-                        Some(d) => d.apply(&t),
-                        None => t,
-                    })
-                    .map_err(|e| {
-                        Fail::damaged(format!("{}: dataset '{}': {e}", input.display(), v.name))
-                    })
-            })
-            .collect()
-    })
+    ingest::convert_library(
+        input,
+        output,
+        o,
+        lib,
+        &kind,
+        &mut vars,
+        &skipped,
+        |vars| metadata(vars, o),
+        read_tile,
+    )
 }
 
 /// An element type read from HDF5 and written as `.tet` little-endian bytes.
@@ -495,8 +448,8 @@ impl Element for bool {
 /// The tile of `v` at grid `coords`: the hyperslab read through libhdf5 (which converts
 /// the file's byte order), as `.tet` elements.
 fn read_tile(v: &Var, chunk: &[u64], coords: &[u64]) -> Result<Vec<u8>, String> {
-    let mut ranges = Vec::with_capacity(v.shape.len());
-    for ((n, k), c) in v.shape.iter().zip(chunk).zip(coords) {
+    let mut ranges = Vec::with_capacity(v.a.shape.len());
+    for ((n, k), c) in v.a.shape.iter().zip(chunk).zip(coords) {
         let start = c.checked_mul(*k).ok_or("tile out of range")?;
         let stop = start.saturating_add(*k).min(*n);
         let s = usize::try_from(start).map_err(|_| "tile out of range")?;
@@ -506,10 +459,10 @@ fn read_tile(v: &Var, chunk: &[u64], coords: &[u64]) -> Result<Vec<u8>, String> 
     if ranges.iter().any(|r| r.is_empty()) {
         return Ok(Vec::new());
     }
-    match v.numpy_dtype {
+    match v.a.numpy_dtype {
         Some("|b1") => slab::<bool>(&v.ds, ranges),
         Some(_) => slab::<i8>(&v.ds, ranges),
-        None => match v.dtype {
+        None => match v.a.dtype {
             DType::U8 => slab::<u8>(&v.ds, ranges),
             DType::U16 => slab::<u16>(&v.ds, ranges),
             DType::I16 => slab::<i16>(&v.ds, ranges),

@@ -217,7 +217,7 @@ pub(crate) fn check_rank(input: &Path, what: &str, name: &str, rank: usize) -> R
 /// input with nothing to convert, and gives the history row's extra parameters (how many
 /// were skipped, and decoded with `--unpack`).
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
-pub(crate) fn after_walk(
+fn after_walk(
     input: &Path,
     found: usize,
     skipped: &[String],
@@ -261,19 +261,19 @@ pub(crate) const DECODED_KEY: &str = "cf_decoded";
 /// How `--unpack` decodes one array: its stored type and the decoding.
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
 pub(crate) struct Decoding {
-    pub stored: DType,
-    pub cf: tet_alloc::tet::decode::CfDecode,
+    stored: DType,
+    cf: tet_alloc::tet::decode::CfDecode,
 }
 
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
 impl Decoding {
     /// The array's `.tet` type once decoded.
-    pub(crate) fn dtype(&self) -> DType {
+    fn dtype(&self) -> DType {
         self.cf.to
     }
 
     /// Decodes one tile of stored elements.
-    pub(crate) fn apply(&self, tile: &[u8]) -> Vec<u8> {
+    fn apply(&self, tile: &[u8]) -> Vec<u8> {
         let mut scratch = Vec::new();
         let mut out = Vec::new();
         self.cf.apply(tile, self.stored, &mut scratch, &mut out);
@@ -286,7 +286,7 @@ impl Decoding {
 /// `attrs` into [`DECODED_KEY`]; `None` when there is nothing to decode. A CF attribute
 /// that is not a number is the file's damage (exit 4).
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
-pub(crate) fn unpacking(
+fn unpacking(
     input: &Path,
     what: &str,
     name: &str,
@@ -492,4 +492,142 @@ pub(crate) fn write(
         .map_err(|e| in_output(e.to_string()))?
         .commit()
         .map_err(|e| in_output(e.to_string()))
+}
+
+/// One array of a NetCDF or HDF5 input: what every library input knows of it.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) struct LibArray {
+    /// The dataset name (`group/variable`).
+    pub name: String,
+    /// The source type, as the source names it (for the history row).
+    pub source_type: &'static str,
+    /// The stored `.tet` type.
+    pub dtype: DType,
+    /// NumPy's descr when `.tet` stores it as another type (`|i1`, `|b1`).
+    pub numpy_dtype: Option<&'static str>,
+    pub shape: Vec<u64>,
+    /// The source's chunk shape, when it is chunked.
+    pub chunking: Option<Vec<u64>>,
+    pub attrs: Vec<(String, String)>,
+    /// The type `scale_factor`/`add_offset` were written in (the type `--unpack` decodes
+    /// to).
+    pub packed_as: Option<DType>,
+    /// How `--unpack` decodes it (set by [`convert_library`]).
+    pub decode: Option<Decoding>,
+}
+
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+impl LibArray {
+    /// The `numpy_dtype` attribute to write: none once decoded (floats have no source
+    /// type to restore).
+    pub(crate) fn numpy_dtype_kept(&self) -> Option<&'static str> {
+        self.numpy_dtype.filter(|_| self.decode.is_none())
+    }
+}
+
+/// An input's description of one array, around its [`LibArray`].
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) trait LibVar {
+    fn array(&self) -> &LibArray;
+    fn array_mut(&mut self) -> &mut LibArray;
+}
+
+/// How a library input names itself and its arrays.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) struct LibKind {
+    /// The history row's `from` (`netcdf`).
+    pub from: &'static str,
+    /// One array (`variable`), and several (`variables`).
+    pub what: &'static str,
+    pub whats: &'static str,
+}
+
+/// The rest of a NetCDF or HDF5 conversion once the input's arrays are found: `--unpack`,
+/// the skipped list, the chunk plan, the footer metadata (`metadata`, over the arrays as
+/// decoded) and the write, reading each tile with `read(var, chunk, coords)` (in turn:
+/// neither library reads on several threads) and decoding it.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the steps of one conversion, each from its own source"
+)]
+pub(crate) fn convert_library<V: LibVar>(
+    input: &Path,
+    output: &Path,
+    o: &ConvertOptions,
+    lib: crate::tet::convert::LibraryOptions,
+    kind: &LibKind,
+    vars: &mut [V],
+    skipped: &[String],
+    metadata: impl FnOnce(&[V]) -> Result<String, String>,
+    mut read: impl FnMut(&V, &[u64], &[u64]) -> Result<Vec<u8>, String>,
+) -> Result<(), Fail> {
+    if lib.unpack {
+        for v in vars.iter_mut() {
+            let a = v.array_mut();
+            a.decode = unpacking(
+                input,
+                kind.what,
+                &a.name,
+                a.dtype,
+                a.packed_as,
+                &mut a.attrs,
+            )?;
+        }
+    }
+    let vars: &[V] = vars;
+    let decoded = vars.iter().filter(|v| v.array().decode.is_some()).count();
+    let extra = after_walk(input, vars.len(), skipped, decoded, kind.whats)?;
+    let mut planned = Vec::new();
+    for v in vars {
+        let a = v.array();
+        let chunk = chunk_of(
+            input,
+            kind.what,
+            &a.name,
+            &a.shape,
+            a.dtype,
+            o.chunk.as_deref(),
+            a.chunking.as_deref(),
+        )?;
+        planned.push(Planned {
+            name: &a.name,
+            dtype: a.decode.as_ref().map_or(a.dtype, Decoding::dtype),
+            shape: &a.shape,
+            chunk,
+        });
+    }
+    let meta = metadata(vars).map_err(|e| Fail::usage(format!("{}: {e}", input.display())))?;
+    let provenance = Provenance {
+        from: kind.from,
+        descrs: vars
+            .iter()
+            .map(|v| format!("{}:{}", v.array().name, v.array().source_type))
+            .collect(),
+        extra,
+    };
+    write(input, output, &planned, meta, provenance, o, |i, tiles| {
+        let (Some(v), Some(p)) = (vars.get(i), planned.get(i)) else {
+            return Ok(Vec::new());
+        };
+        let a = v.array();
+        tiles
+            .iter()
+            .map(|coords| {
+                read(v, &p.chunk, coords)
+                    .map(|t| match &a.decode {
+                        Some(d) => d.apply(&t),
+                        None => t,
+                    })
+                    .map_err(|e| {
+                        Fail::damaged(format!(
+                            "{}: {} '{}': {e}",
+                            input.display(),
+                            kind.what,
+                            a.name
+                        ))
+                    })
+            })
+            .collect()
+    })
 }

@@ -16,7 +16,7 @@ use tet_alloc::tet::meta::Coord;
 use tet_core::tet::DType;
 
 use crate::tet::convert::{ConvertOptions, LibraryOptions};
-use crate::tet::ingest::{self, Fail, Planned, Provenance};
+use crate::tet::ingest::{self, Fail, LibArray, LibKind, LibVar};
 use crate::Exit;
 
 /// The deepest group nesting walked.
@@ -24,26 +24,20 @@ const MAX_DEPTH: usize = 32;
 
 /// One variable to convert.
 struct Var {
-    /// The dataset name (`group/variable`).
-    name: String,
-    /// The source type (for the history row).
-    nc_type: &'static str,
-    dtype: DType,
-    /// NumPy's descr when `.tet` stores it as another type (`|i1` for NetCDF `byte`).
-    numpy_dtype: Option<&'static str>,
-    shape: Vec<u64>,
-    /// The source's chunk shape, when it is chunked.
-    chunking: Option<Vec<u64>>,
+    a: LibArray,
     dims: Vec<String>,
     /// Each dimension's identity ([`dim_key`]): a group's own `x` hides an outer `x`,
     /// so a coordinate variable must be on the very dimension, not one of its name.
     dim_keys: Vec<String>,
-    attrs: Vec<(String, String)>,
-    /// The type `scale_factor`/`add_offset` were written in (the type `--unpack` decodes
-    /// to).
-    packed_as: Option<DType>,
-    /// How `--unpack` decodes it.
-    decode: Option<ingest::Decoding>,
+}
+
+impl LibVar for (String, Var) {
+    fn array(&self) -> &LibArray {
+        &self.1.a
+    }
+    fn array_mut(&mut self) -> &mut LibArray {
+        &mut self.1.a
+    }
 }
 
 /// The `.tet` type of a NetCDF type, its name, and NumPy's descr when `.tet` widens it.
@@ -186,17 +180,19 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
         }
     }
     Ok(Var {
-        name,
-        nc_type,
-        dtype,
-        numpy_dtype,
-        shape,
-        chunking,
+        a: LibArray {
+            name,
+            source_type: nc_type,
+            dtype,
+            numpy_dtype,
+            shape,
+            chunking,
+            attrs,
+            packed_as,
+            decode: None,
+        },
         dims,
         dim_keys,
-        attrs,
-        packed_as,
-        decode: None,
     })
 }
 
@@ -237,17 +233,16 @@ fn metadata(vars: &[(String, Var)], o: &ConvertOptions) -> Result<String, String
     let mut m = ingest::new_metadata();
     // A coordinate variable: 1-D, named as its dimension (CF).
     let is_coord = |v: &Var| {
-        let base = v.name.rsplit('/').next().unwrap_or_default();
-        v.shape.len() == 1 && v.dims.first().is_some_and(|d| d == base)
+        let base = v.a.name.rsplit('/').next().unwrap_or_default();
+        v.a.shape.len() == 1 && v.dims.first().is_some_and(|d| d == base)
     };
     for (prefix, v) in vars {
-        m.edit(&v.name, |e| {
+        m.edit(&v.a.name, |e| {
             e.dim_names = Some(v.dims.clone());
-            for (k, val) in &v.attrs {
+            for (k, val) in &v.a.attrs {
                 e.set_attr(k, val);
             }
-            // A decoded variable is floats now: export has no source type to restore.
-            if let Some(d) = v.numpy_dtype.filter(|_| v.decode.is_none()) {
+            if let Some(d) = v.a.numpy_dtype_kept() {
                 e.set_attr("numpy_dtype", d);
             }
             for (dim, key) in v.dims.iter().zip(&v.dim_keys) {
@@ -255,9 +250,9 @@ fn metadata(vars: &[(String, Var)], o: &ConvertOptions) -> Result<String, String
                 let mut scope = prefix.as_str();
                 let found = loop {
                     let candidate = format!("{scope}{dim}");
-                    if candidate != v.name
+                    if candidate != v.a.name
                         && vars.iter().any(|(_, c)| {
-                            c.name == candidate && is_coord(c) && c.dim_keys.first() == Some(key)
+                            c.a.name == candidate && is_coord(c) && c.dim_keys.first() == Some(key)
                         })
                     {
                         break Some(candidate);
@@ -279,7 +274,7 @@ fn metadata(vars: &[(String, Var)], o: &ConvertOptions) -> Result<String, String
     }
     let ranks: Vec<(&str, usize)> = vars
         .iter()
-        .map(|(_, v)| (v.name.as_str(), v.shape.len()))
+        .map(|(_, v)| (v.a.name.as_str(), v.a.shape.len()))
         .collect();
     ingest::apply_options(&mut m, &ranks, o, "variable", "in the file")?;
     Ok(serde_json::Value::Object(m.to_json()).to_string())
@@ -322,67 +317,25 @@ fn convert_inner(
             walk(&g, &p, 1, skip_unsupported, input, &mut vars, &mut skipped)?;
         }
     }
-    if lib.unpack {
-        for (_, v) in &mut vars {
-            v.decode = ingest::unpacking(
-                input,
-                "variable",
-                &v.name,
-                v.dtype,
-                v.packed_as,
-                &mut v.attrs,
-            )?;
-        }
-    }
-    let decoded = vars.iter().filter(|(_, v)| v.decode.is_some()).count();
-    let extra = ingest::after_walk(input, vars.len(), &skipped, decoded, "variables")?;
-    let mut planned = Vec::new();
-    for (_, v) in &vars {
-        let chunk = ingest::chunk_of(
-            input,
-            "variable",
-            &v.name,
-            &v.shape,
-            v.dtype,
-            o.chunk.as_deref(),
-            v.chunking.as_deref(),
-        )?;
-        planned.push(Planned {
-            name: &v.name,
-            dtype: v.decode.as_ref().map_or(v.dtype, ingest::Decoding::dtype),
-            shape: &v.shape,
-            chunk,
-        });
-    }
-    let meta = metadata(&vars, o).map_err(|e| Fail::usage(format!("{}: {e}", input.display())))?;
-    let provenance = Provenance {
+    let kind = LibKind {
         from: "netcdf",
-        descrs: vars
-            .iter()
-            .map(|(_, v)| format!("{}:{}", v.name, v.nc_type))
-            .collect(),
-        extra,
+        what: "variable",
+        whats: "variables",
     };
-    // libnetcdf is not thread-safe: tiles are read in turn (then compressed on every core).
-    ingest::write(input, output, &planned, meta, provenance, o, |i, tiles| {
-        let (Some((_, v)), Some(p)) = (vars.get(i), planned.get(i)) else {
-            return Ok(Vec::new());
-        };
-        tiles
-            .iter()
-            .map(|coords| {
-                with_variable(&file, &v.name, |var| read_tile(var, v, &p.chunk, coords))
-                    .unwrap_or_else(|| Err("is no longer in the file".into()))
-                    .map(|t| match &v.decode {
-                        Some(d) => d.apply(&t),
-                        None => t,
-                    })
-                    .map_err(|e| {
-                        Fail::damaged(format!("{}: variable '{}': {e}", input.display(), v.name))
-                    })
-            })
-            .collect()
-    })
+    ingest::convert_library(
+        input,
+        output,
+        o,
+        lib,
+        &kind,
+        &mut vars,
+        &skipped,
+        |vars| metadata(vars, o),
+        |(_, v), chunk, coords| {
+            with_variable(&file, &v.a.name, |var| read_tile(var, v, chunk, coords))
+                .unwrap_or_else(|| Err("is no longer in the file".into()))
+        },
+    )
 }
 
 /// Calls `f` with the variable at path `name` (`group/sub/var`); `None` when there is
@@ -417,8 +370,8 @@ fn read_tile(
     chunk: &[u64],
     coords: &[u64],
 ) -> Result<Vec<u8>, String> {
-    let mut ranges = Vec::with_capacity(v.shape.len());
-    for ((n, k), c) in v.shape.iter().zip(chunk).zip(coords) {
+    let mut ranges = Vec::with_capacity(v.a.shape.len());
+    for ((n, k), c) in v.a.shape.iter().zip(chunk).zip(coords) {
         let start = c.checked_mul(*k).ok_or("tile out of range")?;
         let stop = start.saturating_add(*k).min(*n);
         let s = usize::try_from(start).map_err(|_| "tile out of range")?;
@@ -431,9 +384,9 @@ fn read_tile(
     let raw = var
         .get_raw_values(ranges.as_slice())
         .map_err(|e| format!("does not read: {e}"))?;
-    let size = match v.numpy_dtype {
+    let size = match v.a.numpy_dtype {
         Some(_) => 1,
-        None => v.dtype.size(),
+        None => v.a.dtype.size(),
     };
     let mut raw = raw;
     if cfg!(target_endian = "big") {
@@ -443,7 +396,7 @@ fn read_tile(
             }
         }
     }
-    if v.numpy_dtype.is_some() {
+    if v.a.numpy_dtype.is_some() {
         // NetCDF `byte` is signed: widened to i16.
         return Ok(raw
             .iter()
