@@ -14,7 +14,7 @@ use std::path::Path;
 use h5::types::{FixedAscii, FixedUnicode, FloatSize, IntSize, TypeDescriptor, VarLenAscii};
 use h5::types::{VarLenArray, VarLenUnicode};
 use hdf5_metno as h5;
-use tet_alloc::tet::meta::Coord;
+use tet_alloc::tet::meta::{Coord, Metadata};
 use tet_core::tet::DType;
 
 use crate::tet::convert::{ConvertOptions, LibraryOptions};
@@ -332,10 +332,9 @@ fn walk(
     Ok(())
 }
 
-/// The footer metadata: each dataset's `dim_names` (from its scales), the scales as its
-/// coordinates, `attrs` and `numpy_dtype`; then `--dims` and `--attr`.
-fn metadata(vars: &[Var], o: &ConvertOptions) -> Result<String, String> {
-    let mut m = ingest::new_metadata();
+/// Each dataset's `dim_names` (from its scales) and the scales as its coordinates, into
+/// the footer metadata `m`.
+fn axes(vars: &[Var], m: &mut Metadata) {
     for v in vars {
         m.edit(&v.a.name, |e| {
             if let Some(dims) = &v.dims {
@@ -354,20 +353,8 @@ fn metadata(vars: &[Var], o: &ConvertOptions) -> Result<String, String> {
                     }
                 }
             }
-            for (k, val) in &v.a.attrs {
-                e.set_attr(k, val);
-            }
-            if let Some(d) = v.a.numpy_dtype_kept() {
-                e.set_attr("numpy_dtype", d);
-            }
         });
     }
-    let ranks: Vec<(&str, usize)> = vars
-        .iter()
-        .map(|v| (v.a.name.as_str(), v.a.shape.len()))
-        .collect();
-    ingest::apply_options(&mut m, &ranks, o, "dataset", "in the file")?;
-    Ok(serde_json::Value::Object(m.to_json()).to_string())
 }
 
 /// `tet-host convert FILE.h5 OUT.tet`.
@@ -404,15 +391,7 @@ fn convert_inner(
         whats: "datasets",
     };
     ingest::convert_library(
-        input,
-        output,
-        o,
-        lib,
-        &kind,
-        &mut vars,
-        &skipped,
-        |vars| metadata(vars, o),
-        read_tile,
+        input, output, o, lib, &kind, &mut vars, &skipped, axes, read_tile,
     )
 }
 

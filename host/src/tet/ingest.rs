@@ -520,7 +520,7 @@ pub(crate) struct LibArray {
 impl LibArray {
     /// The `numpy_dtype` attribute to write: none once decoded (floats have no source
     /// type to restore).
-    pub(crate) fn numpy_dtype_kept(&self) -> Option<&'static str> {
+    fn numpy_dtype_kept(&self) -> Option<&'static str> {
         self.numpy_dtype.filter(|_| self.decode.is_none())
     }
 }
@@ -543,8 +543,8 @@ pub(crate) struct LibKind {
 }
 
 /// The rest of a NetCDF or HDF5 conversion once the input's arrays are found: `--unpack`,
-/// the skipped list, the chunk plan, the footer metadata (`metadata`, over the arrays as
-/// decoded) and the write, reading each tile with `read(var, chunk, coords)` (in turn:
+/// the skipped list, the chunk plan, the footer metadata (`axes` adds the input's
+/// dimension names and coordinates, over the arrays as decoded) and the write, reading each tile with `read(var, chunk, coords)` (in turn:
 /// neither library reads on several threads) and decoding it.
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
 #[allow(
@@ -559,7 +559,7 @@ pub(crate) fn convert_library<V: LibVar>(
     kind: &LibKind,
     vars: &mut [V],
     skipped: &[String],
-    metadata: impl FnOnce(&[V]) -> Result<String, String>,
+    axes: impl FnOnce(&[V], &mut Metadata),
     mut read: impl FnMut(&V, &[u64], &[u64]) -> Result<Vec<u8>, String>,
 ) -> Result<(), Fail> {
     if lib.unpack {
@@ -597,7 +597,28 @@ pub(crate) fn convert_library<V: LibVar>(
             chunk,
         });
     }
-    let meta = metadata(vars).map_err(|e| Fail::usage(format!("{}: {e}", input.display())))?;
+    // The footer metadata: the input's axes (`axes`: dimension names, coordinates), each
+    // array's attributes and restored type, then `--dims` and `--attr`.
+    let mut m = new_metadata();
+    axes(vars, &mut m);
+    for v in vars {
+        let a = v.array();
+        m.edit(&a.name, |e| {
+            for (k, val) in &a.attrs {
+                e.set_attr(k, val);
+            }
+            if let Some(d) = a.numpy_dtype_kept() {
+                e.set_attr("numpy_dtype", d);
+            }
+        });
+    }
+    let ranks: Vec<(&str, usize)> = vars
+        .iter()
+        .map(|v| (v.array().name.as_str(), v.array().shape.len()))
+        .collect();
+    apply_options(&mut m, &ranks, o, kind.what, "in the file")
+        .map_err(|e| Fail::usage(format!("{}: {e}", input.display())))?;
+    let meta = serde_json::Value::Object(m.to_json()).to_string();
     let provenance = Provenance {
         from: kind.from,
         descrs: vars

@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use tet_alloc::tet::meta::Coord;
+use tet_alloc::tet::meta::{Coord, Metadata};
 use tet_core::tet::DType;
 
 use crate::tet::convert::{ConvertOptions, LibraryOptions};
@@ -226,11 +226,9 @@ fn walk(
     Ok(())
 }
 
-/// The footer metadata: each variable's `dim_names`, `attrs` and `numpy_dtype`, the
-/// coordinate variables of its dimensions (found in its own group or an enclosing one,
-/// CF's scoping), then `--dims` and `--attr`.
-fn metadata(vars: &[(String, Var)], o: &ConvertOptions) -> Result<String, String> {
-    let mut m = ingest::new_metadata();
+/// Each variable's `dim_names` and the coordinate variables of its dimensions (found in
+/// its own group or an enclosing one, CF's scoping), into the footer metadata `m`.
+fn axes(vars: &[(String, Var)], m: &mut Metadata) {
     // A coordinate variable: 1-D, named as its dimension (CF).
     let is_coord = |v: &Var| {
         let base = v.a.name.rsplit('/').next().unwrap_or_default();
@@ -239,12 +237,6 @@ fn metadata(vars: &[(String, Var)], o: &ConvertOptions) -> Result<String, String
     for (prefix, v) in vars {
         m.edit(&v.a.name, |e| {
             e.dim_names = Some(v.dims.clone());
-            for (k, val) in &v.a.attrs {
-                e.set_attr(k, val);
-            }
-            if let Some(d) = v.a.numpy_dtype_kept() {
-                e.set_attr("numpy_dtype", d);
-            }
             for (dim, key) in v.dims.iter().zip(&v.dim_keys) {
                 // The nearest coordinate variable named `dim`: this group, then outward.
                 let mut scope = prefix.as_str();
@@ -272,12 +264,6 @@ fn metadata(vars: &[(String, Var)], o: &ConvertOptions) -> Result<String, String
             }
         });
     }
-    let ranks: Vec<(&str, usize)> = vars
-        .iter()
-        .map(|(_, v)| (v.a.name.as_str(), v.a.shape.len()))
-        .collect();
-    ingest::apply_options(&mut m, &ranks, o, "variable", "in the file")?;
-    Ok(serde_json::Value::Object(m.to_json()).to_string())
 }
 
 /// `tet-host convert FILE.nc OUT.tet`.
@@ -330,7 +316,7 @@ fn convert_inner(
         &kind,
         &mut vars,
         &skipped,
-        |vars| metadata(vars, o),
+        axes,
         |(_, v), chunk, coords| {
             with_variable(&file, &v.a.name, |var| read_tile(var, v, chunk, coords))
                 .unwrap_or_else(|| Err("is no longer in the file".into()))
