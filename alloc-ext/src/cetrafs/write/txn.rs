@@ -1,8 +1,8 @@
 //! One transaction: the blocks it changes, kept in memory until the commit writes them
 //! through the node's journal (`docs/cetrafs.md` section 15, "The journal's life").
 
-use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::sync::Arc;
 
 use tet_core::block::{Block, BlockDeviceMut, BLOCK_SIZE, SECTOR};
 use tet_core::cetrafs::raw::{RawBlockGroup, RawJournalFlag, RawSlotHeader, RawZoneGroupHot};
@@ -13,15 +13,17 @@ use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 use super::{Errno, WriteError, Writer};
 
-/// The blocks a transaction changes, and what its allocation did.
+/// The blocks a transaction changes, and what its allocation did. Blocks are shared
+/// (`Arc`): batch mode clones the pending transaction for every operation it adds,
+/// and that must not copy the blocks held, only the maps.
 #[derive(Default, Clone)]
 pub(super) struct Txn {
     /// Journaled targets: their new contents.
-    pub blocks: BTreeMap<u64, Box<Block>>,
+    pub blocks: BTreeMap<u64, Arc<Block>>,
     /// Targets that were free before (`F_FRESH`).
     pub fresh: BTreeSet<u64>,
     /// Newly allocated file data, written directly before the commit.
-    pub data: BTreeMap<u64, Box<Block>>,
+    pub data: BTreeMap<u64, Arc<Block>>,
     /// Data blocks freed (never handed out again in the same transaction: the old
     /// file still maps them until the commit).
     pub freed: BTreeSet<u64>,
@@ -35,6 +37,25 @@ pub(super) struct Txn {
 /// Newly allocated data blocks a batched transaction holds at most (16 MiB).
 const BATCH_DATA: usize = 4096;
 
+impl Txn {
+    /// Block `lba`'s new contents when the transaction changes it.
+    pub(super) fn changed(&self, lba: u64) -> Option<&Block> {
+        self.blocks
+            .get(&lba)
+            .or_else(|| self.data.get(&lba))
+            .map(|b| &**b)
+    }
+
+    /// The blocks in `from .. to` the transaction changes, with their new contents.
+    pub(super) fn changed_in(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, &Block)> {
+        let r = from..to.max(from);
+        self.blocks
+            .range(r.clone())
+            .chain(self.data.range(r))
+            .map(|(l, b)| (*l, &**b))
+    }
+}
+
 pub(super) fn first_sector(b: &Block) -> [u8; SECTOR] {
     let mut s = [0u8; SECTOR];
     s.copy_from_slice(b.get(..SECTOR).unwrap_or(&[0; SECTOR]));
@@ -44,17 +65,29 @@ pub(super) fn first_sector(b: &Block) -> [u8; SECTOR] {
 impl<D: BlockDeviceMut> Writer<D> {
     /// Block `lba` as the transaction sees it: its new contents, or the device's.
     pub(super) fn read(&self, t: &Txn, lba: u64) -> Result<Block, WriteError> {
-        if let Some(b) = t.blocks.get(&lba).or_else(|| t.data.get(&lba)) {
-            return Ok(**b);
+        if let Some(b) = t.changed(lba) {
+            return Ok(*b);
         }
         let mut b: Block = [0; BLOCK_SIZE];
         self.fs.device().read_block(lba, &mut b)?;
         Ok(b)
     }
 
-    /// Block `lba`'s new contents, journaled.
+    /// Block `lba`'s new contents: journaled, unless the transaction allocated it for
+    /// new data (nothing on disk refers to it before the commit, so it stays a direct
+    /// write however often the batch changes it).
     pub(super) fn put(t: &mut Txn, lba: u64, b: Block) {
-        t.blocks.insert(lba, Box::new(b));
+        match t.data.get_mut(&lba) {
+            Some(d) => *d = Arc::new(b),
+            None => {
+                t.blocks.insert(lba, Arc::new(b));
+            }
+        }
+    }
+
+    /// Newly allocated data block `lba`'s contents, written directly before the commit.
+    pub(super) fn put_data(t: &mut Txn, lba: u64, b: Block) {
+        t.data.insert(lba, Arc::new(b));
     }
 
     /// Whether `t` fits one journal.
