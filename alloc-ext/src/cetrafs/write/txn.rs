@@ -1,8 +1,8 @@
 //! One transaction: the blocks it changes, kept in memory until the commit writes them
 //! through the node's journal (`docs/cetrafs.md` section 15, "The journal's life").
 
+use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet};
-use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use tet_core::block::{Block, BlockDeviceMut, BLOCK_SIZE, SECTOR};
@@ -23,11 +23,11 @@ use super::{Errno, WriteError, Writer};
 #[derive(Default)]
 pub(super) struct Txn {
     /// Journaled targets: their new contents.
-    blocks: BTreeMap<u64, Arc<Block>>,
+    blocks: BTreeMap<u64, Box<Block>>,
     /// Targets that were free before (`F_FRESH`).
     pub fresh: BTreeSet<u64>,
     /// Newly allocated file data, written directly before the commit.
-    data: BTreeMap<u64, Arc<Block>>,
+    data: BTreeMap<u64, Box<Block>>,
     /// Data blocks freed (never handed out again in the same transaction: the old
     /// file still maps them until the commit).
     pub freed: BTreeSet<u64>,
@@ -46,7 +46,7 @@ struct Undo {
     lba: u64,
     /// In `data` (new file data), else in `blocks`.
     data: bool,
-    old: Option<Arc<Block>>,
+    old: Option<Box<Block>>,
 }
 
 /// What a transaction held besides its blocks before an operation was added to it.
@@ -123,7 +123,7 @@ impl Txn {
     }
 
     /// Logs that block `lba` (of `data` or `blocks`) held `old` before.
-    fn log(&mut self, lba: u64, data: bool, old: Option<Arc<Block>>) {
+    fn log(&mut self, lba: u64, data: bool, old: Option<Box<Block>>) {
         if let Some(u) = self.undo.as_mut() {
             u.push(Undo { lba, data, old });
         }
@@ -153,11 +153,11 @@ impl<D: BlockDeviceMut> Writer<D> {
     pub(super) fn put(t: &mut Txn, lba: u64, b: Block) {
         match t.data.get_mut(&lba) {
             Some(d) => {
-                let old = core::mem::replace(d, Arc::new(b));
+                let old = core::mem::replace(d, Box::new(b));
                 t.log(lba, true, Some(old));
             }
             None => {
-                let old = t.blocks.insert(lba, Arc::new(b));
+                let old = t.blocks.insert(lba, Box::new(b));
                 t.log(lba, false, old);
             }
         }
@@ -165,7 +165,7 @@ impl<D: BlockDeviceMut> Writer<D> {
 
     /// Newly allocated data block `lba`'s contents, written directly before the commit.
     pub(super) fn put_data(t: &mut Txn, lba: u64, b: Block) {
-        let old = t.data.insert(lba, Arc::new(b));
+        let old = t.data.insert(lba, Box::new(b));
         t.log(lba, true, old);
     }
 
