@@ -831,7 +831,9 @@ fn crash_round(img: &Path, mnt: &Path, round: u64, after: Duration) -> Vec<(Path
 
 #[test]
 fn kill9_during_a_workload_then_recover() {
-    let Some((d, img, mnt)) = new_image("kill9_during_a_workload_then_recover", "crash", &["256M"])
+    // 256 MiB: mkfs's 16-slot journals; `MOUNT_CRASH_SIZE=1G` for its 256-slot ones.
+    let size = std::env::var("MOUNT_CRASH_SIZE").unwrap_or_else(|_| "256M".to_string());
+    let Some((d, img, mnt)) = new_image("kill9_during_a_workload_then_recover", "crash", &[&size])
     else {
         return;
     };
