@@ -359,9 +359,9 @@ fn make_tree(root: &Path, files: usize, seed: u64) {
     xattr::set(&dirs[0], "user.dir", b"on a directory").unwrap();
 }
 
-/// Every path below `root` with its xattrs (not following symlinks).
-fn xattrs_of(root: &Path) -> BTreeMap<PathBuf, BTreeMap<String, Vec<u8>>> {
-    let mut out = BTreeMap::new();
+/// `root` and every path below it, with its metadata (symlinks not followed).
+fn walk(root: &Path) -> Vec<(PathBuf, std::fs::Metadata)> {
+    let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(p) = stack.pop() {
         let md = std::fs::symlink_metadata(&p).unwrap();
@@ -370,6 +370,15 @@ fn xattrs_of(root: &Path) -> BTreeMap<PathBuf, BTreeMap<String, Vec<u8>>> {
                 stack.push(e.unwrap().path());
             }
         }
+        out.push((p, md));
+    }
+    out
+}
+
+/// Every path below `root` with its xattrs (not following symlinks).
+fn xattrs_of(root: &Path) -> BTreeMap<PathBuf, BTreeMap<String, Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    for (p, md) in walk(root) {
         if md.file_type().is_symlink() {
             continue;
         }
@@ -384,22 +393,14 @@ fn xattrs_of(root: &Path) -> BTreeMap<PathBuf, BTreeMap<String, Vec<u8>>> {
     out
 }
 
-/// (relative path, mode, size, nlink) of every path below `root`, and which paths
-/// share an inode.
 /// (relative path, mode, size, nlink).
 type Row = (PathBuf, u32, u64, u64);
 
+/// A [`Row`] for every path below `root`, and which paths share an inode.
 fn shape(root: &Path) -> (Vec<Row>, Vec<Vec<PathBuf>>) {
     let mut rows = Vec::new();
     let mut by_ino: BTreeMap<u64, Vec<PathBuf>> = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        let md = std::fs::symlink_metadata(&p).unwrap();
-        if md.is_dir() {
-            for e in std::fs::read_dir(&p).unwrap() {
-                stack.push(e.unwrap().path());
-            }
-        }
+    for (p, md) in walk(root) {
         let rel = p.strip_prefix(root).unwrap().to_path_buf();
         let size = if md.is_dir() { 0 } else { md.size() };
         let nlink = if md.is_dir() { 0 } else { md.nlink() };
