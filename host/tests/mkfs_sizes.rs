@@ -106,7 +106,7 @@ fn mkfs_streams_every_size_up_to_a_tebibyte() {
 
 #[test]
 fn defaults_scale_with_the_size() {
-    use tet_host::cetrafs::mkfs::{default_bg_blocks, default_inodes};
+    use tet_host::cetrafs::mkfs::{default_bg_blocks, default_inodes, default_journal_blocks};
     // 16 MiB groups up to 16 GiB, then about 1024 groups, at most 1 GiB each.
     assert_eq!(default_bg_blocks(64 << 20), 4096);
     assert_eq!(default_bg_blocks(64 << 30), 16384);
@@ -118,4 +118,9 @@ fn defaults_scale_with_the_size() {
     assert_eq!(default_inodes(4 << 30), 4096);
     assert_eq!(default_inodes(1 << 40), 1 << 20);
     assert_eq!(default_inodes(1 << 50), 1 << 22);
+    // 16 journal slots a node under 1 GiB, 256 from 1 GiB.
+    assert_eq!(default_journal_blocks(64 << 20), 33);
+    assert_eq!(default_journal_blocks((1 << 30) - 4096), 33);
+    assert_eq!(default_journal_blocks(1 << 30), 513);
+    assert_eq!(default_journal_blocks(1 << 50), 513);
 }

@@ -72,6 +72,21 @@ fn dir(name: &str) -> PathBuf {
     d
 }
 
+/// When FUSE can be used ([`fuse_ready`] for `test`): the test's directory holding a
+/// new image `img`, made by `mkfs img --size MKFS…`, as (the directory, the image, its
+/// mount point).
+fn new_image(test: &str, name: &str, mkfs: &[&str]) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    if !fuse_ready(test) {
+        return None;
+    }
+    let d = dir(name);
+    let mut args = vec!["mkfs", "img", "--size"];
+    args.extend_from_slice(mkfs);
+    tet_ok(&args, &d);
+    let (img, mnt) = (d.join("img"), d.join("mnt"));
+    Some((d, img, mnt))
+}
+
 /// Runs `tet-host ARGS` in `cwd`: (exit code, stdout, stderr).
 fn tet(args: &[&str], cwd: &Path) -> (i32, String, String) {
     let o = Command::new("timeout")
@@ -215,6 +230,19 @@ impl Mounted {
         (st.code().unwrap_or(-1), err)
     }
 
+    /// Unmounts, asserting that the mount ended with exit 0.
+    fn unmount_ok(self) {
+        let (code, err) = self.unmount();
+        assert_eq!(code, 0, "mount exit: {err}");
+    }
+
+    /// A clean unmount, then the image in `d` checked: verify clean, every journal
+    /// CLEAN, the row LEFT.
+    fn unmount_clean(self, d: &Path) {
+        self.unmount_ok();
+        assert_clean(d);
+    }
+
     /// SIGKILL, then the dead mount detached.
     fn kill9(mut self) {
         if let Some(mut c) = self.child.take() {
@@ -331,9 +359,9 @@ fn make_tree(root: &Path, files: usize, seed: u64) {
     xattr::set(&dirs[0], "user.dir", b"on a directory").unwrap();
 }
 
-/// Every path below `root` with its xattrs (not following symlinks).
-fn xattrs_of(root: &Path) -> BTreeMap<PathBuf, BTreeMap<String, Vec<u8>>> {
-    let mut out = BTreeMap::new();
+/// `root` and every path below it, with its metadata (symlinks not followed).
+fn walk(root: &Path) -> Vec<(PathBuf, std::fs::Metadata)> {
+    let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(p) = stack.pop() {
         let md = std::fs::symlink_metadata(&p).unwrap();
@@ -342,6 +370,15 @@ fn xattrs_of(root: &Path) -> BTreeMap<PathBuf, BTreeMap<String, Vec<u8>>> {
                 stack.push(e.unwrap().path());
             }
         }
+        out.push((p, md));
+    }
+    out
+}
+
+/// Every path below `root` with its xattrs (not following symlinks).
+fn xattrs_of(root: &Path) -> BTreeMap<PathBuf, BTreeMap<String, Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    for (p, md) in walk(root) {
         if md.file_type().is_symlink() {
             continue;
         }
@@ -356,22 +393,14 @@ fn xattrs_of(root: &Path) -> BTreeMap<PathBuf, BTreeMap<String, Vec<u8>>> {
     out
 }
 
-/// (relative path, mode, size, nlink) of every path below `root`, and which paths
-/// share an inode.
 /// (relative path, mode, size, nlink).
 type Row = (PathBuf, u32, u64, u64);
 
+/// A [`Row`] for every path below `root`, and which paths share an inode.
 fn shape(root: &Path) -> (Vec<Row>, Vec<Vec<PathBuf>>) {
     let mut rows = Vec::new();
     let mut by_ino: BTreeMap<u64, Vec<PathBuf>> = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        let md = std::fs::symlink_metadata(&p).unwrap();
-        if md.is_dir() {
-            for e in std::fs::read_dir(&p).unwrap() {
-                stack.push(e.unwrap().path());
-            }
-        }
+    for (p, md) in walk(root) {
         let rel = p.strip_prefix(root).unwrap().to_path_buf();
         let size = if md.is_dir() { 0 } else { md.size() };
         let nlink = if md.is_dir() { 0 } else { md.nlink() };
@@ -573,15 +602,15 @@ fn fsx(dir: &Path, seed: u64, ops: usize) -> BTreeMap<&'static str, usize> {
 
 #[test]
 fn copy_tar_verify_then_read_only() {
-    if !fuse_ready("copy_tar_verify_then_read_only") {
+    let Some((d, img, mnt)) = new_image(
+        "copy_tar_verify_then_read_only",
+        "main",
+        &["768M", "--inodes", "8192"],
+    ) else {
         return;
-    }
-    let d = dir("main");
+    };
     let src = d.join("src");
     make_tree(&src, 1500, 7);
-    tet_ok(&["mkfs", "img", "--size", "768M", "--inodes", "8192"], &d);
-    let img = d.join("img");
-    let mnt = d.join("mnt");
     let m = Mounted::start(&img, &mnt, &[]);
 
     tool(
@@ -664,9 +693,7 @@ fn copy_tar_verify_then_read_only() {
     assert_eq!(&b, b"still here");
     drop(f);
 
-    let (code, err) = m.unmount();
-    assert_eq!(code, 0, "mount exit: {err}");
-    assert_clean(&d);
+    m.unmount_clean(&d);
 
     // Read-only: the same tree, writes refused, nothing written.
     let before = std::fs::read(&img).unwrap();
@@ -674,8 +701,7 @@ fn copy_tar_verify_then_read_only() {
     compare_trees(&src, &mnt.join("tree"));
     let e = std::fs::write(mnt.join("new"), b"x").unwrap_err();
     assert_eq!(e.raw_os_error(), Some(30), "EROFS");
-    let (code, err) = m.unmount();
-    assert_eq!(code, 0, "{err}");
+    m.unmount_ok();
     assert!(
         std::fs::read(&img).unwrap() == before,
         "the read-only mount changed the image"
@@ -685,13 +711,9 @@ fn copy_tar_verify_then_read_only() {
 
 #[test]
 fn fsx_against_a_model_then_verify() {
-    if !fuse_ready("fsx_against_a_model_then_verify") {
+    let Some((d, img, mnt)) = new_image("fsx_against_a_model_then_verify", "fsx", &["256M"]) else {
         return;
-    }
-    let d = dir("fsx");
-    tet_ok(&["mkfs", "img", "--size", "256M"], &d);
-    let img = d.join("img");
-    let mnt = d.join("mnt");
+    };
     let m = Mounted::start(&img, &mnt, &[]);
     let fsx_dir = mnt.join("fsx");
     let counts = within(Duration::from_secs(300), "fsx", move || {
@@ -703,27 +725,21 @@ fn fsx_against_a_model_then_verify() {
         counts["write"] > 5000 && counts["read"] > 3000 && counts["rename"] > 1000,
         "{counts:?}"
     );
-    let (code, err) = m.unmount();
-    assert_eq!(code, 0, "mount exit: {err}");
-    assert_clean(&d);
+    m.unmount_clean(&d);
     // Read-only, the files as the model left them (the exerciser's own last check ran
     // on the read-write mount; here the names alone, then one file compared).
     let m = Mounted::start(&img, &mnt, &["--read-only"]);
     assert!(std::fs::read_dir(mnt.join("fsx")).unwrap().count() > 0);
-    let (code, _) = m.unmount();
-    assert_eq!(code, 0);
+    m.unmount_ok();
     let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn read_only_refuses_an_active_writer_and_rw_refuses_errors() {
-    if !fuse_ready("read_only_refuses_an_active_writer") {
+    let Some((d, img, mnt)) = new_image("read_only_refuses_an_active_writer", "refuse", &["64M"])
+    else {
         return;
-    }
-    let d = dir("refuse");
-    tet_ok(&["mkfs", "img", "--size", "64M"], &d);
-    let img = d.join("img");
-    let mnt = d.join("mnt");
+    };
     let m = Mounted::start(&img, &mnt, &[]);
     std::fs::write(mnt.join("a"), b"a").unwrap();
     let (code, _, err) = tet(&["mount", "img", "mnt2", "--read-only", "--foreground"], &d);
@@ -767,8 +783,7 @@ fn read_only_refuses_an_active_writer_and_rw_refuses_errors() {
     let e = std::fs::metadata(mnt.join("a")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(5), "EIO for a damaged inode");
     assert!(std::fs::read_dir(&mnt).unwrap().count() >= 1);
-    let (code, _) = m.unmount();
-    assert_eq!(code, 0);
+    m.unmount_ok();
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -817,13 +832,12 @@ fn crash_round(img: &Path, mnt: &Path, round: u64, after: Duration) -> Vec<(Path
 
 #[test]
 fn kill9_during_a_workload_then_recover() {
-    if !fuse_ready("kill9_during_a_workload_then_recover") {
+    // 256 MiB: mkfs's 16-slot journals; `MOUNT_CRASH_SIZE=1G` for its 256-slot ones.
+    let size = std::env::var("MOUNT_CRASH_SIZE").unwrap_or_else(|_| "256M".to_string());
+    let Some((d, img, mnt)) = new_image("kill9_during_a_workload_then_recover", "crash", &[&size])
+    else {
         return;
-    }
-    let d = dir("crash");
-    tet_ok(&["mkfs", "img", "--size", "256M"], &d);
-    let img = d.join("img");
-    let mnt = d.join("mnt");
+    };
     let mut r = Rng(99);
     let mut durable: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     let rounds = std::env::var("MOUNT_CRASH_ROUNDS")
@@ -845,9 +859,7 @@ fn kill9_during_a_workload_then_recover() {
             let got = std::fs::read(mnt.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             assert!(got == *want, "{} after round {round}", p.display());
         }
-        let (code, err) = m.unmount();
-        assert_eq!(code, 0, "{err}");
-        assert_clean(&d);
+        m.unmount_clean(&d);
     }
     assert!(
         durable.len() > 3,

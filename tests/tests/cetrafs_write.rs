@@ -1131,3 +1131,63 @@ fn a_file_of_more_extents_than_four_leaves_hold_gets_a_depth_2_tree() {
         assert_eq!(got[(2 * k + 1) * B], 0, "hole {}", 2 * k + 1);
     }
 }
+
+#[test]
+fn the_view_reads_the_pending_batch_and_the_device_only_what_was_committed() {
+    use tet_alloc::cetrafs::view;
+    let mut img = image(16 << 20);
+    let body: Vec<u8> = (0..3 * B + 100).map(|i| (i % 251) as u8).collect();
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        w.set_batch(true).unwrap();
+        let before = w.next_txn_id();
+        let d = w.mkdir(1, b"new", 0o755, 0, 0).unwrap();
+        let f = w.create(d, b"f", 0o644, 0, 0).unwrap();
+        w.write(f, 0, &body).unwrap();
+        // Rewritten in the batch: the new block stays a direct write.
+        w.write(f, 10, b"again").unwrap();
+        w.set_xattr(f, b"user.k", b"v").unwrap();
+        // An old file's mapped block changed in place (journaled).
+        let old = w.resolve(b"/old/f").unwrap();
+        w.write(old, B as u64 + 1, b"patched").unwrap();
+        assert_eq!(w.next_txn_id(), before, "nothing committed yet");
+
+        let mut buf = [0u8; B];
+        let v = w.view(&mut buf).unwrap();
+        let mut bufs = Buffers::new();
+        let ino = v.resolve(b"/new/f", &mut bufs).unwrap();
+        let mut want = body.clone();
+        want[10..15].copy_from_slice(b"again");
+        let mut got = vec![0u8; want.len()];
+        // One run read (`read_blocks`), the pending blocks patched over it.
+        let n = view::read_at(&v, &ino, 0, &mut got, &mut bufs.tree).unwrap();
+        assert_eq!((n, &got), (want.len(), &want));
+        assert_eq!(
+            view::xattr_value(&v, &ino, b"user.k", &mut bufs).unwrap(),
+            Some(b"v".to_vec())
+        );
+        let dir = v.resolve(b"/new", &mut bufs).unwrap();
+        let page = view::dir_page(&v, &dir, view::DOTDOT_COOKIE, 10, &mut bufs).unwrap();
+        assert_eq!(page.len(), 1);
+        assert_eq!(page[0].name, b"f");
+        let old_i = v.resolve(b"/old/f", &mut bufs).unwrap();
+        let mut got = vec![0u8; 3 * B + 10];
+        view::read_at(&v, &old_i, 0, &mut got, &mut bufs.tree).unwrap();
+        assert_eq!(&got[B + 1..B + 8], b"patched");
+        assert_eq!(got[B], 5);
+        // The device itself has none of it until the batch is committed.
+        let raw = Fs::open(&dev, &mut bufs.data).unwrap();
+        assert!(raw.resolve(b"/new", &mut bufs).is_err());
+        w.sync().unwrap();
+        w.leave().unwrap();
+    }
+    assert_eq!(errors(&img), Vec::<String>::new());
+    let mut want = body;
+    want[10..15].copy_from_slice(b"again");
+    assert_eq!(read_file(&img, b"/new/f").unwrap(), want);
+    assert_eq!(
+        &read_file(&img, b"/old/f").unwrap()[B + 1..B + 8],
+        b"patched"
+    );
+}

@@ -13,6 +13,7 @@ mod allocate;
 mod dir;
 mod join;
 mod ops;
+mod pending;
 mod tree;
 mod txn;
 
@@ -26,6 +27,7 @@ use tet_core::Error;
 
 pub use join::{recover, Recovered};
 pub use ops::SetAttr;
+pub use pending::PendingDevice;
 
 /// A Unix error number, as the equivalent system call would report it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -342,7 +342,7 @@ impl<D: BlockDeviceMut> Writer<D> {
             if let Some(x) = b.get_mut(..target.len()) {
                 x.copy_from_slice(target);
             }
-            t.data.insert(p, alloc::boxed::Box::new(b));
+            Self::put_data(t, p, b);
             let m = super::tree::Map {
                 exts: alloc::vec![Ext {
                     logical: 0,
@@ -726,8 +726,7 @@ impl<D: BlockDeviceMut> Writer<D> {
                     for k in 0..got {
                         let mut b: Block = [0; BLOCK_SIZE];
                         patch(&mut b, l.saturating_add(k));
-                        t.data
-                            .insert(p.saturating_add(k), alloc::boxed::Box::new(b));
+                        Self::put_data(t, p.saturating_add(k), b);
                     }
                     m.exts.push(Ext {
                         logical: l,

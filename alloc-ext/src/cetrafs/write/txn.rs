@@ -3,6 +3,7 @@
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::vec::Vec;
 
 use tet_core::block::{Block, BlockDeviceMut, BLOCK_SIZE, SECTOR};
 use tet_core::cetrafs::raw::{RawBlockGroup, RawJournalFlag, RawSlotHeader, RawZoneGroupHot};
@@ -14,14 +15,19 @@ use zerocopy::{FromBytes, FromZeros, IntoBytes};
 use super::{Errno, WriteError, Writer};
 
 /// The blocks a transaction changes, and what its allocation did.
-#[derive(Default, Clone)]
+///
+/// The blocks change only through [`Writer::put`] and [`Writer::put_data`], which log
+/// what they replace while an operation is being added to a batch ([`Txn::mark`]): an
+/// operation that fails, or does not fit, is taken out again by undoing its own
+/// changes, so adding one costs what it changes, not a copy of the batch.
+#[derive(Default)]
 pub(super) struct Txn {
     /// Journaled targets: their new contents.
-    pub blocks: BTreeMap<u64, Box<Block>>,
+    blocks: BTreeMap<u64, Box<Block>>,
     /// Targets that were free before (`F_FRESH`).
     pub fresh: BTreeSet<u64>,
     /// Newly allocated file data, written directly before the commit.
-    pub data: BTreeMap<u64, Box<Block>>,
+    data: BTreeMap<u64, Box<Block>>,
     /// Data blocks freed (never handed out again in the same transaction: the old
     /// file still maps them until the commit).
     pub freed: BTreeSet<u64>,
@@ -30,10 +36,99 @@ pub(super) struct Txn {
     /// Block group → data blocks allocated, and freed.
     pub allocated_in: BTreeMap<u32, u64>,
     pub freed_in: BTreeMap<u32, u64>,
+    /// While an operation is added to a batch: each block it set, with what the
+    /// transaction held there before (`None`: nothing), oldest first.
+    undo: Option<Vec<Undo>>,
+}
+
+/// A block an operation set in a batch, and what it replaced.
+struct Undo {
+    lba: u64,
+    /// In `data` (new file data), else in `blocks`.
+    data: bool,
+    old: Option<Box<Block>>,
+}
+
+/// What a transaction held besides its blocks before an operation was added to it.
+pub(super) struct Mark {
+    fresh: BTreeSet<u64>,
+    freed: BTreeSet<u64>,
+    freed_inodes: BTreeSet<u64>,
+    allocated_in: BTreeMap<u32, u64>,
+    freed_in: BTreeMap<u32, u64>,
 }
 
 /// Newly allocated data blocks a batched transaction holds at most (16 MiB).
 const BATCH_DATA: usize = 4096;
+
+impl Txn {
+    /// Block `lba`'s new contents when the transaction changes it.
+    pub(super) fn changed(&self, lba: u64) -> Option<&Block> {
+        self.blocks
+            .get(&lba)
+            .or_else(|| self.data.get(&lba))
+            .map(|b| &**b)
+    }
+
+    /// The blocks in `from .. to` the transaction changes, with their new contents.
+    pub(super) fn changed_in(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, &Block)> {
+        let r = from..to.max(from);
+        self.blocks
+            .range(r.clone())
+            .chain(self.data.range(r))
+            .map(|(l, b)| (*l, &**b))
+    }
+
+    /// Starts adding an operation: its block changes are logged from here, and the
+    /// rest (a few small sets) remembered, until [`Txn::accept`] or [`Txn::roll_back`].
+    fn mark(&mut self) -> Mark {
+        self.undo = Some(Vec::new());
+        Mark {
+            fresh: self.fresh.clone(),
+            freed: self.freed.clone(),
+            freed_inodes: self.freed_inodes.clone(),
+            allocated_in: self.allocated_in.clone(),
+            freed_in: self.freed_in.clone(),
+        }
+    }
+
+    /// Keeps the operation added since [`Txn::mark`].
+    fn accept(&mut self) {
+        self.undo = None;
+    }
+
+    /// Takes the operation added since [`Txn::mark`] out again: the transaction is as
+    /// it was then.
+    fn roll_back(&mut self, m: Mark) {
+        for u in self.undo.take().unwrap_or_default().into_iter().rev() {
+            let map = if u.data {
+                &mut self.data
+            } else {
+                &mut self.blocks
+            };
+            match u.old {
+                Some(b) => {
+                    map.insert(u.lba, b);
+                }
+                None => {
+                    map.remove(&u.lba);
+                }
+            }
+        }
+        self.fresh = m.fresh;
+        self.freed = m.freed;
+        self.freed_inodes = m.freed_inodes;
+        self.allocated_in = m.allocated_in;
+        self.freed_in = m.freed_in;
+    }
+
+    /// Logs that block `lba` (of `data` or `blocks`) held `old` before.
+    fn log(&mut self, lba: u64, data: bool, old: Option<Box<Block>>) {
+        if let Some(u) = self.undo.as_mut() {
+            u.push(Undo { lba, data, old });
+        }
+    }
+}
 
 pub(super) fn first_sector(b: &Block) -> [u8; SECTOR] {
     let mut s = [0u8; SECTOR];
@@ -44,17 +139,34 @@ pub(super) fn first_sector(b: &Block) -> [u8; SECTOR] {
 impl<D: BlockDeviceMut> Writer<D> {
     /// Block `lba` as the transaction sees it: its new contents, or the device's.
     pub(super) fn read(&self, t: &Txn, lba: u64) -> Result<Block, WriteError> {
-        if let Some(b) = t.blocks.get(&lba).or_else(|| t.data.get(&lba)) {
-            return Ok(**b);
+        if let Some(b) = t.changed(lba) {
+            return Ok(*b);
         }
         let mut b: Block = [0; BLOCK_SIZE];
         self.fs.device().read_block(lba, &mut b)?;
         Ok(b)
     }
 
-    /// Block `lba`'s new contents, journaled.
+    /// Block `lba`'s new contents: journaled, unless the transaction allocated it for
+    /// new data (nothing on disk refers to it before the commit, so it stays a direct
+    /// write however often the batch changes it).
     pub(super) fn put(t: &mut Txn, lba: u64, b: Block) {
-        t.blocks.insert(lba, Box::new(b));
+        match t.data.get_mut(&lba) {
+            Some(d) => {
+                let old = core::mem::replace(d, Box::new(b));
+                t.log(lba, true, Some(old));
+            }
+            None => {
+                let old = t.blocks.insert(lba, Box::new(b));
+                t.log(lba, false, old);
+            }
+        }
+    }
+
+    /// Newly allocated data block `lba`'s contents, written directly before the commit.
+    pub(super) fn put_data(t: &mut Txn, lba: u64, b: Block) {
+        let old = t.data.insert(lba, Box::new(b));
+        t.log(lba, true, old);
     }
 
     /// Whether `t` fits one journal.
@@ -74,13 +186,20 @@ impl<D: BlockDeviceMut> Writer<D> {
             return Err(Errno::EROFS.into());
         }
         if self.batch && !self.pending.blocks.is_empty() {
-            let mut t = self.pending.clone();
+            // The operation is added to the pending transaction in place (nothing in
+            // `f` reads `self.pending`: operations read through `t`), and taken out
+            // again unless it succeeds and the two fit together.
+            let mut t = core::mem::take(&mut self.pending);
+            let mark = t.mark();
             let r = f(self, &mut t);
+            if r.is_ok() && self.fits(&t) && t.data.len() < BATCH_DATA {
+                t.accept();
+                self.pending = t;
+                return r;
+            }
+            t.roll_back(mark);
+            self.pending = t;
             match r {
-                Ok(v) if self.fits(&t) && t.data.len() < BATCH_DATA => {
-                    self.pending = t;
-                    return Ok(v);
-                }
                 Err(e) if e.errno() != Errno::ENOSPC => return Err(e),
                 // Too big together (or out of space while blocks freed in the pending
                 // transaction are held back): commit the pending one, run alone.

@@ -181,12 +181,29 @@ fn time_ns(t: TimeOrNow) -> u64 {
     }
 }
 
-/// Runs `f` with the filesystem the backend reads through and the scratch buffers.
-fn with_fs<R>(st: &mut State, f: impl FnOnce(&dyn Reader, &mut Buffers) -> R) -> R {
+/// Runs `f` with the filesystem the backend reads through and the scratch buffers: the
+/// journal overlay when read-only; when read-write the writer's view, its pending batch
+/// read in place of the device's blocks, so a read sees every change that returned
+/// without committing the batch first.
+fn with_fs<R>(
+    st: &mut State,
+    f: impl FnOnce(&dyn Reader, &mut Buffers) -> Result<R, tet_core::Error>,
+) -> Result<R, tet_core::Error> {
     let State { backend, bufs, .. } = st;
     match backend {
         Backend::ReadOnly(fs) => f(&**fs, bufs),
-        Backend::ReadWrite(w) => f(w.fs(), bufs),
+        Backend::ReadWrite(w) => {
+            let view = w.view(&mut bufs.data)?;
+            f(&view, bufs)
+        }
+    }
+}
+
+/// Answers a request that has nothing to return but success.
+fn reply_empty(r: Result<(), Errno>, reply: ReplyEmpty) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
     }
 }
 
@@ -331,8 +348,8 @@ impl CetraFuse {
         }
     }
 
-    /// Before a read through the device (file bytes, directory blocks, xattr blocks,
-    /// group counts): the writer's batch committed, so the device holds every change.
+    /// Before reading the block groups' free counts (`statfs`): the writer's batch
+    /// committed, so the counts include it (a commit writes them).
     fn settle(&self, st: &mut State) -> Result<(), Errno> {
         if let Backend::ReadWrite(w) = &mut st.backend {
             if let Err(e) = w.sync() {
@@ -367,11 +384,48 @@ impl CetraFuse {
         }
     }
 
-    fn entry(&self, st: &mut State, ino: u64, reply: ReplyEntry) {
-        match self.attr(st, ino) {
+    /// Answers a request that names an inode (looked up, made or linked) with its
+    /// attributes.
+    fn entry(&self, st: &mut State, ino: Result<u64, Errno>, reply: ReplyEntry) {
+        match ino.and_then(|i| self.attr(st, i)) {
             Ok(a) => reply.entry(&TTL, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
+    }
+
+    /// Creates regular file `name` in `parent` with `mode` (the umask applied), owned
+    /// by the caller (create and mknod, `what` naming which).
+    fn create_file(
+        &self,
+        st: &mut State,
+        what: &str,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+    ) -> Result<u64, Errno> {
+        self.write_op(st, what, |w| {
+            w.create(parent.0, name.as_bytes(), mode, req.uid(), req.gid())
+        })
+    }
+
+    /// Runs `f` on inode `ino` as the mount reads it, a failure to read being the
+    /// xattr block's `EIO`.
+    fn with_xattrs<R>(
+        &self,
+        st: &mut State,
+        ino: INodeNo,
+        f: impl FnOnce(
+            &dyn Reader,
+            &tet_core::cetrafs::Inode,
+            &mut Buffers,
+        ) -> Result<R, tet_core::Error>,
+    ) -> Result<R, Errno> {
+        let r = with_fs(st, |fs, b| {
+            let i = fs.inode(ino.0, &mut b.data)?;
+            f(fs, &i, b)
+        });
+        r.map_err(|e| eio(st, &self.image, "xattr block", &e))
     }
 
     /// One close of `ino`: a file kept after its unlink is freed at the last.
@@ -412,10 +466,8 @@ impl Filesystem for CetraFuse {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let mut st = self.lock();
-        match self.find(&mut st, parent.0, name.as_bytes()) {
-            Ok(ino) => self.entry(&mut st, ino, reply),
-            Err(e) => reply.error(e),
-        }
+        let ino = self.find(&mut st, parent.0, name.as_bytes());
+        self.entry(&mut st, ino, reply);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -474,9 +526,6 @@ impl Filesystem for CetraFuse {
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         let mut st = self.lock();
-        if let Err(e) = self.settle(&mut st) {
-            return reply.error(e);
-        }
         let r = with_fs(&mut st, |fs, b| {
             let i = fs.inode(ino.0, &mut b.data)?;
             if !i.is_symlink() {
@@ -515,19 +564,8 @@ impl Filesystem for CetraFuse {
             return;
         }
         let mut st = self.lock();
-        let r = self.write_op(&mut st, "mknod", |w| {
-            w.create(
-                parent.0,
-                name.as_bytes(),
-                mode & !umask,
-                req.uid(),
-                req.gid(),
-            )
-        });
-        match r {
-            Ok(ino) => self.entry(&mut st, ino, reply),
-            Err(e) => reply.error(e),
-        }
+        let ino = self.create_file(&mut st, "mknod", req, parent, name, mode & !umask);
+        self.entry(&mut st, ino, reply);
     }
 
     fn mkdir(
@@ -540,7 +578,7 @@ impl Filesystem for CetraFuse {
         reply: ReplyEntry,
     ) {
         let mut st = self.lock();
-        let r = self.write_op(&mut st, "mkdir", |w| {
+        let ino = self.write_op(&mut st, "mkdir", |w| {
             w.mkdir(
                 parent.0,
                 name.as_bytes(),
@@ -549,10 +587,7 @@ impl Filesystem for CetraFuse {
                 req.gid(),
             )
         });
-        match r {
-            Ok(ino) => self.entry(&mut st, ino, reply),
-            Err(e) => reply.error(e),
-        }
+        self.entry(&mut st, ino, reply);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -569,23 +604,22 @@ impl Filesystem for CetraFuse {
                 w.unlink(parent.0, name.as_bytes()).map(|()| None)
             }
         });
-        match r {
-            Ok(kept) => {
+        reply_empty(
+            r.map(|kept| {
                 if let Some(k) = kept {
                     st.kept.insert(k);
                 }
-                reply.ok();
-            }
-            Err(e) => reply.error(e),
-        }
+            }),
+            reply,
+        );
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let mut st = self.lock();
-        match self.write_op(&mut st, "rmdir", |w| w.rmdir(parent.0, name.as_bytes())) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(
+            self.write_op(&mut st, "rmdir", |w| w.rmdir(parent.0, name.as_bytes())),
+            reply,
+        );
     }
 
     fn symlink(
@@ -597,7 +631,7 @@ impl Filesystem for CetraFuse {
         reply: ReplyEntry,
     ) {
         let mut st = self.lock();
-        let r = self.write_op(&mut st, "symlink", |w| {
+        let ino = self.write_op(&mut st, "symlink", |w| {
             w.symlink(
                 parent.0,
                 link_name.as_bytes(),
@@ -606,10 +640,7 @@ impl Filesystem for CetraFuse {
                 req.gid(),
             )
         });
-        match r {
-            Ok(ino) => self.entry(&mut st, ino, reply),
-            Err(e) => reply.error(e),
-        }
+        self.entry(&mut st, ino, reply);
     }
 
     fn rename(
@@ -650,10 +681,7 @@ impl Filesystem for CetraFuse {
         let r = self.write_op(&mut st, "rename", |w| {
             w.rename(parent.0, name.as_bytes(), newparent.0, newname.as_bytes())
         });
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(r, reply);
     }
 
     fn link(
@@ -665,12 +693,10 @@ impl Filesystem for CetraFuse {
         reply: ReplyEntry,
     ) {
         let mut st = self.lock();
-        match self.write_op(&mut st, "link", |w| {
+        let r = self.write_op(&mut st, "link", |w| {
             w.link(ino.0, newparent.0, newname.as_bytes())
-        }) {
-            Ok(()) => self.entry(&mut st, ino.0, reply),
-            Err(e) => reply.error(e),
-        }
+        });
+        self.entry(&mut st, r.map(|()| ino.0), reply);
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -701,9 +727,6 @@ impl Filesystem for CetraFuse {
         reply: ReplyData,
     ) {
         let mut st = self.lock();
-        if let Err(e) = self.settle(&mut st) {
-            return reply.error(e);
-        }
         let r = with_fs(&mut st, |fs, b| {
             let i = fs.inode(ino.0, &mut b.data)?;
             if i.is_dir() {
@@ -783,13 +806,11 @@ impl Filesystem for CetraFuse {
         if matches!(st.backend, Backend::ReadOnly(_)) {
             return reply.ok();
         }
-        match self.write_op(&mut st, "fsync", |w| {
+        let r = self.write_op(&mut st, "fsync", |w| {
             w.sync()?;
             w.fs().device().flush().map_err(WriteError::from)
-        }) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        });
+        reply_empty(r, reply);
     }
 
     fn fsyncdir(
@@ -812,9 +833,6 @@ impl Filesystem for CetraFuse {
         mut reply: ReplyDirectory,
     ) {
         let mut st = self.lock();
-        if let Err(e) = self.settle(&mut st) {
-            return reply.error(e);
-        }
         let r = with_fs(&mut st, |fs, b| {
             let d = fs.inode(ino.0, &mut b.data)?;
             if !d.is_dir() {
@@ -893,68 +911,48 @@ impl Filesystem for CetraFuse {
             return reply.error(Errno::from_i32(EOPNOTSUPP));
         }
         let mut st = self.lock();
-        if let Err(e) = self.settle(&mut st) {
-            return reply.error(e);
-        }
         if flags & (XATTR_CREATE | XATTR_REPLACE) != 0 {
-            let had = with_fs(&mut st, |fs, b| {
-                let i = fs.inode(ino.0, &mut b.data)?;
-                fs.xattr_value(&i, name.as_bytes(), b)
+            let had = self.with_xattrs(&mut st, ino, |fs, i, b| {
+                fs.xattr_value(i, name.as_bytes(), b)
             });
             match had {
                 Ok(Some(_)) if flags & XATTR_CREATE != 0 => return reply.error(Errno::EEXIST),
                 Ok(None) if flags & XATTR_REPLACE != 0 => return reply.error(Errno::ENODATA),
                 Ok(_) => {}
-                Err(e) => return reply.error(eio(&mut st, &self.image, "xattr block", &e)),
+                Err(e) => return reply.error(e),
             }
         }
-        match self.write_op(&mut st, "setxattr", |w| {
+        let r = self.write_op(&mut st, "setxattr", |w| {
             w.set_xattr(ino.0, name.as_bytes(), value)
-        }) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        });
+        reply_empty(r, reply);
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let mut st = self.lock();
-        if let Err(e) = self.settle(&mut st) {
-            return reply.error(e);
-        }
-        let r = with_fs(&mut st, |fs, b| {
-            let i = fs.inode(ino.0, &mut b.data)?;
-            fs.xattr_value(&i, name.as_bytes(), b)
-        });
-        match r {
+        match self.with_xattrs(&mut st, ino, |fs, i, b| {
+            fs.xattr_value(i, name.as_bytes(), b)
+        }) {
             Ok(Some(v)) => xattr_reply(&v, size, reply),
             Ok(None) => reply.error(Errno::ENODATA),
-            Err(e) => reply.error(eio(&mut st, &self.image, "xattr block", &e)),
+            Err(e) => reply.error(e),
         }
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let mut st = self.lock();
-        if let Err(e) = self.settle(&mut st) {
-            return reply.error(e);
-        }
-        let r = with_fs(&mut st, |fs, b| {
-            let i = fs.inode(ino.0, &mut b.data)?;
-            fs.xattr_names(&i, b)
-        });
-        match r {
+        match self.with_xattrs(&mut st, ino, |fs, i, b| fs.xattr_names(i, b)) {
             Ok(v) => xattr_reply(&v, size, reply),
-            Err(e) => reply.error(eio(&mut st, &self.image, "xattr block", &e)),
+            Err(e) => reply.error(e),
         }
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let mut st = self.lock();
-        match self.write_op(&mut st, "removexattr", |w| {
+        let r = self.write_op(&mut st, "removexattr", |w| {
             w.remove_xattr(ino.0, name.as_bytes())
-        }) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        });
+        reply_empty(r, reply);
     }
 
     fn create(
@@ -968,16 +966,7 @@ impl Filesystem for CetraFuse {
         reply: ReplyCreate,
     ) {
         let mut st = self.lock();
-        let r = self.write_op(&mut st, "create", |w| {
-            w.create(
-                parent.0,
-                name.as_bytes(),
-                mode & !umask,
-                req.uid(),
-                req.gid(),
-            )
-        });
-        let ino = match r {
+        let ino = match self.create_file(&mut st, "create", req, parent, name, mode & !umask) {
             Ok(i) => i,
             Err(e) => return reply.error(e),
         };

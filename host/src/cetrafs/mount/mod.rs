@@ -115,15 +115,16 @@ impl MaxWith for Exit {
 /// The read-only backend: refused while a node is `ACTIVE`; dirty journals' committed
 /// slots read in place of their targets (the overlay lives as long as the process).
 fn read_only(image: &Path, dev: &'static FileDevice) -> Result<Backend, Exit> {
-    let mut bufs = Buffers::new();
-    let fs = Fs::open(dev, &mut bufs.data).map_err(|e| {
+    let cannot = |e: tet_core::Error| {
         crate::say!(
             "mount: {}: cannot mount: {}",
             image.display(),
             crate::cetrafs::describe(&e)
         );
         Exit::of(e.kind.category())
-    })?;
+    };
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(dev, &mut bufs.data).map_err(cannot)?;
     match view::active_row(&fs, &mut bufs.data) {
         Ok(None) => {}
         Ok(Some(r)) => {
@@ -165,14 +166,7 @@ fn read_only(image: &Path, dev: &'static FileDevice) -> Result<Backend, Exit> {
     };
     let ov = Box::leak(Box::new(ov));
     let over = OverlayDevice::new(dev, ov);
-    let fs = Fs::open(over, &mut bufs.data).map_err(|e| {
-        crate::say!(
-            "mount: {}: cannot mount: {}",
-            image.display(),
-            crate::cetrafs::describe(&e)
-        );
-        Exit::of(e.kind.category())
-    })?;
+    let fs = Fs::open(over, &mut bufs.data).map_err(cannot)?;
     Ok(Backend::ReadOnly(Box::new(fs)))
 }
 
