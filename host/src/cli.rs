@@ -268,14 +268,17 @@ pub enum Command {
         read: ReadArgs,
     },
     /// Convert a NumPy .npy (one dataset) or .npz (one dataset per array) file, a Zarr v3
-    /// store (a directory: one dataset per array, named by its path), or (when built with
-    /// the `netcdf` feature) a NetCDF file (one dataset per variable), to .tet.
+    /// store (a directory: one dataset per array, named by its path), a NetCDF file (when
+    /// built with the `netcdf` feature) or an HDF5 file (the `hdf5` feature), one dataset
+    /// per variable, to .tet.
     Convert {
         /// The .npy or .npz file, the Zarr v3 store, or the NetCDF file.
         input: PathBuf,
         /// The .tet file to write (replaced atomically).
         output: PathBuf,
-        /// Chunk shape, e.g. 256,256 (default: about 1 MiB per chunk).
+        /// Chunk shape, e.g. 256,256 (default: the source's chunking, else about 1 MiB per
+        /// chunk). For a Zarr, NetCDF or HDF5 input it applies to the arrays of its rank;
+        /// the others keep their own.
         #[arg(long)]
         chunk: Option<String>,
         /// Payload codec.

@@ -316,6 +316,15 @@ fn dispatch(command: Command) -> Exit {
             } else {
                 tet_host::tet::convert::library_for(&input)
             };
+            if library.is_none() && !zarr && tet::convert::library_named(&input) && input.is_file()
+            {
+                tet_host::say!(
+                    "{}: not a readable NetCDF or HDF5 file (named as one, it starts with \
+                     neither signature: cut short, or another kind of file)",
+                    input.display()
+                );
+                return Exit::Problems;
+            }
             if (skip_unsupported || unpack) && library.is_none() {
                 tet_host::say!(
                     "{} is for NetCDF and HDF5 files; {} is not one",
@@ -563,12 +572,21 @@ fn convert_netcdf(
     _lib: tet::convert::LibraryOptions,
     _o: &tet::convert::ConvertOptions,
 ) -> Exit {
-    tet_host::say!(
-        "{} is a NetCDF (or HDF5) file; this tet-host was built without NetCDF or HDF5 \
-         support: build it with `cargo build -p tet-host --features netcdf` (needs \
-         libnetcdf-dev) or `--features hdf5` (needs libhdf5-dev)",
-        input.display()
-    );
+    if cfg!(feature = "hdf5") {
+        tet_host::say!(
+            "{} is a NetCDF classic file; this tet-host reads HDF5 (and so NetCDF-4) but \
+             was built without NetCDF support: build it with `cargo build -p tet-host \
+             --features netcdf,hdf5` (needs libnetcdf-dev)",
+            input.display()
+        );
+    } else {
+        tet_host::say!(
+            "{} is a NetCDF (or HDF5) file; this tet-host was built without NetCDF or HDF5 \
+             support: build it with `cargo build -p tet-host --features netcdf` (needs \
+             libnetcdf-dev) or `--features hdf5` (needs libhdf5-dev)",
+            input.display()
+        );
+    }
     Exit::Usage
 }
 

@@ -80,7 +80,7 @@ impl Asker {
                     self.all = Some(false);
                     return false;
                 }
-                _ => eprintln!(
+                _ => crate::errln!(
                     "answer y (yes), n (no), a (yes to this and every later fix) or q (no \
                      to this and every later fix)"
                 ),

@@ -73,17 +73,34 @@ static DOCUMENT: AtomicBool = AtomicBool::new(false);
 /// The last error said, for the JSON error object.
 static LAST: Mutex<Option<String>> = Mutex::new(None);
 
+/// Writes one line to standard error. A failure is ignored: with standard error closed
+/// (`2>&1 | head -c1`) the message has nowhere to go, and the command's exit status still
+/// tells its outcome (`eprintln!` would panic instead). Use through [`crate::errln!`].
+pub fn stderr_line(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// Writes a line to standard error like `eprintln!`, but a closed standard error is not a
+/// panic ([`report::stderr_line`](crate::report::stderr_line)).
+#[macro_export]
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::report::stderr_line(format_args!($($arg)*))
+    };
+}
+
 /// Says an error on standard error (`tet-host: MESSAGE`), keeping it for
 /// [`finish`]. Use through [`crate::say!`].
 pub fn say(message: String) {
-    eprintln!("tet-host: {message}");
+    crate::errln!("tet-host: {message}");
     remember(message);
 }
 
 /// Says a warning on standard error (`tet-host: warning: MESSAGE`): the command goes on,
 /// and the message is not kept as its error.
 pub fn warn(message: String) {
-    eprintln!("tet-host: warning: {message}");
+    crate::errln!("tet-host: warning: {message}");
 }
 
 /// Keeps `message` as the error [`finish`] reports, without printing it (for errors

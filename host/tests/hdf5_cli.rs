@@ -164,13 +164,38 @@ fn bad_hdf5_input_and_options_are_refused() {
     let s = src.to_str().unwrap();
     let out = d.join("bad.tet");
     let o = out.to_str().unwrap();
-    // A --chunk of the wrong rank names the dataset.
-    let (c, _, e) = run(&["convert", s, o, "--skip-unsupported", "--chunk", "4"]);
+    // A --chunk goes to the datasets of its rank (the 1-D ones keep theirs); one that
+    // fits none is refused.
+    let (c, _, e) = run(&["convert", s, o, "--skip-unsupported", "--chunk", "2,2"]);
+    assert_eq!(c, 0, "{e}");
+    let (_, info, _) = run(&["info", "--json", o]);
+    let j: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(j["datasets"][0]["name"], "a/b/small", "{info}");
+    assert_eq!(
+        j["datasets"][0]["chunk_shape"],
+        serde_json::json!([3]),
+        "{info}"
+    );
+    assert_eq!(
+        j["datasets"][1]["chunk_shape"],
+        serde_json::json!([2, 2]),
+        "{info}"
+    );
+    let (c, _, e) = run(&[
+        "convert",
+        s,
+        o,
+        "--skip-unsupported",
+        "--chunk",
+        "4,4,4",
+        "--force",
+    ]);
     assert_eq!(c, 16, "{e}");
     assert!(
-        e.contains("--chunk has 1 axes but dataset 'grid' has 2"),
+        e.contains("--chunk has 3 axes, and none of the datasets has 3"),
         "{e}"
     );
+    std::fs::remove_file(&out).unwrap();
     // Options of other inputs.
     for extra in [["--name", "x"], ["--labels", "x=a,b"]] {
         let (c, _, e) = run(&["convert", s, o, extra[0], extra[1]]);

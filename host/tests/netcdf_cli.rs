@@ -222,10 +222,11 @@ fn classic_files_and_refusals() {
         e.contains("--coord and --labels are for .npy/.npz inputs"),
         "{e}"
     );
-    let (c, _, e) = run(&["convert", "c.nc", "c2.tet", "--chunk", "2"]);
+    // A --chunk goes to the variables of its rank; one that fits none is refused.
+    let (c, _, e) = run(&["convert", "c.nc", "c2.tet", "--chunk", "2,2,2"]);
     assert_eq!(c, 16, "{e}");
     assert!(
-        e.contains("--chunk has 1 axes but variable 'z' has 2"),
+        e.contains("--chunk has 3 axes, and none of the variables has 3"),
         "{e}"
     );
     // A file cut short is named as damaged (4), and no output remains.

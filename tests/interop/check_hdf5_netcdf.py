@@ -90,12 +90,21 @@ with h5py.File(h5, "w") as f:
     written["time"], written["lat"] = time[...], lat[...]
     f.create_dataset("labels", data=np.array([b"x", b"y"]))
     f.create_dataset("scalar", data=np.float64(1.5))
+    # A soft link is a dataset of its own name; a dangling one is skipped; an empty
+    # dataset converts with no chunks; a hard link back to the root is not followed.
+    f["alias"] = h5py.SoftLink("/lat")
+    written["alias"] = written["lat"]
+    f["dangling"] = h5py.SoftLink("/nowhere")
+    f.create_dataset("empty", shape=(0, 3), dtype="i4", chunks=(1, 3), maxshape=(None, 3))
+    f["deep/back"] = f["/"]
 
 out = os.path.join(WORK, "h5py.tet")
 err = convert(h5, out, code=16)
-check("labels" in err and "string" in err, f"a string dataset is named: {err}")
+check("dangling" in err and "neither a dataset nor a group" in err, f"the first unsupported entry is named: {err}")
 err = convert(h5, out, "--skip-unsupported")
-check("skipped" in err and "labels" in err and "scalar" in err, f"the skips are listed: {err}")
+check("skipped" in err and "labels" in err and "scalar" in err and "dangling" in err,
+      f"the skips are listed: {err}")
+check("'deep/back' links back" in err, f"a cycle is named, not followed: {err}")
 t = tetrs.open(out)
 for name, a in written.items():
     same(t[name][...], a, name)
@@ -113,9 +122,23 @@ check(json.loads(ds.attrs["flags"]) == ["a", "b"], f"a list of texts: {ds.attrs}
 check("DIMENSION_LIST" not in ds.attrs and "CLASS" not in t["time"].attrs,
       "the dimension-scale machinery is not copied")
 check(tuple(t["time"].dims) == ("time",), "a scale names its own axis")
+check(t["empty"].shape == (0, 3), f"an empty dataset: {t['empty'].shape}")
+check(not any(n.startswith("deep/back/") for n in t), "the cycle is not walked")
 # The chunking is kept (8 x 5 for the chunked ones), the source's chunk clipped to the shape.
 check(t["types/u1"].chunks == (8, 5), f"chunking kept: {t['types/u1'].chunks}")
 check(t["deep/er/temp"].chunks == (2, 5), "chunking kept")
+# A user block before the HDF5 signature (as MATLAB v7.3 files have).
+ub = os.path.join(WORK, "userblock.h5")
+with h5py.File(ub, "w", userblock_size=512) as f:
+    f.create_dataset("v", data=np.arange(5, dtype="<f8"))
+convert(ub, os.path.join(WORK, "userblock.tet"))
+same(tetrs.open(os.path.join(WORK, "userblock.tet"))["v"][...], np.arange(5.0), "user block")
+# A file named as HDF5 that is not one is damaged input, not "not a .npy file".
+fake = os.path.join(WORK, "fake.h5")
+with open(fake, "w") as f:
+    f.write("not hdf5 at all")
+err = convert(fake, os.path.join(WORK, "fake.tet"), code=4)
+check("not a readable NetCDF or HDF5 file" in err, f"a fake .h5: {err}")
 # A cut file is the file's damage (exit 4), and no output is left.
 cut = os.path.join(WORK, "cut.h5")
 with open(h5, "rb") as src, open(cut, "wb") as dst:
@@ -133,6 +156,7 @@ with netCDF4.Dataset(nc, "w", format="NETCDF4") as f:
     f.createDimension("time", None)
     f.createDimension("lat", 2)
     f.createDimension("lon", 2)
+    f.createDimension("nv", 2)
     tv = f.createVariable("time", "f8", ("time",))
     tv.units = "days since 2001-01-01"
     tv[:] = [0, 1, 2]
@@ -145,6 +169,9 @@ with netCDF4.Dataset(nc, "w", format="NETCDF4") as f:
     v.units = "K"
     v.set_auto_maskandscale(False)
     v[:] = packed
+    # A dimension without a coordinate variable (libnetcdf stores it as a scale of
+    # zeros, which is not a variable).
+    f.createVariable("time_bnds", "f8", ("time", "nv"))[:] = [[0, 1], [1, 2], [2, 3]]
     g = f.createGroup("obs")
     g.createVariable("count", "u8", ("time",))[:] = [1, 2, 3]
     b = g.createVariable("flag", "i1", ("lat",))
@@ -164,6 +191,9 @@ for path, lib in [(nc, "netcdf"), (shutil.copy(nc, os.path.join(WORK, "nc4-as.h5
     check(t["tas"].attrs["scale_factor"] == "0.1" and t["tas"].attrs["_FillValue"] == "-32767",
           f"{lib}: packing attributes kept: {t['tas'].attrs}")
     same(t["obs/count"][...], [1, 2, 3], f"{lib}: group variable")
+    check("nv" not in list(t), f"{lib}: a dimension is not a dataset: {list(t)}")
+    check(tuple(t["time_bnds"].dims) == ("time", "nv") and set(t["time_bnds"].coords) == {"time"},
+          f"{lib}: bounds {t['time_bnds'].dims} {t['time_bnds'].coords}")
     same(t["obs/flag"][...], [-1, 1], f"{lib}: int8 widened")
     check(tuple(t["obs/count"].dims) == ("time",), f"{lib}: group dims")
     history = json.loads(subprocess.run([TET, "info", "--json", "--history", out],

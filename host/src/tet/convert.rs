@@ -99,31 +99,55 @@ pub struct LibraryOptions {
     pub unpack: bool,
 }
 
+/// The names NetCDF files go by (`.nc`, `.nc4`, `.cdf`, `.netcdf`).
+const NETCDF_NAMES: [&str; 4] = ["nc", "nc4", "cdf", "netcdf"];
+/// The names HDF5 files go by.
+const HDF5_NAMES: [&str; 5] = ["h5", "hdf5", "he5", "hdf", "mat"];
+
+fn extension_in(path: &Path, names: &[&str]) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| names.contains(&e.to_ascii_lowercase().as_str()))
+}
+
+/// Whether `path` is named as a NetCDF or HDF5 file is (`.nc`, `.h5`, `.mat`, ...), so an
+/// input that is not one can be called damaged rather than not a `.npy` file.
+pub fn library_named(path: &Path) -> bool {
+    extension_in(path, &NETCDF_NAMES) || extension_in(path, &HDF5_NAMES)
+}
+
 /// Which library reads `path`, when it is a regular file that starts as a NetCDF or an
-/// HDF5 file does: `CDF` 1, 2 or 5 is NetCDF; HDF5's signature is NetCDF-4 when the name
-/// says so (`.nc`, `.nc4`, `.cdf`, `.netcdf`) and this build reads NetCDF, else HDF5 when
-/// this build reads HDF5 (a NetCDF-4 file is an HDF5 file), else NetCDF.
+/// HDF5 file does: `CDF` 1, 2 or 5 is NetCDF; HDF5's signature (at byte 0, or after a
+/// user block of 512 bytes times a power of two, as MATLAB's v7.3 files have) is NetCDF-4
+/// when the name says so and this build reads NetCDF, else HDF5 when this build reads
+/// HDF5 (a NetCDF-4 file is an HDF5 file), else NetCDF.
 pub fn library_for(path: &Path) -> Option<Library> {
-    use std::io::Read;
+    use std::io::{Read, Seek, SeekFrom};
     // Only a regular file is opened: opening a FIFO would wait for a writer (the input
     // checks refuse special files before anything opens them).
-    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        return None;
-    }
+    let len = std::fs::metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_file)?
+        .len();
+    let mut f = std::fs::File::open(path).ok()?;
     let mut head = [0u8; 8];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .ok()?;
+    f.read_exact(&mut head).ok()?;
     if matches!(head.get(..4), Some(b"CDF\x01" | b"CDF\x02" | b"CDF\x05")) {
         return Some(Library::NetCdf);
     }
-    if head != *b"\x89HDF\r\n\x1a\n" {
+    let signature = *b"\x89HDF\r\n\x1a\n";
+    let mut at = 512u64;
+    let mut hdf5 = head == signature;
+    while !hdf5 && at.saturating_add(8) <= len && at <= 1 << 20 {
+        hdf5 = f.seek(SeekFrom::Start(at)).is_ok()
+            && f.read_exact(&mut head).is_ok()
+            && head == signature;
+        at = at.saturating_mul(2);
+    }
+    if !hdf5 {
         return None;
     }
-    let netcdf_name = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| ["nc", "nc4", "cdf", "netcdf"].contains(&e.to_ascii_lowercase().as_str()));
+    let netcdf_name = extension_in(path, &NETCDF_NAMES);
     Some(
         if (netcdf_name && cfg!(feature = "netcdf")) || !cfg!(feature = "hdf5") {
             Library::NetCdf
@@ -372,7 +396,7 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
         }
     };
     if let Some(warning) = index_warning(&specs, w.position()) {
-        eprintln!("tet-host: {}: warning: {warning}", output.display());
+        crate::errln!("tet-host: {}: warning: {warning}", output.display());
     }
     // Progress over the source's bytes (standard error, terminal only).
     let total: u64 = arrays

@@ -170,7 +170,7 @@ pub fn export_streaming(
     let src = match tet_alloc::tet::history::metadata(&file) {
         Ok(m) => numpy_source(m.as_ref(), dataset),
         Err(e) => {
-            eprintln!(
+            crate::errln!(
                 "tet-host: {}: warning: the footer metadata is unreadable ({e}), so the \
                  source's NumPy dtype and shape are unknown: written as stored",
                 path.display()
@@ -197,7 +197,7 @@ pub fn export_streaming(
         b.finish_and_clear();
     }
     match written {
-        Ok(Some(why)) => eprintln!("tet-host: {}: warning: {why}", path.display()),
+        Ok(Some(why)) => crate::errln!("tet-host: {}: warning: {why}", path.display()),
         Ok(None) => {}
         Err(Failed::Read(e)) => return crate::tet::query::fail_reading(path, &ds, &e, source),
         Err(Failed::Write(e)) => {
@@ -240,13 +240,13 @@ fn remove_stale_sidecar(target: &Path, input: &Path, dataset: &str) {
         .is_some_and(|v| v.get("dataset").is_some() && v.get("coords").is_some());
     if ours {
         match std::fs::remove_file(target) {
-            Ok(()) => eprintln!(
+            Ok(()) => crate::errln!(
                 "tet-host: {}: removed {}, an earlier export's coordinates that no longer \
                  describe {dataset:?} (--coords writes them anew)",
                 input.display(),
                 target.display()
             ),
-            Err(e) => eprintln!(
+            Err(e) => crate::errln!(
                 "tet-host: {}: warning: {} is an earlier export's coordinates, which no \
                  longer describe {dataset:?}, and could not be removed: {e}",
                 input.display(),
@@ -254,7 +254,7 @@ fn remove_stale_sidecar(target: &Path, input: &Path, dataset: &str) {
             ),
         }
     } else {
-        eprintln!(
+        crate::errln!(
             "tet-host: {}: warning: {} is left as it was; it does not describe this export",
             input.display(),
             target.display()

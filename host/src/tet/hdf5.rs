@@ -218,14 +218,23 @@ fn dimensions(ds: &h5::Dataset, rank: usize) -> Result<Option<Axes>, String> {
 
 /// A dataset's description, or why it is not converted (exit 16, so `--skip-unsupported`
 /// can skip it).
-fn describe(ds: h5::Dataset, input: &Path) -> Result<Var, Fail> {
-    let name = tet_name(&ds.name());
+fn describe(ds: h5::Dataset, name: String, input: &Path) -> Result<Option<Var>, Fail> {
+    // A NetCDF dimension without a coordinate variable: libnetcdf stores it as a scale of
+    // zeros. It names axes; it is not a variable.
+    let phony = text_attr(&ds, "CLASS").is_some_and(|c| c == "DIMENSION_SCALE")
+        && text_attr(&ds, "NAME").is_some_and(|n| n.starts_with(NETCDF_PHONY_SCALE));
+    if phony {
+        return Ok(None);
+    }
     let damaged =
         |what: String| Fail::damaged(format!("{}: dataset '{name}': {what}", input.display()));
-    let t = ds
-        .dtype()
-        .and_then(|d| d.to_descriptor())
-        .map_err(|e| damaged(format!("its type does not read: {e}")))?;
+    let t = ds.dtype().and_then(|d| d.to_descriptor()).map_err(|e| {
+        Fail::usage(format!(
+            "{}: dataset '{name}' is of a type .tet cannot hold ({e}){}",
+            input.display(),
+            ingest::SKIP_HINT
+        ))
+    })?;
     let Some((dtype, h5_type, numpy_dtype)) = dtype_of(&t) else {
         return Err(Fail::usage(format!(
             "{}: dataset '{name}' is of {} type, which .tet cannot hold (only numbers){}",
@@ -272,7 +281,7 @@ fn describe(ds: h5::Dataset, input: &Path) -> Result<Var, Fail> {
         }
         match read {
             Ok(Some(text)) => ingest::push_attr(&mut attrs, key, text, input, &name),
-            Ok(None) => eprintln!(
+            Ok(None) => crate::errln!(
                 "tet-host: {}: dataset '{name}': attribute '{key}' is of a type .tet attrs \
                  cannot hold (a reference or a compound); not kept",
                 input.display()
@@ -280,7 +289,7 @@ fn describe(ds: h5::Dataset, input: &Path) -> Result<Var, Fail> {
             Err(e) => return Err(damaged(format!("attribute '{key}' does not read: {e}"))),
         }
     }
-    Ok(Var {
+    Ok(Some(Var {
         a: LibArray {
             name,
             source_type: h5_type,
@@ -294,40 +303,80 @@ fn describe(ds: h5::Dataset, input: &Path) -> Result<Var, Fail> {
         },
         ds,
         dims,
-    })
+    }))
 }
 
 /// The datasets of `g` and (depth first) of its groups.
 fn walk(
     g: &h5::Group,
-    depth: usize,
+    prefix: &str,
+    ancestors: &mut Vec<h5::LocationToken>,
     skip: bool,
     input: &Path,
     out: &mut Vec<Var>,
     skipped: &mut Vec<String>,
 ) -> Result<(), Fail> {
-    if depth > MAX_DEPTH {
+    // `prefix` ends with a `/` per group walked into.
+    if prefix.matches('/').count() > MAX_DEPTH {
         return Err(Fail::damaged(format!(
-            "{}: groups nested deeper than {MAX_DEPTH} (a cycle of hard links?)",
+            "{}: group '{prefix}' is nested deeper than {MAX_DEPTH} groups (a cycle of \
+             hard links?)",
             input.display()
         )));
     }
-    let listed = |e: h5::Error| {
+    let names = g.member_names().map_err(|e| {
         Fail::damaged(format!(
             "{}: group '{}' does not list: {e}",
             input.display(),
             g.name()
         ))
-    };
-    for ds in g.datasets().map_err(listed)? {
-        match describe(ds, input) {
-            Ok(v) => out.push(v),
+    })?;
+    // By link name, so a soft link or a second hard link is a dataset of its own name.
+    for member in names {
+        let path = format!("{prefix}{member}");
+        let found = if let Ok(ds) = g.dataset(&member) {
+            describe(ds, path, input)
+        } else if let Ok(sub) = g.group(&member) {
+            // A hard link back to a group above it is a cycle: its datasets are
+            // converted once, under their first path.
+            let token = sub.loc_info().ok().map(|i| i.token);
+            if token.is_some_and(|t| ancestors.contains(&t)) {
+                crate::errln!(
+                    "tet-host: {}: group '{path}' links back to a group above it (a cycle): \
+                     not followed",
+                    input.display()
+                );
+                continue;
+            }
+            ancestors.extend(token);
+            let walked = walk(
+                &sub,
+                &format!("{path}/"),
+                ancestors,
+                skip,
+                input,
+                out,
+                skipped,
+            );
+            if token.is_some() {
+                ancestors.pop();
+            }
+            walked?;
+            continue;
+        } else {
+            Err(Fail::usage(format!(
+                "{}: '{path}' is neither a dataset nor a group (a link to nothing, an \
+                 external link, a named type){}",
+                input.display(),
+                ingest::SKIP_HINT
+            )))
+        };
+        match found {
+            Ok(Some(v)) => out.push(v),
+            Ok(None) => {}
             Err(Fail(Exit::Usage, why)) if skip => skipped.push(ingest::skip_reason(why)),
             Err(f) => return Err(f),
         }
-    }
-    for sub in g.groups().map_err(listed)? {
-        walk(&sub, depth.saturating_add(1), skip, input, out, skipped)?;
     }
     Ok(())
 }
@@ -377,9 +426,12 @@ fn convert_inner(
     })?;
     let mut vars = Vec::new();
     let mut skipped = Vec::new();
+    let mut ancestors: Vec<h5::LocationToken> =
+        file.loc_info().map(|i| i.token).into_iter().collect();
     walk(
         &file,
-        0,
+        "",
+        &mut ancestors,
         lib.skip_unsupported,
         input,
         &mut vars,

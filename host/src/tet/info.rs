@@ -258,7 +258,7 @@ pub fn info_with(path: &Path, bytes: &[u8], output: Output, more: More) -> Exit 
         return Exit::Problems;
     };
     for w in crate::tet::read_warnings(&history::reading(file).problems) {
-        eprintln!("tet-host: {}: {w}", path.display());
+        crate::errln!("tet-host: {}: {w}", path.display());
     }
     // A broken footer tail is warned about above; it hides nothing else.
     let footer_errors = problems

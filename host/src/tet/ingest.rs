@@ -87,17 +87,18 @@ fn product(v: &[u64]) -> Option<u64> {
     v.iter().try_fold(1u64, |a, b| a.checked_mul(*b))
 }
 
-/// The grid of `chunk` over `shape`: chunks per axis (an empty axis keeps one).
+/// The grid of `chunk` over `shape`: chunks per axis, as the writer counts them (an
+/// empty axis has none, so an empty array writes no chunk).
 fn grid(shape: &[u64], chunk: &[u64]) -> Vec<u64> {
     shape
         .iter()
         .zip(chunk)
-        .map(|(n, k)| n.div_ceil((*k).max(1)).max(1))
+        .map(|(n, k)| n.div_ceil((*k).max(1)))
         .collect()
 }
 
-/// The `.tet` chunk shape of array `name`: `--chunk` when given, else the source's own
-/// chunk shape (`native`), else about 1 MiB per chunk; clipped to the array (a tile never
+/// The `.tet` chunk shape of array `name`: `--chunk` when given and of its rank, else the
+/// source's own chunk shape (`native`), else about 1 MiB per chunk; clipped to the array (a tile never
 /// exceeds it). Refused when a tile would pass [`MAX_TILE`] bytes or the grid
 /// [`MAX_CHUNKS`] chunks. `what` names the source's kind of array ("variable").
 pub(crate) fn chunk_of(
@@ -109,14 +110,10 @@ pub(crate) fn chunk_of(
     given: Option<&[u64]>,
     native: Option<&[u64]>,
 ) -> Result<Vec<u64>, Fail> {
+    // A --chunk of another rank is for other arrays (a CF file's 1-D coordinates keep
+    // theirs); [`check_chunk_rank`] refuses one that fits none.
+    let given = given.filter(|c| c.len() == shape.len());
     let chunk = match (given, native) {
-        (Some(c), _) if c.len() != shape.len() => {
-            return Err(Fail::usage(format!(
-                "--chunk has {} axes but {what} '{name}' has {}",
-                c.len(),
-                shape.len()
-            )))
-        }
         (Some(c), _) => c.to_vec(),
         (None, Some(c)) if c.len() == shape.len() => c.to_vec(),
         (None, _) => crate::tet::npy::default_chunk(shape, dtype.size()),
@@ -167,7 +164,7 @@ pub(crate) fn push_attr(
         .unwrap_or_default()
         .trim()
         .to_string();
-    eprintln!(
+    crate::errln!(
         "tet-host: {}: '{name}': missing_value holds {text}; the first marks missing \
          elements, the list is kept as missing_value_list",
         input.display()
@@ -225,7 +222,7 @@ fn after_walk(
     noun: &str,
 ) -> Result<Vec<(String, String)>, Fail> {
     for why in skipped {
-        eprintln!("tet-host: skipped: {why}");
+        crate::errln!("tet-host: skipped: {why}");
     }
     if found == 0 {
         return Err(Fail::usage(format!(
@@ -318,6 +315,24 @@ fn unpacking(
     Ok(Some(Decoding { stored, cf }))
 }
 
+/// Refuses a `--chunk` that no array of the input has the rank of (each array of its rank
+/// takes it, the others keep their own chunking).
+pub(crate) fn check_chunk_rank(
+    o: &ConvertOptions,
+    ranks: &[usize],
+    whats: &str,
+) -> Result<(), Fail> {
+    match &o.chunk {
+        Some(c) if !ranks.contains(&c.len()) => Err(Fail::usage(format!(
+            "--chunk has {} axes, and none of the {whats} has {} (it applies to the {whats} of its \
+             rank)",
+            c.len(),
+            c.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Footer metadata with this tool's file record and no datasets yet.
 pub(crate) fn new_metadata() -> Metadata {
     Metadata {
@@ -354,7 +369,18 @@ pub(crate) fn apply_options(
         for d in pick(ds, "--dims")? {
             let rank = arrays.iter().find(|(n, _)| *n == d).map(|(_, r)| *r);
             if ds.is_some() || rank == Some(names.len()) {
-                m.edit(&d, |e| e.dim_names = Some(names.clone()));
+                m.edit(&d, |e| {
+                    // The input's coordinates follow their axes to the new names.
+                    if let Some(old) = &e.dim_names {
+                        for (dim, _) in &mut e.coords {
+                            let axis = old.iter().position(|o| o == dim);
+                            if let Some(new) = axis.and_then(|i| names.get(i)) {
+                                dim.clone_from(new);
+                            }
+                        }
+                    }
+                    e.dim_names = Some(names.clone());
+                });
             }
         }
     }
@@ -578,6 +604,8 @@ pub(crate) fn convert_library<V: LibVar>(
     let vars: &[V] = vars;
     let decoded = vars.iter().filter(|v| v.array().decode.is_some()).count();
     let extra = after_walk(input, vars.len(), skipped, decoded, kind.whats)?;
+    let ranks: Vec<usize> = vars.iter().map(|v| v.array().shape.len()).collect();
+    check_chunk_rank(o, &ranks, kind.whats)?;
     let mut planned = Vec::new();
     for v in vars {
         let a = v.array();

@@ -93,7 +93,7 @@ pub fn open_tet<'a>(path: &Path, bytes: &'a [u8]) -> Result<TetFile<'a>, Exit> {
     })?;
     let reading = tet_alloc::tet::history::reading(file);
     for w in read_warnings(&reading.problems) {
-        eprintln!("tet-host: {}: {w}", path.display());
+        crate::errln!("tet-host: {}: {w}", path.display());
     }
     Ok(reading.file)
 }

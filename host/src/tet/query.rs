@@ -514,7 +514,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
         }
     };
     if let Some(w) = &resolved.warning {
-        eprintln!("tet-host: {}: warning: {w}", path.display());
+        crate::errln!("tet-host: {}: warning: {w}", path.display());
     }
     let mut p = match plan(&file, ds, &resolved.selection) {
         Ok(p) => p,
@@ -587,7 +587,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
     resolved.finish(&mut out);
     if let Some((first, n)) = out.nothing_left {
         let cell = position_coords(&out.shape, first);
-        eprintln!(
+        crate::errln!(
             "tet-host: {}: warning: {} had only NaN elements in {n} output cell(s), first \
              {cell:?}: those cells are NaN (as NumPy's all-NaN slice)",
             path.display(),
@@ -601,7 +601,7 @@ pub fn query(path: &Path, bytes: &[u8], doc: &QueryDoc, o: &QueryOptions) -> Exi
         }
         if let Some(i) = out.values.iter().position(|v| matches!(v, Value::I128(_))) {
             let cell = position_coords(&out.shape, u64::try_from(i).unwrap_or(0));
-            eprintln!(
+            crate::errln!(
                 "tet-host: {}: output cell {cell:?} is an integer outside 64 bits, which .npy \
                  cannot hold exactly; not written (the JSON output has it exactly)",
                 target.display()

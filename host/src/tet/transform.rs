@@ -117,7 +117,7 @@ pub fn transform(path: &Path, bytes: &[u8], out: &Path, o: &TransformOptions) ->
         _ => false,
     };
     if degenerate {
-        eprintln!(
+        crate::errln!(
             "tet-host: {}: warning: {} of a constant dataset divides by zero: the output is \
              NaN (0/0) where NumPy's is too",
             path.display(),
@@ -160,7 +160,7 @@ pub fn transform(path: &Path, bytes: &[u8], out: &Path, o: &TransformOptions) ->
         !stale
     });
     if !dropped.is_empty() {
-        eprintln!(
+        crate::errln!(
             "tet-host: {}: warning: attrs {} not kept: the transform maps every element, \
              marked ones too",
             path.display(),

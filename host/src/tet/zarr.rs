@@ -197,7 +197,7 @@ fn parse_array(
             let names: Option<Vec<String>> =
                 a.iter().map(|v| v.as_str().map(str::to_string)).collect();
             if names.is_none() {
-                eprintln!(
+                crate::errln!(
                     "tet-host: {at}: warning: dimension_names has unnamed (null) axes; \
                      '{name}' gets no dim_names"
                 );
@@ -397,6 +397,8 @@ fn convert_inner(
         FilesystemStore::new(input)
             .map_err(|e| Fail::operational(format!("cannot open {}: {e}", input.display())))?,
     );
+    let ranks: Vec<usize> = sources.iter().map(|s| s.shape.len()).collect();
+    ingest::check_chunk_rank(o, &ranks, "arrays")?;
     let mut arrays = Vec::new();
     let mut planned = Vec::new();
     for s in &sources {
