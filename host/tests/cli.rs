@@ -476,3 +476,18 @@ fn info_and_verify_count_the_chunks_without_a_checksum() {
     let (_, out, _) = run(&["verify", "--deep", "ours.tet"], &dir);
     assert!(!out.contains("carry no checksum"), "{out}");
 }
+
+#[test]
+fn a_closed_standard_error_is_not_a_panic() {
+    // `tet-host info missing.tet 2>&1 | head -c1`: the message has nowhere to go, and
+    // the exit status still says what happened (8: the file cannot be read), not 101.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_tet-host"))
+        .args(["info", "/nonexistent/missing.tet"])
+        .stdout(std::process::Stdio::null())
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(8), "{status:?}");
+}
