@@ -487,13 +487,13 @@ impl Markers {
     }
 }
 
-/// The `f32` nearest `v` (ties to even; beyond the range, ±infinity), as a float32 array
-/// stores a value written in decimal.
+/// The `f32` nearest `v` (ties to even; beyond the range, ±infinity): one rounding of an
+/// `f64` value, as a float32 array stores a value written in decimal or computed in `f64`.
 #[allow(
     clippy::as_conversions,
     reason = "f64 to f32 with `as` rounds to nearest, which is the rounding wanted"
 )]
-fn nearest_f32(v: f64) -> f32 {
+pub(crate) fn nearest_f32(v: f64) -> f32 {
     v as f32
 }
 

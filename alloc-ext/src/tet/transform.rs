@@ -24,7 +24,7 @@ use core::fmt;
 use tet_core::tet::fold::{Reduce, Value};
 use tet_core::tet::{DType, TetFile};
 
-use crate::tet::decode::{ChunkDecoder, FrameBackend};
+use crate::tet::decode::{nearest_f32, ChunkDecoder, FrameBackend};
 use crate::tet::query::{execute, Axes, Operation, QueryError, ReadPlan};
 
 /// An element-wise transform.
@@ -262,14 +262,6 @@ fn int_bound(b: f64, name: &str) -> Result<i128, TransformError> {
 )]
 fn saturate_i128(b: f64) -> i128 {
     b as i128
-}
-
-#[allow(
-    clippy::as_conversions,
-    reason = "f64 to f32 with `as` rounds to nearest, even on ties: one rounding of the f64 result"
-)]
-fn nearest_f32(v: f64) -> f32 {
-    v as f32
 }
 
 impl Map {
