@@ -94,23 +94,14 @@ pub fn budget_source(doc: bool, given: Option<u64>) -> &'static str {
     }
 }
 
-fn dataset<'a>(
+/// Dataset `name` of `file`, or the CLI's message naming those it has.
+pub fn dataset<'a>(
     path: &Path,
     file: &TetFile<'a>,
     name: &str,
 ) -> Result<tet_core::tet::Dataset<'a>, Failure> {
-    file.dataset(name).map_err(|_| {
-        let names: Vec<String> = file
-            .datasets()
-            .map_while(|d| d.ok().map(|d| format!("{:?}", d.name())))
-            .collect();
-        let list = if names.is_empty() {
-            "it has none".to_string()
-        } else {
-            format!("datasets: {}", names.join(", "))
-        };
-        Failure::usage(format!("{}: no dataset {name:?} ({list})", path.display()))
-    })
+    file.dataset(name)
+        .map_err(|_| Failure::usage(tet_host::tet::no_dataset_message(path, file, name)))
 }
 
 fn slices(sel: &[(Option<i64>, Option<i64>, Option<i64>)]) -> Vec<Slice> {

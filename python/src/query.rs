@@ -232,22 +232,7 @@ pub fn run<'py>(
     let answered = py.detach(|| -> Result<(serde_json::Value, Values), Failure> {
         let doc = tet_host::tet::query_doc::parse_doc(doc).map_err(Failure::usage)?;
         let file = open_reading(&path, bytes)?;
-        let ds = file.dataset(&doc.dataset).map_err(|_| {
-            let names: Vec<String> = file
-                .datasets()
-                .map_while(|d| d.ok().map(|d| format!("{:?}", d.name())))
-                .collect();
-            let list = if names.is_empty() {
-                "it has none".to_string()
-            } else {
-                format!("datasets: {}", names.join(", "))
-            };
-            Failure::usage(format!(
-                "{}: no dataset {:?} ({list})",
-                path.display(),
-                doc.dataset
-            ))
-        })?;
+        let ds = crate::file::dataset(&path, &file, &doc.dataset)?;
         let name = ds.name();
         let budget = tet_host::tet::budget_for(&file, doc.execution, memory_budget);
         let source = budget_source(doc.execution.is_some(), memory_budget);

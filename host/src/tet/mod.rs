@@ -166,8 +166,9 @@ pub fn raise_budget(source: &str) -> String {
     )
 }
 
-/// Says that `file` has no dataset `name` and lists those it has (exit 16).
-pub fn no_dataset(path: &Path, file: &TetFile<'_>, name: &str) -> Exit {
+/// That `file` has no dataset `name`, with the names it has (the CLI's and the Python
+/// binding's one message).
+pub fn no_dataset_message(path: &Path, file: &TetFile<'_>, name: &str) -> String {
     let names: Vec<String> = file
         .datasets()
         .map_while(|d| d.ok().map(|d| format!("{:?}", d.name())))
@@ -177,7 +178,12 @@ pub fn no_dataset(path: &Path, file: &TetFile<'_>, name: &str) -> Exit {
     } else {
         format!("datasets: {}", names.join(", "))
     };
-    crate::say!("{}: no dataset {name:?} ({list})", path.display());
+    format!("{}: no dataset {name:?} ({list})", path.display())
+}
+
+/// Says that `file` has no dataset `name` and lists those it has (exit 16).
+pub fn no_dataset(path: &Path, file: &TetFile<'_>, name: &str) -> Exit {
+    crate::say!("{}", no_dataset_message(path, file, name));
     Exit::Usage
 }
 
