@@ -443,12 +443,7 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
                     return Exit::Operational;
                 }
                 if let Some(b) = &bar {
-                    b.inc(
-                        batch
-                            .iter()
-                            .map(|(_, _, t)| u64::try_from(t.len()).unwrap_or(0))
-                            .sum(),
-                    );
+                    b.inc(crate::tet::write::batch_bytes(&batch));
                 }
                 batch.clear();
             }

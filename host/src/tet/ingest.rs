@@ -483,12 +483,7 @@ pub(crate) fn write(
                 .collect();
             write_batch(&mut w, &batch, o.codec, o.level).map_err(|e| in_output(e.to_string()))?;
             if let Some(b) = &bar {
-                b.inc(
-                    batch
-                        .iter()
-                        .map(|(_, _, t)| u64::try_from(t.len()).unwrap_or(0))
-                        .sum(),
-                );
+                b.inc(crate::tet::write::batch_bytes(&batch));
             }
             first = last;
         }

@@ -13,6 +13,14 @@ use crate::tet::codec::CCompressor;
 /// One tile to write: dataset, grid coordinates, clipped tile bytes.
 pub type Tile = (DatasetId, Vec<u64>, Vec<u8>);
 
+/// The tile bytes of `batch` (for a progress bar).
+pub fn batch_bytes(batch: &[Tile]) -> u64 {
+    batch
+        .iter()
+        .map(|(_, _, t)| u64::try_from(t.len()).unwrap_or(0))
+        .sum()
+}
+
 /// Compresses `batch` at zstd `level` on the current Rayon pool and writes it, in order.
 /// Raw tiles (`codec == Codec::Raw`) are written as they are.
 pub fn write_batch<O: Output>(
