@@ -31,6 +31,14 @@ struct Window {
     used: u64,
 }
 
+/// The read-ahead windows, the clock that orders their use, and the block of the last
+/// short read (a prefix read that continues it starts a window).
+struct Cache {
+    clock: u64,
+    windows: Vec<Window>,
+    last_short: Option<u64>,
+}
+
 /// An image file or block device. Blocks are cached only between reads of one command
 /// (a few read-ahead windows), never across commands.
 pub struct FileDevice {
@@ -39,7 +47,7 @@ pub struct FileDevice {
     /// The read-ahead cache behind a lock, so one device can serve reads from several
     /// threads (`FileDevice` is `Send + Sync`; a poisoned lock still holds a valid
     /// cache, so it is used as it is).
-    windows: Mutex<(u64, Vec<Window>)>,
+    windows: Mutex<Cache>,
     writable: bool,
 }
 
@@ -76,7 +84,11 @@ impl FileDevice {
         Ok(FileDevice {
             file,
             blocks: bytes / BLOCK_SIZE_U64,
-            windows: Mutex::new((0, (0..WINDOWS).map(|_| Window::default()).collect())),
+            windows: Mutex::new(Cache {
+                clock: 0,
+                windows: (0..WINDOWS).map(|_| Window::default()).collect(),
+                last_short: None,
+            }),
             writable,
         })
     }
@@ -84,8 +96,102 @@ impl FileDevice {
     /// Forgets cached blocks (after a write).
     fn invalidate(&self) {
         let mut w = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
-        for win in w.1.iter_mut() {
+        for win in w.windows.iter_mut() {
             win.blocks = 0;
+        }
+    }
+
+    /// Reads the first `dst.len()` bytes of block `lba` (at most a block). A block in a
+    /// window is copied from it; a read that continues a window refills it with
+    /// read-ahead; any other read takes the least recently used window for its one
+    /// block, unless it is a `short` read (part of a block), which reads only `dst`
+    /// unless it continues the previous short read.
+    fn read_into(&self, lba: u64, dst: &mut [u8], short: bool) -> Result<()> {
+        if lba >= self.blocks {
+            return Err(past_end(lba, self.blocks));
+        }
+        let mut guard = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+        let cache = &mut *guard;
+        cache.clock = cache.clock.saturating_add(1);
+        let now = cache.clock;
+        let hit = cache
+            .windows
+            .iter()
+            .position(|x| lba >= x.first && lba < x.first.saturating_add(x.blocks));
+        let i = match hit {
+            Some(i) => i,
+            None => {
+                let next = cache
+                    .windows
+                    .iter()
+                    .position(|x| x.blocks > 0 && x.first.saturating_add(x.blocks) == lba);
+                let follows_short = cache.last_short.and_then(|b| b.checked_add(1)) == Some(lba);
+                if short && next.is_none() && !follows_short {
+                    cache.last_short = Some(lba);
+                    return self
+                        .file
+                        .read_exact_at(dst, lba.saturating_mul(BLOCK_SIZE_U64))
+                        .map_err(|e| Self::io_error(lba, &e));
+                }
+                // Read-ahead grows with the stream (1, 2, 4, … 16 blocks), so a short
+                // run such as a two-block directory does not pull in 64 KiB.
+                let lru = || {
+                    cache
+                        .windows
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, x)| x.used)
+                        .map_or(0, |(i, _)| i)
+                };
+                let (i, n) = match next {
+                    Some(i) => {
+                        let grown = cache
+                            .windows
+                            .get(i)
+                            .map_or(1, |w| w.blocks.saturating_mul(2))
+                            .min(READAHEAD);
+                        (i, grown)
+                    }
+                    None if follows_short => (lru(), 2),
+                    None => (lru(), 1),
+                };
+                let n = n.min(self.blocks.saturating_sub(lba)).max(1);
+                let Some(win) = cache.windows.get_mut(i) else {
+                    return Err(Error::new(ErrorKind::Io, "block read", 0));
+                };
+                let len = usize::try_from(n.saturating_mul(BLOCK_SIZE_U64)).unwrap_or(BLOCK_SIZE);
+                win.bytes.resize(len, 0);
+                win.blocks = 0;
+                let at = lba.saturating_mul(BLOCK_SIZE_U64);
+                let (mut n, mut r) = (n, self.file.read_exact_at(&mut win.bytes, at));
+                if r.is_err() && n > 1 {
+                    // The window may run into a part that has gone; the block decides.
+                    n = 1;
+                    win.bytes.truncate(BLOCK_SIZE);
+                    r = self.file.read_exact_at(&mut win.bytes, at);
+                }
+                r.map_err(|e| Self::io_error(lba, &e))?;
+                win.first = lba;
+                win.blocks = n;
+                i
+            }
+        };
+        let Some(win) = cache.windows.get_mut(i) else {
+            return Err(Error::new(ErrorKind::Io, "block read", 0));
+        };
+        win.used = now;
+        let at = usize::try_from(lba.saturating_sub(win.first).saturating_mul(BLOCK_SIZE_U64))
+            .unwrap_or(usize::MAX);
+        match win.bytes.get(at..at.saturating_add(dst.len())) {
+            Some(src) => {
+                dst.copy_from_slice(src);
+                Ok(())
+            }
+            None => Err(Error::new(
+                ErrorKind::Io,
+                "block read",
+                lba.saturating_mul(BLOCK_SIZE_U64),
+            )),
         }
     }
 
@@ -115,19 +221,17 @@ impl BlockDevice for FileDevice {
         self.blocks
     }
 
-    /// A short `pread` of just the prefix (an inode is 256 bytes of a 4 KiB block): the
-    /// checker reads every inode in use, and copying whole blocks out of the page cache
-    /// would cost 16 times the bytes.
+    /// An inode is 256 bytes of a 4 KiB block. A read on its own is a short `pread` of
+    /// just those bytes; a read that continues the previous one (the checker walks the
+    /// inode table in order) is served from a read-ahead window like any forward
+    /// stream: one 64 KiB `pread` per sixteen inodes costs a fraction of sixteen short
+    /// ones (measured in docs/benchmarks.md, "cetrafs `repair -y`").
     fn read_block_prefix(&self, lba: u64, buf: &mut Block, len: usize) -> Result<()> {
-        if lba >= self.blocks || len >= BLOCK_SIZE {
-            return self.read_block(lba, buf);
+        let n = len.clamp(1, BLOCK_SIZE);
+        match buf.get_mut(..n) {
+            Some(dst) => self.read_into(lba, dst, true),
+            None => self.read_into(lba, buf, false),
         }
-        let Some(dst) = buf.get_mut(..len) else {
-            return self.read_block(lba, buf);
-        };
-        self.file
-            .read_exact_at(dst, lba.saturating_mul(BLOCK_SIZE_U64))
-            .map_err(|e| Self::io_error(lba, &e))
     }
 
     /// One `pread` for the whole run, past the read-ahead windows (a large file read
@@ -151,80 +255,7 @@ impl BlockDevice for FileDevice {
     }
 
     fn read_block(&self, lba: u64, buf: &mut Block) -> Result<()> {
-        if lba >= self.blocks {
-            return Err(past_end(lba, self.blocks));
-        }
-        let mut w = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
-        let (clock, windows) = &mut *w;
-        *clock = clock.saturating_add(1);
-        let now = *clock;
-        let hit = windows
-            .iter()
-            .position(|x| lba >= x.first && lba < x.first.saturating_add(x.blocks));
-        let i = match hit {
-            Some(i) => i,
-            None => {
-                // A read continuing a window refills it with read-ahead; any other read
-                // takes the least recently used window for its one block.
-                let next = windows
-                    .iter()
-                    .position(|x| x.blocks > 0 && x.first.saturating_add(x.blocks) == lba);
-                // Read-ahead grows with the stream (1, 2, 4, … 16 blocks), so a short
-                // run such as a two-block directory does not pull in 64 KiB.
-                let (i, n) = match next {
-                    Some(i) => {
-                        let grown = windows
-                            .get(i)
-                            .map_or(1, |w| w.blocks.saturating_mul(2))
-                            .min(READAHEAD);
-                        (i, grown.min(self.blocks.saturating_sub(lba)).max(1))
-                    }
-                    None => {
-                        let lru = windows
-                            .iter()
-                            .enumerate()
-                            .min_by_key(|(_, x)| x.used)
-                            .map_or(0, |(i, _)| i);
-                        (lru, 1)
-                    }
-                };
-                let Some(win) = windows.get_mut(i) else {
-                    return Err(Error::new(ErrorKind::Io, "block read", 0));
-                };
-                let len = usize::try_from(n.saturating_mul(BLOCK_SIZE_U64)).unwrap_or(BLOCK_SIZE);
-                win.bytes.resize(len, 0);
-                win.blocks = 0;
-                let at = lba.saturating_mul(BLOCK_SIZE_U64);
-                let (mut n, mut r) = (n, self.file.read_exact_at(&mut win.bytes, at));
-                if r.is_err() && n > 1 {
-                    // The window may run into a part that has gone; the block decides.
-                    n = 1;
-                    win.bytes.truncate(BLOCK_SIZE);
-                    r = self.file.read_exact_at(&mut win.bytes, at);
-                }
-                r.map_err(|e| Self::io_error(lba, &e))?;
-                win.first = lba;
-                win.blocks = n;
-                i
-            }
-        };
-        let Some(win) = windows.get_mut(i) else {
-            return Err(Error::new(ErrorKind::Io, "block read", 0));
-        };
-        win.used = now;
-        let at = usize::try_from(lba.saturating_sub(win.first).saturating_mul(BLOCK_SIZE_U64))
-            .unwrap_or(usize::MAX);
-        match win.bytes.get(at..at.saturating_add(BLOCK_SIZE)) {
-            Some(src) => {
-                buf.copy_from_slice(src);
-                Ok(())
-            }
-            None => Err(Error::new(
-                ErrorKind::Io,
-                "block read",
-                lba.saturating_mul(BLOCK_SIZE_U64),
-            )),
-        }
+        self.read_into(lba, buf, false)
     }
 }
 

@@ -1,0 +1,100 @@
+//! `FileDevice`'s reads: short prefix reads (the inode table's 256 of 4,096 bytes) that
+//! run forward are served from read-ahead windows, random ones read only the prefix;
+//! either way every read returns the bytes of its block as the file holds them now.
+
+#![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
+
+use std::os::unix::fs::FileExt;
+
+use tet_core::block::{BlockDevice, BlockDeviceMut, BLOCK_SIZE};
+use tet_host::cetrafs::device::FileDevice;
+
+/// Block `lba`'s content: every byte says which block and where in it.
+fn block(lba: u64, salt: u8) -> Vec<u8> {
+    (0..BLOCK_SIZE)
+        .map(|i| (lba as u8).wrapping_mul(31) ^ (i as u8) ^ ((lba >> 8) as u8) ^ salt)
+        .collect()
+}
+
+fn image(name: &str, blocks: u64) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("tet-host-{name}-{}.img", std::process::id()));
+    let bytes: Vec<u8> = (0..blocks).flat_map(|b| block(b, 0)).collect();
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn prefix(dev: &FileDevice, lba: u64, len: usize) -> Vec<u8> {
+    let mut buf = [0xeeu8; BLOCK_SIZE];
+    dev.read_block_prefix(lba, &mut buf, len).unwrap();
+    buf[..len].to_vec()
+}
+
+#[test]
+fn forward_random_and_mixed_prefix_reads_return_their_blocks() {
+    let path = image("prefix", 300);
+    let dev = FileDevice::open(&path).unwrap();
+    // Forward, as the checker walks the inode table: windows grow to 16 blocks.
+    for lba in 10..200 {
+        assert_eq!(prefix(&dev, lba, 256), block(lba, 0)[..256], "block {lba}");
+    }
+    // Random, and the same blocks again (from a window or not).
+    for lba in [7u64, 250, 3, 199, 11, 299, 0, 150] {
+        assert_eq!(prefix(&dev, lba, 256), block(lba, 0)[..256], "block {lba}");
+        assert_eq!(prefix(&dev, lba, 100), block(lba, 0)[..100], "block {lba}");
+    }
+    // Interleaved with whole-block reads of another stream.
+    for k in 0..60u64 {
+        let (a, b) = (200 + k, 20 + k);
+        assert_eq!(prefix(&dev, a, 256), block(a, 0)[..256]);
+        let mut whole = [0u8; BLOCK_SIZE];
+        dev.read_block(b, &mut whole).unwrap();
+        assert_eq!(whole.to_vec(), block(b, 0));
+    }
+    // A prefix as long as the block is the block.
+    assert_eq!(prefix(&dev, 42, BLOCK_SIZE), block(42, 0));
+    // Past the end: the error names the block.
+    let mut buf = [0u8; BLOCK_SIZE];
+    let e = dev.read_block_prefix(300, &mut buf, 256).unwrap_err();
+    assert_eq!(e.offset, 300 * 4096);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn a_write_is_seen_by_the_next_prefix_read_of_a_window() {
+    let path = image("prefix-write", 64);
+    let dev = FileDevice::open_rw(&path).unwrap();
+    for lba in 0..20 {
+        assert_eq!(prefix(&dev, lba, 256), block(lba, 0)[..256]);
+    }
+    // Block 5 sits in a window now; writing it through the device must not leave the
+    // old bytes behind.
+    let new: [u8; BLOCK_SIZE] = block(5, 0x5a).try_into().unwrap();
+    dev.write_block(5, &new).unwrap();
+    assert_eq!(prefix(&dev, 5, 256), block(5, 0x5a)[..256]);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn a_forward_stream_into_a_cut_part_fails_only_where_the_image_ends() {
+    let path = image("prefix-cut", 256);
+    let dev = FileDevice::open(&path).unwrap();
+    for lba in 0..40 {
+        assert_eq!(prefix(&dev, lba, 256), block(lba, 0)[..256]);
+    }
+    // Another process cuts the image at block 100, behind the device's back.
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(100 * 4096).unwrap();
+    for lba in 40..100 {
+        assert_eq!(prefix(&dev, lba, 256), block(lba, 0)[..256], "block {lba}");
+    }
+    let mut buf = [0u8; BLOCK_SIZE];
+    let e = dev.read_block_prefix(100, &mut buf, 256).unwrap_err();
+    assert_eq!(e.offset, 100 * 4096);
+    assert_eq!(e.what, "block read (the image ends here now)");
+    // And a block rewritten by that process reads as it is now, once no window holds it.
+    f.write_all_at(&block(150, 9)[..256], 90 * 4096).unwrap();
+    drop(dev);
+    let dev = FileDevice::open(&path).unwrap();
+    assert_eq!(prefix(&dev, 90, 256), block(150, 9)[..256]);
+    std::fs::remove_file(&path).unwrap();
+}
