@@ -12,7 +12,7 @@ use tet_core::tet::{DType, DatasetId};
 
 use crate::atomic::{AtomicFile, RealFs};
 use crate::tet::convert::ConvertOptions;
-use crate::tet::write::{write_batch, Tile};
+use crate::tet::write::{write_pieces, Payload, Piece};
 use crate::Exit;
 
 /// The largest tile read at once, in bytes.
@@ -429,9 +429,12 @@ pub(crate) struct Provenance<'a> {
 
 /// Writes `arrays` to `output` atomically, with footer metadata `meta` and one history
 /// row: every array in turn, its tiles in grid order, [`BATCH_CELLS`] at a time.
-/// `read(i, tiles)` gives the bytes of array `i`'s tiles at those grid coordinates, as
-/// `.tet` little-endian elements clipped to the array; it may read them in parallel. The
-/// batch is then compressed on every core and written, so memory is a batch of tiles.
+/// `read(i, tiles)` gives the payloads of array `i`'s tiles at those grid coordinates:
+/// `.tet` little-endian elements clipped to the array, or a zstd frame of them copied
+/// from the source and already checked ([`Payload::Frame`]); it may read them in
+/// parallel. The batch's elements are then compressed on every core and the batch
+/// written, so memory is a batch of tiles. The history row counts the copied frames
+/// (`frames_copied`) when there are any.
 pub(crate) fn write(
     input: &Path,
     output: &Path,
@@ -439,7 +442,7 @@ pub(crate) fn write(
     meta: String,
     provenance: Provenance<'_>,
     o: &ConvertOptions,
-    mut read: impl FnMut(usize, &[Vec<u64>]) -> Result<Vec<Vec<u8>>, Fail>,
+    mut read: impl FnMut(usize, &[Vec<u64>]) -> Result<Vec<Payload>, Fail>,
 ) -> Result<(), Fail> {
     let in_input = |e: String| Fail::usage(format!("{}: {e}", input.display()));
     let in_output = |e: String| Fail::operational(format!("{}: {e}", output.display()));
@@ -465,6 +468,7 @@ pub(crate) fn write(
         .filter_map(|a| product(a.shape)?.checked_mul(a.dtype.size()))
         .fold(0u64, u64::saturating_add);
     let bar = crate::progress::progress_bar(true, total);
+    let mut copied = 0u64;
     for (i, a) in arrays.iter().enumerate() {
         let grid = grid(a.shape, &a.chunk);
         let cells = product(&grid).unwrap_or(0);
@@ -476,14 +480,21 @@ pub(crate) fn write(
                 .map(|cell| tet_alloc::tet::query::position_coords(&grid, cell))
                 .collect();
             let tiles = read(i, &coords)?;
-            let batch: Vec<Tile> = coords
+            let batch: Vec<Piece> = coords
                 .into_iter()
                 .zip(tiles)
                 .map(|(c, t)| (id, c, t))
                 .collect();
-            write_batch(&mut w, &batch, o.codec, o.level).map_err(|e| in_output(e.to_string()))?;
+            let n = write_pieces(&mut w, &batch, o.codec, o.level)
+                .map_err(|e| in_output(e.to_string()))?;
+            copied = copied.saturating_add(n);
             if let Some(b) = &bar {
-                b.inc(crate::tet::write::batch_bytes(&batch));
+                b.inc(
+                    batch
+                        .iter()
+                        .map(|(_, _, p)| p.raw_len())
+                        .fold(0u64, u64::saturating_add),
+                );
             }
             first = last;
         }
@@ -497,6 +508,9 @@ pub(crate) fn write(
         ("codec".into(), o.codec.name().into()),
     ];
     params.extend(provenance.extra);
+    if copied > 0 {
+        params.push(("frames_copied".into(), copied.to_string()));
+    }
     let footer = FooterSpec {
         history: vec![HistoryRow {
             op: "convert".into(),
@@ -659,9 +673,11 @@ pub(crate) fn convert_library<V: LibVar>(
             .iter()
             .map(|coords| {
                 read(v, &p.chunk, coords)
-                    .map(|t| match &a.decode {
-                        Some(d) => d.apply(&t),
-                        None => t,
+                    .map(|t| {
+                        Payload::Elements(match &a.decode {
+                            Some(d) => d.apply(&t),
+                            None => t,
+                        })
                     })
                     .map_err(|e| {
                         Fail::damaged(format!(
