@@ -462,43 +462,57 @@ pub(crate) fn write(
             output.display()
         ))
     })?;
-    let mut w = Writer::new(out, &specs).map_err(|e| in_input(e.to_string()))?;
+    let w = Writer::new(out, &specs).map_err(|e| in_input(e.to_string()))?;
     let total: u64 = arrays
         .iter()
         .filter_map(|a| product(a.shape)?.checked_mul(a.dtype.size()))
         .fold(0u64, u64::saturating_add);
     let bar = crate::progress::progress_bar(true, total);
-    let mut copied = 0u64;
-    for (i, a) in arrays.iter().enumerate() {
-        let grid = grid(a.shape, &a.chunk);
-        let cells = product(&grid).unwrap_or(0);
-        let id = DatasetId(u32::try_from(i).unwrap_or(u32::MAX));
-        let mut first = 0u64;
-        while first < cells {
-            let last = first.saturating_add(BATCH_CELLS).min(cells);
-            let coords: Vec<Vec<u64>> = (first..last)
-                .map(|cell| tet_alloc::tet::query::position_coords(&grid, cell))
-                .collect();
-            let tiles = read(i, &coords)?;
-            let batch: Vec<Piece> = coords
-                .into_iter()
-                .zip(tiles)
-                .map(|(c, t)| (id, c, t))
-                .collect();
-            let n = write_pieces(&mut w, &batch, o.codec, o.level)
-                .map_err(|e| in_output(e.to_string()))?;
-            copied = copied.saturating_add(n);
-            if let Some(b) = &bar {
-                b.inc(
-                    batch
-                        .iter()
-                        .map(|(_, _, p)| p.raw_len())
-                        .fold(0u64, u64::saturating_add),
-                );
-            }
-            first = last;
+    // Batches are read here and written on a thread of their own, so that reading the
+    // next batch overlaps writing (and compressing) this one: at most two batches are
+    // held. `read` stays on this thread (a library input's handles need not be `Send`).
+    let (send, receive) = std::sync::mpsc::sync_channel::<Vec<Piece>>(0);
+    let (read_outcome, written) = std::thread::scope(|scope| {
+        let writer = std::thread::Builder::new()
+            .name("tet-host write".into())
+            .spawn_scoped(scope, || {
+                let mut w = w;
+                let mut copied = 0u64;
+                for batch in receive {
+                    let n = write_pieces(&mut w, &batch, o.codec, o.level)
+                        .map_err(|e| in_output(e.to_string()))?;
+                    copied = copied.saturating_add(n);
+                    if let Some(b) = &bar {
+                        b.inc(
+                            batch
+                                .iter()
+                                .map(|(_, _, p)| p.raw_len())
+                                .fold(0u64, u64::saturating_add),
+                        );
+                    }
+                }
+                Ok::<_, Fail>((w, copied))
+            })
+            .map_err(|e| Fail::operational(format!("cannot start a writer thread: {e}")));
+        let writer = match writer {
+            Ok(h) => h,
+            Err(e) => return (Err(e), None),
+        };
+        let read_outcome = read_batches(arrays, &mut read, &send);
+        // The writer ends once the last batch is taken (or has stopped on an error).
+        drop(send);
+        (read_outcome, Some(writer.join()))
+    });
+    read_outcome?;
+    let (w, copied) = match written {
+        Some(Ok(outcome)) => outcome?,
+        _ => {
+            return Err(Fail::operational(format!(
+                "{}: the writer thread stopped",
+                output.display()
+            )))
         }
-    }
+    };
     let mut params = vec![
         ("from".into(), provenance.from.into()),
         (
@@ -527,6 +541,39 @@ pub(crate) fn write(
         .map_err(|e| in_output(e.to_string()))?
         .commit()
         .map_err(|e| in_output(e.to_string()))
+}
+
+/// Reads every array's tiles in grid order, [`BATCH_CELLS`] at a time, and hands each
+/// batch to the writer; stops early, without an error, when the writer has stopped (its
+/// error is the one to report).
+fn read_batches(
+    arrays: &[Planned<'_>],
+    read: &mut impl FnMut(usize, &[Vec<u64>]) -> Result<Vec<Payload>, Fail>,
+    send: &std::sync::mpsc::SyncSender<Vec<Piece>>,
+) -> Result<(), Fail> {
+    for (i, a) in arrays.iter().enumerate() {
+        let grid = grid(a.shape, &a.chunk);
+        let cells = product(&grid).unwrap_or(0);
+        let id = DatasetId(u32::try_from(i).unwrap_or(u32::MAX));
+        let mut first = 0u64;
+        while first < cells {
+            let last = first.saturating_add(BATCH_CELLS).min(cells);
+            let coords: Vec<Vec<u64>> = (first..last)
+                .map(|cell| tet_alloc::tet::query::position_coords(&grid, cell))
+                .collect();
+            let tiles = read(i, &coords)?;
+            let batch: Vec<Piece> = coords
+                .into_iter()
+                .zip(tiles)
+                .map(|(c, t)| (id, c, t))
+                .collect();
+            if send.send(batch).is_err() {
+                return Ok(());
+            }
+            first = last;
+        }
+    }
+    Ok(())
 }
 
 /// One array of a NetCDF or HDF5 input: what every library input knows of it.
