@@ -433,7 +433,8 @@ pub(crate) struct Provenance<'a> {
 /// `.tet` little-endian elements clipped to the array, or a zstd frame of them copied
 /// from the source and already checked ([`Payload::Frame`]); it may read them in
 /// parallel. The batch's elements are then compressed on every core and the batch
-/// written, so memory is a batch of tiles. The history row counts the copied frames
+/// written on a writer thread while the next batch is read, so memory is two batches of
+/// tiles. The history row counts the copied frames
 /// (`frames_copied`) when there are any.
 pub(crate) fn write(
     input: &Path,
