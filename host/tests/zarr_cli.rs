@@ -384,3 +384,385 @@ fn bad_stores_are_refused_with_the_file_and_field() {
     assert_eq!(code, 16, "{err}");
     assert_eq!(std::fs::read(&out).unwrap(), b"x");
 }
+
+// ---- Frames copied from the store (issue 26's zstd path) ----
+
+/// Writes `zarr.json` of an array at `dir`: `shape` in chunks of `chunk`, `codecs` as
+/// given, the default `c/i/j` keys.
+fn array_json(
+    dir: &Path,
+    data_type: &str,
+    shape: &[u64],
+    chunk: &[u64],
+    codecs: serde_json::Value,
+    fill: serde_json::Value,
+) {
+    std::fs::create_dir_all(dir).unwrap();
+    let m = serde_json::json!({
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": shape,
+        "data_type": data_type,
+        "chunk_grid": { "name": "regular", "configuration": { "chunk_shape": chunk } },
+        "chunk_key_encoding": { "name": "default", "configuration": { "separator": "/" } },
+        "fill_value": fill,
+        "codecs": codecs,
+        "attributes": {},
+    });
+    std::fs::write(dir.join("zarr.json"), m.to_string()).unwrap();
+}
+
+/// `bytes` (little-endian unless `single`) then `zstd` at level 3 with `checksum`.
+fn zstd_codecs(single: bool, checksum: bool) -> serde_json::Value {
+    let bytes = if single {
+        serde_json::json!({ "name": "bytes" })
+    } else {
+        serde_json::json!({ "name": "bytes", "configuration": { "endian": "little" } })
+    };
+    serde_json::json!([bytes, { "name": "zstd", "configuration": { "level": 3, "checksum": checksum } }])
+}
+
+/// Stores `values` (native byte order, which is little-endian on the test machines) as
+/// the whole array of the store at `store`, node `node`, through zarrs: every chunk is
+/// written, edge chunks padded as Zarr pads them.
+fn store_values(store: &Path, node: &str, shape: &[u64], values: Vec<u8>) {
+    use zarrs::array::{Array, ArrayBytes, ArraySubset};
+    let fs = std::sync::Arc::new(zarrs::filesystem::FilesystemStore::new(store).unwrap());
+    let a = Array::open(fs, node).unwrap();
+    let subset = ArraySubset::new_with_start_shape(vec![0; shape.len()], shape.to_vec()).unwrap();
+    a.store_array_subset(&subset, ArrayBytes::new_flen(values))
+        .unwrap();
+}
+
+/// The float32 test array: shape (10, 9) in (4, 3) chunks, so grid (3, 3) with the last
+/// chunk row an edge; values `i * 0.25 - 3`.
+const F_SHAPE: [u64; 2] = [10, 9];
+const F_CHUNK: [u64; 2] = [4, 3];
+
+fn f_values() -> Vec<f32> {
+    (0..90u16).map(|i| f32::from(i) * 0.25 - 3.0).collect()
+}
+
+/// A group store at `store` with `f` (float32, see [`F_SHAPE`]; chunk (1, 1) removed, so
+/// it reads as the fill value 7.5) and `u8` (uint8, 300 in chunks of 128: the last an
+/// edge), both `bytes` + `zstd` with `checksum`.
+fn checksum_store(store: &Path, checksum: bool) {
+    std::fs::create_dir_all(store).unwrap();
+    std::fs::write(
+        store.join("zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#,
+    )
+    .unwrap();
+    array_json(
+        &store.join("f"),
+        "float32",
+        &F_SHAPE,
+        &F_CHUNK,
+        zstd_codecs(false, checksum),
+        serde_json::json!(7.5),
+    );
+    let bytes: Vec<u8> = f_values().iter().flat_map(|v| v.to_ne_bytes()).collect();
+    store_values(store, "/f", &F_SHAPE, bytes);
+    std::fs::remove_file(store.join("f/c/1/1")).unwrap();
+    array_json(
+        &store.join("u8"),
+        "uint8",
+        &[300],
+        &[128],
+        zstd_codecs(true, checksum),
+        serde_json::json!(0),
+    );
+    store_values(
+        store,
+        "/u8",
+        &[300],
+        (0..300u32).map(|i| (i % 251) as u8).collect(),
+    );
+}
+
+/// The float32 values the `.tet` must hold for `f` of [`checksum_store`].
+fn f_expected() -> Vec<u8> {
+    f_values()
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let (r, c) = (i / 9, i % 9);
+            if (4..8).contains(&r) && (3..6).contains(&c) {
+                7.5f32
+            } else {
+                *v
+            }
+        })
+        .flat_map(|v| v.to_le_bytes())
+        .collect()
+}
+
+/// Exports dataset `name` of `tet` as `.npy` and gives its data.
+fn values_of(d: &Path, tet: &Path, name: &str) -> Vec<u8> {
+    let out = d.join(format!("{name}-values.npy"));
+    let _ = std::fs::remove_file(&out);
+    let (code, err) = run(
+        d,
+        &[
+            "export",
+            tet.to_str().unwrap(),
+            "--dataset",
+            name,
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{name}: {err}");
+    npy(&out).1
+}
+
+/// For each chunk of dataset `name` of `tet`: (grid coordinates, codec, stored bytes).
+fn payloads(tet: &Path, name: &str) -> Vec<(Vec<u64>, tet_core::tet::Codec, Vec<u8>)> {
+    let b = std::fs::read(tet).unwrap();
+    let file = tet_core::tet::TetFile::open(&b).unwrap();
+    let ds = file.dataset(name).unwrap();
+    let grid: Vec<u64> = ds.grid().collect();
+    (0..ds.grid_cells())
+        .map(|cell| {
+            let coords = tet_alloc::tet::query::position_coords(&grid, cell);
+            let c = file.chunk(&ds, &coords).unwrap();
+            (coords, c.codec, c.payload.to_vec())
+        })
+        .collect()
+}
+
+/// The stored chunk file of `coords` under array directory `array`, when there is one.
+fn chunk_file(array: &Path, coords: &[u64]) -> Option<Vec<u8>> {
+    let mut p = array.join("c");
+    for c in coords {
+        p.push(c.to_string());
+    }
+    std::fs::read(p).ok()
+}
+
+fn verify_deep(d: &Path, tet: &Path) {
+    let (code, out, err) = common::run(&["verify", "--deep", tet.to_str().unwrap()], d);
+    assert_eq!(
+        code,
+        0,
+        "verify --deep: {}{err}",
+        String::from_utf8_lossy(&out)
+    );
+}
+
+/// The `frames_copied` parameter of the file's convert history row.
+fn frames_copied(tet: &Path) -> Option<String> {
+    let b = std::fs::read(tet).unwrap();
+    let text = String::from_utf8_lossy(&b);
+    let at = text.find("\"frames_copied\"")?;
+    let rest = text.get(at..)?.split_once(':')?.1;
+    Some(
+        rest.split(['}', ','])
+            .next()?
+            .trim()
+            .trim_matches('"')
+            .to_string(),
+    )
+}
+
+#[test]
+fn zstd_frames_with_a_content_checksum_are_copied_unchanged() {
+    let d = dir("frames");
+    let store = d.join("sum.zarr");
+    checksum_store(&store, true);
+    let tet = d.join("sum.tet");
+    let (code, err) = run(
+        &d,
+        &["convert", store.to_str().unwrap(), tet.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    verify_deep(&d, &tet);
+    // Interior chunks are the store's chunk files byte for byte; the edge row and the
+    // missing chunk are encoded here.
+    let mut copied = 0;
+    for (coords, codec, payload) in payloads(&tet, "f") {
+        assert_eq!(codec, tet_core::tet::Codec::Zstd, "{coords:?}");
+        let stored = chunk_file(&store.join("f"), &coords);
+        match (coords[0] < 2, stored) {
+            (true, Some(s)) => {
+                assert_eq!(payload, s, "interior chunk {coords:?} is copied");
+                copied += 1;
+            }
+            (true, None) => assert_eq!(coords, [1, 1], "the removed chunk"),
+            (false, Some(s)) => assert_ne!(payload, s, "edge chunk {coords:?} is clipped"),
+            (false, None) => panic!("edge chunk {coords:?} missing from the store"),
+        }
+    }
+    assert_eq!(copied, 5);
+    for (coords, _, payload) in payloads(&tet, "u8") {
+        let stored = chunk_file(&store.join("u8"), &coords).unwrap();
+        assert_eq!(payload == stored, coords[0] < 2, "u8 chunk {coords:?}");
+    }
+    assert_eq!(frames_copied(&tet).as_deref(), Some("7"));
+    // Values: the source's, the fill value where the chunk is missing, edges clipped.
+    assert_eq!(values_of(&d, &tet, "f"), f_expected());
+    let u8s: Vec<u8> = (0..300u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(values_of(&d, &tet, "u8"), u8s);
+    // A --chunk other than the source's, and raw output, encode every chunk here.
+    for extra in [&["--chunk", "2,3"][..], &["--codec", "raw"][..]] {
+        let other = d.join("other.tet");
+        let mut args = vec![
+            "convert",
+            store.to_str().unwrap(),
+            other.to_str().unwrap(),
+            "--force",
+            "--array",
+            "f",
+        ];
+        args.extend_from_slice(extra);
+        let (code, err) = run(&d, &args);
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        verify_deep(&d, &other);
+        assert_eq!(frames_copied(&other), None, "{extra:?}");
+        assert_eq!(values_of(&d, &other, "f"), f_expected(), "{extra:?}");
+        let files: Vec<Vec<u8>> = (0..3u64)
+            .flat_map(|r| (0..3u64).map(move |c| (r, c)))
+            .filter_map(|(r, c)| chunk_file(&store.join("f"), &[r, c]))
+            .collect();
+        for (coords, _, payload) in payloads(&other, "f") {
+            assert!(!files.contains(&payload), "{extra:?}: {coords:?} copied");
+        }
+    }
+    // --chunk equal to the source's still copies.
+    let same = d.join("same.tet");
+    let (code, err) = run(
+        &d,
+        &[
+            "convert",
+            store.to_str().unwrap(),
+            same.to_str().unwrap(),
+            "--array",
+            "f",
+            "--chunk",
+            "4,3",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(frames_copied(&same).as_deref(), Some("5"));
+}
+
+#[test]
+fn zstd_frames_without_a_content_checksum_are_re_encoded() {
+    let d = dir("nosum");
+    let store = d.join("nosum.zarr");
+    checksum_store(&store, false);
+    let tet = d.join("nosum.tet");
+    let (code, err) = run(
+        &d,
+        &["convert", store.to_str().unwrap(), tet.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    verify_deep(&d, &tet);
+    assert_eq!(frames_copied(&tet), None);
+    for name in ["f", "u8"] {
+        for (coords, codec, payload) in payloads(&tet, name) {
+            assert_eq!(codec, tet_core::tet::Codec::Zstd);
+            if let Some(s) = chunk_file(&store.join(name), &coords) {
+                assert_ne!(payload, s, "{name} {coords:?} re-encoded");
+            }
+        }
+    }
+    assert_eq!(values_of(&d, &tet, "f"), f_expected());
+}
+
+/// A one-array store `f` ([`F_SHAPE`], checksum on) whose chunk (0, 0) file is then
+/// replaced by `frame(original)`.
+fn store_with_frame(store: &Path, frame: impl Fn(Vec<u8>) -> Vec<u8>) {
+    checksum_store(store, true);
+    let _ = std::fs::remove_dir_all(store.join("u8"));
+    let c = store.join("f/c/0/0");
+    let b = std::fs::read(&c).unwrap();
+    std::fs::write(&c, frame(b)).unwrap();
+}
+
+/// What a test does to a stored frame.
+type Damage = Box<dyn Fn(Vec<u8>) -> Vec<u8>>;
+
+#[test]
+fn frames_failing_the_check_are_re_encoded_or_refused() {
+    let d = dir("badframes");
+    // The tile (0, 0): rows 0..4, columns 0..3 of the values.
+    let tile: Vec<u8> = (0..4usize)
+        .flat_map(|r| (0..3usize).map(move |c| r * 9 + c))
+        .flat_map(|i| f_values()[i].to_le_bytes())
+        .collect();
+    // Frames zarrs decodes but the .tet reader would not take as they are: no content
+    // size in the header, and a skippable frame after the frame. Each is re-encoded.
+    let no_size = {
+        let mut c = zstd::bulk::Compressor::new(3).unwrap();
+        c.include_checksum(true).unwrap();
+        c.include_contentsize(false).unwrap();
+        c.compress(&tile).unwrap()
+    };
+    let cases: Vec<(&str, Damage)> = vec![
+        ("no-size", Box::new(move |_| no_size.clone())),
+        (
+            "skippable",
+            Box::new(|mut b: Vec<u8>| {
+                b.extend_from_slice(&[0x50, 0x2a, 0x4d, 0x18, 2, 0, 0, 0, 0xab, 0xcd]);
+                b
+            }),
+        ),
+    ];
+    for (tag, frame) in cases {
+        let store = d.join(format!("{tag}.zarr"));
+        store_with_frame(&store, frame);
+        let tet = d.join(format!("{tag}.tet"));
+        let (code, err) = run(
+            &d,
+            &["convert", store.to_str().unwrap(), tet.to_str().unwrap()],
+        );
+        assert_eq!(code, 0, "{tag}: {err}");
+        verify_deep(&d, &tet);
+        let stored = chunk_file(&store.join("f"), &[0, 0]).unwrap();
+        let p = payloads(&tet, "f");
+        assert_ne!(p[0].2, stored, "{tag}: re-encoded");
+        assert_eq!(
+            p[1].2,
+            chunk_file(&store.join("f"), &[0, 1]).unwrap(),
+            "{tag}: the next chunk is still copied"
+        );
+        assert_eq!(frames_copied(&tet).as_deref(), Some("4"), "{tag}");
+        assert_eq!(values_of(&d, &tet, "f"), f_expected(), "{tag}");
+    }
+    // Frames that do not decode (a wrong content checksum, a corrupt block) are damage:
+    // refused as today, naming the store and the tile, and no output is left.
+    let bad: Vec<(&str, Damage)> = vec![
+        (
+            "checksum",
+            Box::new(|mut b: Vec<u8>| {
+                let n = b.len();
+                b[n - 1] ^= 0x01;
+                b
+            }),
+        ),
+        (
+            "block",
+            Box::new(|mut b: Vec<u8>| {
+                let n = b.len();
+                b[n / 2] ^= 0xff;
+                b[n / 2 + 1] ^= 0xff;
+                b
+            }),
+        ),
+    ];
+    for (tag, frame) in bad {
+        let store = d.join(format!("{tag}.zarr"));
+        store_with_frame(&store, frame);
+        let tet = d.join(format!("{tag}.tet"));
+        let (code, err) = run(
+            &d,
+            &["convert", store.to_str().unwrap(), tet.to_str().unwrap()],
+        );
+        assert_eq!(code, 4, "{tag}: {err}");
+        assert!(
+            err.contains(&format!("{tag}.zarr")) && err.contains("[0, 0]"),
+            "{tag}: {err}"
+        );
+        assert!(!tet.exists(), "{tag}");
+    }
+}

@@ -12,7 +12,7 @@ use tet_core::tet::{DType, DatasetId};
 
 use crate::atomic::{AtomicFile, RealFs};
 use crate::tet::convert::ConvertOptions;
-use crate::tet::write::{write_batch, Tile};
+use crate::tet::write::{write_pieces, Payload, Piece};
 use crate::Exit;
 
 /// The largest tile read at once, in bytes.
@@ -429,9 +429,13 @@ pub(crate) struct Provenance<'a> {
 
 /// Writes `arrays` to `output` atomically, with footer metadata `meta` and one history
 /// row: every array in turn, its tiles in grid order, [`BATCH_CELLS`] at a time.
-/// `read(i, tiles)` gives the bytes of array `i`'s tiles at those grid coordinates, as
-/// `.tet` little-endian elements clipped to the array; it may read them in parallel. The
-/// batch is then compressed on every core and written, so memory is a batch of tiles.
+/// `read(i, tiles)` gives the payloads of array `i`'s tiles at those grid coordinates:
+/// `.tet` little-endian elements clipped to the array, or a zstd frame of them copied
+/// from the source and already checked ([`Payload::Frame`]); it may read them in
+/// parallel. The batch's elements are then compressed on every core and the batch
+/// written on a writer thread while the next batch is read, so memory is two batches of
+/// tiles. The history row counts the copied frames
+/// (`frames_copied`) when there are any.
 pub(crate) fn write(
     input: &Path,
     output: &Path,
@@ -439,7 +443,7 @@ pub(crate) fn write(
     meta: String,
     provenance: Provenance<'_>,
     o: &ConvertOptions,
-    mut read: impl FnMut(usize, &[Vec<u64>]) -> Result<Vec<Vec<u8>>, Fail>,
+    mut read: impl FnMut(usize, &[Vec<u64>]) -> Result<Vec<Payload>, Fail>,
 ) -> Result<(), Fail> {
     let in_input = |e: String| Fail::usage(format!("{}: {e}", input.display()));
     let in_output = |e: String| Fail::operational(format!("{}: {e}", output.display()));
@@ -459,35 +463,57 @@ pub(crate) fn write(
             output.display()
         ))
     })?;
-    let mut w = Writer::new(out, &specs).map_err(|e| in_input(e.to_string()))?;
+    let w = Writer::new(out, &specs).map_err(|e| in_input(e.to_string()))?;
     let total: u64 = arrays
         .iter()
         .filter_map(|a| product(a.shape)?.checked_mul(a.dtype.size()))
         .fold(0u64, u64::saturating_add);
     let bar = crate::progress::progress_bar(true, total);
-    for (i, a) in arrays.iter().enumerate() {
-        let grid = grid(a.shape, &a.chunk);
-        let cells = product(&grid).unwrap_or(0);
-        let id = DatasetId(u32::try_from(i).unwrap_or(u32::MAX));
-        let mut first = 0u64;
-        while first < cells {
-            let last = first.saturating_add(BATCH_CELLS).min(cells);
-            let coords: Vec<Vec<u64>> = (first..last)
-                .map(|cell| tet_alloc::tet::query::position_coords(&grid, cell))
-                .collect();
-            let tiles = read(i, &coords)?;
-            let batch: Vec<Tile> = coords
-                .into_iter()
-                .zip(tiles)
-                .map(|(c, t)| (id, c, t))
-                .collect();
-            write_batch(&mut w, &batch, o.codec, o.level).map_err(|e| in_output(e.to_string()))?;
-            if let Some(b) = &bar {
-                b.inc(crate::tet::write::batch_bytes(&batch));
-            }
-            first = last;
+    // Batches are read here and written on a thread of their own, so that reading the
+    // next batch overlaps writing (and compressing) this one: at most two batches are
+    // held. `read` stays on this thread (a library input's handles need not be `Send`).
+    let (send, receive) = std::sync::mpsc::sync_channel::<Vec<Piece>>(0);
+    let (read_outcome, written) = std::thread::scope(|scope| {
+        let writer = std::thread::Builder::new()
+            .name("tet-host write".into())
+            .spawn_scoped(scope, || {
+                let mut w = w;
+                let mut copied = 0u64;
+                for batch in receive {
+                    let n = write_pieces(&mut w, &batch, o.codec, o.level)
+                        .map_err(|e| in_output(e.to_string()))?;
+                    copied = copied.saturating_add(n);
+                    if let Some(b) = &bar {
+                        b.inc(
+                            batch
+                                .iter()
+                                .map(|(_, _, p)| p.raw_len())
+                                .fold(0u64, u64::saturating_add),
+                        );
+                    }
+                }
+                Ok::<_, Fail>((w, copied))
+            })
+            .map_err(|e| Fail::operational(format!("cannot start a writer thread: {e}")));
+        let writer = match writer {
+            Ok(h) => h,
+            Err(e) => return (Err(e), None),
+        };
+        let read_outcome = read_batches(arrays, &mut read, &send);
+        // The writer ends once the last batch is taken (or has stopped on an error).
+        drop(send);
+        (read_outcome, Some(writer.join()))
+    });
+    read_outcome?;
+    let (w, copied) = match written {
+        Some(Ok(outcome)) => outcome?,
+        _ => {
+            return Err(Fail::operational(format!(
+                "{}: the writer thread stopped",
+                output.display()
+            )))
         }
-    }
+    };
     let mut params = vec![
         ("from".into(), provenance.from.into()),
         (
@@ -497,6 +523,9 @@ pub(crate) fn write(
         ("codec".into(), o.codec.name().into()),
     ];
     params.extend(provenance.extra);
+    if copied > 0 {
+        params.push(("frames_copied".into(), copied.to_string()));
+    }
     let footer = FooterSpec {
         history: vec![HistoryRow {
             op: "convert".into(),
@@ -513,6 +542,39 @@ pub(crate) fn write(
         .map_err(|e| in_output(e.to_string()))?
         .commit()
         .map_err(|e| in_output(e.to_string()))
+}
+
+/// Reads every array's tiles in grid order, [`BATCH_CELLS`] at a time, and hands each
+/// batch to the writer; stops early, without an error, when the writer has stopped (its
+/// error is the one to report).
+fn read_batches(
+    arrays: &[Planned<'_>],
+    read: &mut impl FnMut(usize, &[Vec<u64>]) -> Result<Vec<Payload>, Fail>,
+    send: &std::sync::mpsc::SyncSender<Vec<Piece>>,
+) -> Result<(), Fail> {
+    for (i, a) in arrays.iter().enumerate() {
+        let grid = grid(a.shape, &a.chunk);
+        let cells = product(&grid).unwrap_or(0);
+        let id = DatasetId(u32::try_from(i).unwrap_or(u32::MAX));
+        let mut first = 0u64;
+        while first < cells {
+            let last = first.saturating_add(BATCH_CELLS).min(cells);
+            let coords: Vec<Vec<u64>> = (first..last)
+                .map(|cell| tet_alloc::tet::query::position_coords(&grid, cell))
+                .collect();
+            let tiles = read(i, &coords)?;
+            let batch: Vec<Piece> = coords
+                .into_iter()
+                .zip(tiles)
+                .map(|(c, t)| (id, c, t))
+                .collect();
+            if send.send(batch).is_err() {
+                return Ok(());
+            }
+            first = last;
+        }
+    }
+    Ok(())
 }
 
 /// One array of a NetCDF or HDF5 input: what every library input knows of it.
@@ -659,9 +721,11 @@ pub(crate) fn convert_library<V: LibVar>(
             .iter()
             .map(|coords| {
                 read(v, &p.chunk, coords)
-                    .map(|t| match &a.decode {
-                        Some(d) => d.apply(&t),
-                        None => t,
+                    .map(|t| {
+                        Payload::Elements(match &a.decode {
+                            Some(d) => d.apply(&t),
+                            None => t,
+                        })
                     })
                     .map_err(|e| {
                         Fail::damaged(format!(

@@ -52,3 +52,69 @@ pub fn write_batch<O: Output>(
     }
     Ok(())
 }
+
+/// A tile as a reader gives it: its elements (row-major, little-endian, clipped), or a
+/// zstd frame of them made elsewhere and already held to the rules the `.tet` reader
+/// applies to a zstd chunk (a frame copied from the source), with the tile's size.
+pub enum Payload {
+    Elements(Vec<u8>),
+    Frame { frame: Vec<u8>, raw_len: u64 },
+}
+
+impl Payload {
+    /// The tile's decoded size in bytes.
+    pub fn raw_len(&self) -> u64 {
+        match self {
+            Payload::Elements(t) => u64::try_from(t.len()).unwrap_or(u64::MAX),
+            Payload::Frame { raw_len, .. } => *raw_len,
+        }
+    }
+}
+
+/// One tile to write whose payload may be a ready frame: dataset, grid coordinates,
+/// payload.
+pub type Piece = (DatasetId, Vec<u64>, Payload);
+
+/// Writes `batch` in order: ready frames as they are (a zstd chunk), elements as
+/// [`write_batch`] writes a tile (compressed at zstd `level` on the current Rayon pool
+/// unless `codec` is raw). Returns how many ready frames were written.
+pub fn write_pieces<O: Output>(
+    w: &mut Writer<O>,
+    batch: &[Piece],
+    codec: Codec,
+    level: i32,
+) -> Result<u64, WriteError<O::Error>> {
+    let frames: Vec<Option<Result<Vec<u8>, tet_core::Error>>> = if codec == Codec::Raw {
+        batch.iter().map(|_| None).collect()
+    } else {
+        batch
+            .par_iter()
+            .map_init(
+                || CCompressor::new(level),
+                |cc, (_, _, p)| match p {
+                    Payload::Elements(t) => {
+                        let mut out = Vec::new();
+                        Some(cc.compress(t, &mut out).map(|()| out))
+                    }
+                    Payload::Frame { .. } => None,
+                },
+            )
+            .collect()
+    };
+    let mut copied = 0u64;
+    for ((d, c, p), made) in batch.iter().zip(frames) {
+        match (p, made) {
+            (Payload::Frame { frame, raw_len }, _) => {
+                w.write_chunk_encoded(*d, c, Codec::Zstd, *raw_len, frame)?;
+                copied = copied.saturating_add(1);
+            }
+            (Payload::Elements(t), Some(frame)) => {
+                let frame = frame.map_err(WriteError::Compress)?;
+                let raw = u64::try_from(t.len()).unwrap_or(u64::MAX);
+                w.write_chunk_encoded(*d, c, Codec::Zstd, raw, &frame)?;
+            }
+            (Payload::Elements(t), None) => w.write_chunk(*d, c, t, Codec::Raw)?,
+        }
+    }
+    Ok(copied)
+}

@@ -7,18 +7,27 @@
 //! endianness, transpose, zstd, gzip, blosc, crc32c, sharding) and gives missing chunks
 //! as the fill value. Conversion reads one output tile at a time (by default the source
 //! chunk), so memory is a batch of tiles, never the array.
+//!
+//! With zstd output, an array whose chunks are stored as zstd frames of exactly the
+//! bytes a `.tet` tile holds (codecs `bytes` little-endian then `zstd` with a content
+//! checksum) has its interior chunks' frames copied unchanged, each first held to every
+//! rule the `.tet` reader applies to a zstd chunk ([`copied_frame`]); the rest is
+//! decoded and re-encoded.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rayon::prelude::*;
 use serde_json::{json, Map, Value};
-use tet_core::tet::DType;
+use tet_alloc::tet::decode::ChunkDecoder;
+use tet_core::tet::{Chunk, Codec, Coords, DType, DatasetId};
 use zarrs::array::{Array, ArrayBytes, ArraySubset};
 use zarrs::filesystem::FilesystemStore;
 
+use crate::tet::codec::CZstd;
 use crate::tet::convert::ConvertOptions;
 use crate::tet::ingest::{self, Fail, Planned, Provenance};
+use crate::tet::write::Payload;
 use crate::Exit;
 
 /// The largest `zarr.json` read (a hostile store cannot make us read more).
@@ -55,6 +64,69 @@ struct Source {
     attrs: Vec<(String, String)>,
     json_attrs: Vec<String>,
     fill: Value,
+    /// Whether its stored chunks are zstd frames (with a content checksum) of the bytes a
+    /// `.tet` tile holds ([`frames_copyable`]).
+    frames: bool,
+}
+
+/// A codec entry of `codecs`: its name and configuration (an entry may be the bare name);
+/// `None` for an entry with anything else in it (`must_understand`, say).
+fn codec_parts(v: &Value) -> Option<(&str, Option<&Map<String, Value>>)> {
+    match v {
+        Value::String(name) => Some((name, None)),
+        Value::Object(o) => {
+            if o.keys().any(|k| k != "name" && k != "configuration") {
+                return None;
+            }
+            let name = o.get("name")?.as_str()?;
+            match o.get("configuration") {
+                None => Some((name, None)),
+                Some(Value::Object(c)) => Some((name, Some(c))),
+                Some(_) => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Whether the array's stored chunks are zstd frames of exactly the bytes a `.tet` tile
+/// of the same shape holds: `codecs` is `bytes` (little-endian, or a one-byte type) then
+/// `zstd` with `checksum: true` and nothing else (no transpose, sharding or checksum
+/// codec, no storage transformer), and the type is stored as itself (`bool` and `int8`
+/// are not: `.tet` restores or widens them).
+fn frames_copyable(m: &Map<String, Value>, zarr_type: &str) -> bool {
+    let Some((dtype, None)) = dtype_of(zarr_type) else {
+        return false;
+    };
+    match m.get("storage_transformers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) if a.is_empty() => {}
+        Some(_) => return false,
+    }
+    let Some(Value::Array(codecs)) = m.get("codecs") else {
+        return false;
+    };
+    let [bytes, zstd] = codecs.as_slice() else {
+        return false;
+    };
+    let (Some(("bytes", bytes)), Some(("zstd", Some(zstd)))) =
+        (codec_parts(bytes), codec_parts(zstd))
+    else {
+        return false;
+    };
+    let bytes_ok = match bytes {
+        None => dtype.size() == 1,
+        Some(c) => {
+            c.keys().all(|k| k == "endian")
+                && match c.get("endian") {
+                    Some(Value::String(e)) if e == "little" => true,
+                    _ => dtype.size() == 1,
+                }
+        }
+    };
+    bytes_ok
+        && zstd.keys().all(|k| k == "level" || k == "checksum")
+        && zstd.get("checksum") == Some(&Value::Bool(true))
 }
 
 /// The `.tet` type of a Zarr `data_type`, and the NumPy descr `export` restores when
@@ -235,6 +307,7 @@ fn parse_array(
         .get("fill_value")
         .cloned()
         .ok_or_else(|| Fail::damaged(format!("{at}: fill_value: missing")))?;
+    let frames = frames_copyable(m, &zarr_type);
     Ok(Source {
         name,
         node,
@@ -247,6 +320,7 @@ fn parse_array(
         attrs,
         json_attrs,
         fill,
+        frames,
     })
 }
 
@@ -444,16 +518,83 @@ fn convert_inner(
             .collect(),
         extra: Vec::new(),
     };
-    // A batch of tiles is decoded on every core, each through zarrs.
+    // Frames are copied for zstd output when the `.tet` chunk is the source chunk.
+    let copies: Vec<bool> = sources
+        .iter()
+        .zip(&planned)
+        .map(|(s, p)| s.frames && o.codec == Codec::Zstd && p.chunk == s.chunk)
+        .collect();
+    // A batch of tiles is read on every core: frames checked, the rest decoded through
+    // zarrs.
     ingest::write(input, output, &planned, meta, provenance, o, |i, tiles| {
         let (Some(s), Some(a), Some(p)) = (sources.get(i), arrays.get(i), planned.get(i)) else {
             return Ok(Vec::new());
         };
+        let copy = copies.get(i).copied().unwrap_or(false);
         tiles
             .par_iter()
-            .map(|coords| read_tile(s, a, &p.chunk, coords))
+            .map_init(
+                // The tile's size is capped (MAX_TILE) before anything is read, so the
+                // check needs no budget of its own.
+                || ChunkDecoder::new(CZstd::new(), u64::MAX),
+                |check, coords| {
+                    if let Some(frame) = copy
+                        .then(|| copied_frame(s, a, &p.chunk, coords, check))
+                        .flatten()
+                    {
+                        return Ok(frame);
+                    }
+                    read_tile(s, a, &p.chunk, coords).map(Payload::Elements)
+                },
+            )
             .collect()
     })
+}
+
+/// The stored zstd frame of the source chunk at grid `coords` (the `.tet` chunk shape
+/// `chunk` being the source's), when it can be the `.tet` chunk's payload as it is: an
+/// interior chunk (a Zarr edge chunk is stored full-size with padding, a `.tet` one
+/// clipped), read undecoded through the store, whose frame declares the tile's size as
+/// its content size, carries a content checksum, and passes every rule the `.tet`
+/// reader applies to a zstd chunk (`check` decodes it: one frame, nothing after it, the
+/// exact length, the checksum). `None` sends the tile through [`read_tile`]: a missing
+/// chunk (the fill value), a frame that fails a rule (re-encoded, or refused there when
+/// zarrs cannot decode it either), a store error (reported there).
+fn copied_frame<T: zarrs::storage::ReadableStorageTraits + ?Sized + 'static>(
+    s: &Source,
+    a: &Array<T>,
+    chunk: &[u64],
+    coords: &[u64],
+    check: &mut ChunkDecoder<CZstd>,
+) -> Option<Payload> {
+    if coords.len() != chunk.len() || chunk.len() != s.shape.len() {
+        return None;
+    }
+    let mut elements = 1u64;
+    for ((g, k), n) in coords.iter().zip(chunk).zip(&s.shape) {
+        if g.checked_add(1)?.checked_mul(*k)? > *n {
+            return None;
+        }
+        elements = elements.checked_mul(*k)?;
+    }
+    let raw_len = elements.checked_mul(s.dtype.size())?;
+    let frame = a.retrieve_encoded_chunk(coords).ok()??;
+    let header = tet_core::tet::zstd::parse_frame_header(&frame, 0).ok()?;
+    if !header.has_checksum || header.content_size != Some(raw_len) {
+        return None;
+    }
+    let as_chunk = Chunk {
+        dataset: DatasetId(0),
+        row: 0,
+        coords: Coords::from_slice(coords)?,
+        codec: Codec::Zstd,
+        raw_byte_len: raw_len,
+        payload_offset: 0,
+        payload: &frame,
+        checksum: None,
+    };
+    check.decode(&as_chunk).ok()?;
+    Some(Payload::Frame { frame, raw_len })
 }
 
 /// The `.tet` tile at grid `coords` of chunk shape `chunk`: the region read through
@@ -868,4 +1009,65 @@ fn export_into(
         b.finish_and_clear();
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::restriction, reason = "tests fail by panicking")]
+mod tests {
+    use serde_json::{json, Value};
+
+    fn copyable(zarr_type: &str, codecs: Value) -> bool {
+        let m = json!({ "codecs": codecs });
+        super::frames_copyable(m.as_object().unwrap(), zarr_type)
+    }
+
+    fn zstd(checksum: bool) -> Value {
+        json!({ "name": "zstd", "configuration": { "level": 3, "checksum": checksum } })
+    }
+
+    #[test]
+    fn only_bytes_then_zstd_with_a_checksum_has_copyable_frames() {
+        let le = json!({ "name": "bytes", "configuration": { "endian": "little" } });
+        let be = json!({ "name": "bytes", "configuration": { "endian": "big" } });
+        let bare = json!({ "name": "bytes" });
+        assert!(copyable("float32", json!([le, zstd(true)])));
+        assert!(copyable("uint8", json!([bare, zstd(true)])));
+        assert!(copyable("uint8", json!(["bytes", zstd(true)])));
+        assert!(
+            copyable("uint8", json!([be, zstd(true)])),
+            "one byte: no order"
+        );
+        assert!(!copyable("float32", json!([le, zstd(false)])));
+        assert!(!copyable(
+            "float32",
+            json!([le, { "name": "zstd", "configuration": { "level": 3 } }])
+        ));
+        assert!(!copyable("float32", json!([be, zstd(true)])));
+        assert!(!copyable("float32", json!([bare, zstd(true)])));
+        // Types .tet restores or widens.
+        assert!(!copyable("bool", json!([bare, zstd(true)])));
+        assert!(!copyable("int8", json!([bare, zstd(true)])));
+        // Any other codec, or anything else in an entry.
+        let t = json!({ "name": "transpose", "configuration": { "order": [1, 0] } });
+        assert!(!copyable("float32", json!([t, le, zstd(true)])));
+        assert!(!copyable(
+            "float32",
+            json!([le, zstd(true), { "name": "crc32c" }])
+        ));
+        assert!(!copyable("float32", json!([zstd(true)])));
+        assert!(!copyable(
+            "float32",
+            json!([le, { "name": "zstd", "configuration": { "level": 3, "checksum": true, "x": 1 } }])
+        ));
+        assert!(!copyable(
+            "float32",
+            json!([le, { "name": "zstd", "must_understand": false, "configuration": { "level": 3, "checksum": true } }])
+        ));
+        let shard = json!({ "name": "sharding_indexed", "configuration": {
+            "chunk_shape": [2], "codecs": [le, zstd(true)], "index_codecs": [le] } });
+        assert!(!copyable("float32", json!([shard])));
+        // A storage transformer.
+        let m = json!({ "codecs": [le, zstd(true)], "storage_transformers": [{ "name": "x" }] });
+        assert!(!super::frames_copyable(m.as_object().unwrap(), "float32"));
+    }
 }
