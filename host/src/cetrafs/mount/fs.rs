@@ -30,7 +30,7 @@ use crate::cetrafs::device::FileDevice;
 const TTL: Duration = Duration::from_secs(1);
 /// Directory entries one `readdir` reply can hold at most (a reply is one page).
 const PAGE: usize = 256;
-/// The largest write the kernel sends (the writer commits each in its own transactions).
+/// The largest write the kernel sends (one joins the writer's batch: `BATCH_WRITE`).
 pub const MAX_WRITE: u32 = 1 << 20;
 
 const S_IFMT: u32 = 0o170_000;
@@ -846,7 +846,7 @@ impl Filesystem for CetraFuse {
     /// Commits the writer's batch (every metadata change and small write so far: data
     /// written and flushed, then the transaction committed and checkpointed) and
     /// flushes the device: this returns only when the file's data and the metadata
-    /// that reaches it are durable. Larger writes were committed before they returned.
+    /// that reaches it are durable.
     fn fsync(
         &self,
         _req: &Request,
