@@ -5,7 +5,8 @@
 //! the image verifies clean with every journal CLEAN and the row LEFT, and a read-only
 //! mount shows the same tree and refuses writes. Crash: the mount killed with SIGKILL
 //! during a workload, the image recovered (`replay --force`, or the node's next mount),
-//! verify clean, every file whose fsync returned reads back exactly.
+//! verify clean, every file whose fsync returned reads back exactly. A minimal access
+//! ACL sets the mode bits; any other ACL is refused.
 //!
 //! Needs `/dev/fuse` (and root, or `fusermount3`): without it the tests print SKIPPING,
 //! and fail when `CI` is set. Every call on the mounted tree runs under a deadline (a
@@ -783,6 +784,64 @@ fn read_only_refuses_an_active_writer_and_rw_refuses_errors() {
     let e = std::fs::metadata(mnt.join("a")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(5), "EIO for a damaged inode");
     assert!(std::fs::read_dir(&mnt).unwrap().count() >= 1);
+    m.unmount_ok();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// One entry of a POSIX ACL in the kernel's xattr form (tag, permissions, id).
+fn acl_entry(tag: u16, perm: u16, id: u32) -> Vec<u8> {
+    let mut v = tag.to_le_bytes().to_vec();
+    v.extend_from_slice(&perm.to_le_bytes());
+    v.extend_from_slice(&id.to_le_bytes());
+    v
+}
+
+fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut v = 2u32.to_le_bytes().to_vec();
+    for &(t, p, i) in entries {
+        v.extend(acl_entry(t, p, i));
+    }
+    v
+}
+
+#[test]
+fn a_minimal_acl_sets_the_mode_and_others_are_refused() {
+    let Some((d, img, mnt)) = new_image("a_minimal_acl_sets_the_mode", "acl", &["64M"]) else {
+        return;
+    };
+    const ANY: u32 = u32::MAX;
+    let m = Mounted::start(&img, &mnt, &[]);
+    let f = mnt.join("f");
+    std::fs::write(&f, b"x").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o4600)).unwrap();
+    // user::rwx group::r-x other::r--: the permission bits 0754, set-user-ID kept.
+    xattr::set(
+        &f,
+        "system.posix_acl_access",
+        &acl(&[(1, 7, ANY), (4, 5, ANY), (0x20, 4, ANY)]),
+    )
+    .unwrap();
+    assert_eq!(std::fs::metadata(&f).unwrap().mode() & 0o7777, 0o4754);
+    // Nothing stored: the ACL reads back absent, as ext4 keeps a minimal one.
+    assert_eq!(xattr::get(&f, "system.posix_acl_access").unwrap(), None);
+    // A named user (with the mask it needs) and a default ACL are refused, the mode kept.
+    let named = acl(&[
+        (1, 6, ANY),
+        (2, 4, 65534),
+        (4, 4, ANY),
+        (0x10, 4, ANY),
+        (0x20, 0, ANY),
+    ]);
+    let e = xattr::set(&f, "system.posix_acl_access", &named).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(95), "EOPNOTSUPP");
+    let dflt = acl(&[(1, 7, ANY), (4, 5, ANY), (0x20, 5, ANY)]);
+    let e = xattr::set(&mnt, "system.posix_acl_default", &dflt).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(95), "EOPNOTSUPP");
+    assert_eq!(std::fs::metadata(&f).unwrap().mode() & 0o7777, 0o4754);
+    m.unmount_clean(&d);
+    // The mode is on the image.
+    let m = Mounted::start(&img, &mnt, &["--read-only"]);
+    assert_eq!(std::fs::metadata(&f).unwrap().mode() & 0o7777, 0o4754);
     m.unmount_ok();
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -30,8 +30,10 @@ const MAX_SIZE: u64 = 1 << 44;
 /// changes in place do not fit one journal).
 const WRITE_CHUNK: u64 = 4096;
 const XATTR_ENTRY: usize = 322;
-/// Writes up to this size join a batch (small files copied in share commits).
-pub const BATCH_WRITE: usize = 64 << 10;
+/// Writes up to this size join a batch (small files copied in share commits, and a
+/// large file written 1 MiB at a time, the mount's `max_write`, commits once per 16 MiB
+/// of new data, `BATCH_DATA`, instead of once a write).
+pub const BATCH_WRITE: usize = 1 << 20;
 /// Where a file unlinked while open waits for its last close.
 const LOST_FOUND: &[u8] = b"lost+found";
 

@@ -7,12 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
     Request, TimeOrNow, WriteFlags,
 };
@@ -30,7 +30,7 @@ use crate::cetrafs::device::FileDevice;
 const TTL: Duration = Duration::from_secs(1);
 /// Directory entries one `readdir` reply can hold at most (a reply is one page).
 const PAGE: usize = 256;
-/// The largest write the kernel sends (the writer commits each in its own transactions).
+/// The largest write the kernel sends (one joins the writer's batch: `BATCH_WRITE`).
 pub const MAX_WRITE: u32 = 1 << 20;
 
 const S_IFMT: u32 = 0o170_000;
@@ -44,6 +44,10 @@ const O_ACCMODE: i32 = 3;
 const EOPNOTSUPP: i32 = 95;
 /// POSIX ACLs travel as these xattrs; cetrafs has none (mode bits only).
 const ACL_PREFIX: &[u8] = b"system.posix_acl_";
+/// The access ACL: a minimal one (owner, group, other, as `cp -a` and `tar` write for
+/// a file without ACLs) is its mode bits, and is taken as a chmod.
+const ACL_ACCESS: &[u8] = b"system.posix_acl_access";
+const S_ISGID: u32 = 0o2000;
 
 /// The read-only mount's device: the image file, with the committed slots of dirty
 /// journals read in their place (as `ls` and `cat` see the image).
@@ -88,14 +92,22 @@ impl State {
 pub struct CetraFuse {
     state: Arc<Mutex<State>>,
     image: String,
+    notifier: Arc<OnceLock<Notifier>>,
 }
 
 impl CetraFuse {
-    /// Serves `state`; `image` names the image in messages.
-    pub fn new(state: Arc<Mutex<State>>, image: &Path) -> CetraFuse {
+    /// Serves `state`; `image` names the image in messages. `notifier` is set once the
+    /// session is up: through it a change the kernel cannot see in a reply (a mode set
+    /// by an ACL) drops the kernel's cached attributes.
+    pub fn new(
+        state: Arc<Mutex<State>>,
+        image: &Path,
+        notifier: Arc<OnceLock<Notifier>>,
+    ) -> CetraFuse {
         CetraFuse {
             state,
             image: image.display().to_string(),
+            notifier,
         }
     }
 
@@ -450,6 +462,44 @@ impl CetraFuse {
         }
     }
 
+    /// A minimal access ACL on `ino`: its permission bits set to `perms`, the set-id
+    /// and sticky bits kept, except set-group-ID when the caller is neither root nor of
+    /// the file's group (the kernel's rule for an ACL that changes the mode; the
+    /// caller's supplementary groups are not known here, so it may drop it where the
+    /// kernel would keep it). The kernel's cached attributes are dropped, as its
+    /// setxattr path expects the filesystem to change the mode without a reply saying so.
+    fn acl_chmod(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        perms: u32,
+        notifier: &Notifier,
+    ) -> Result<(), Errno> {
+        let mut st = self.lock();
+        let r = self.write_op(&mut st, "setxattr (ACL)", |w| {
+            let old = w.stat(ino.0)?;
+            let mut special = old.mode.get() & 0o7000;
+            if req.uid() != 0 && req.gid() != old.gid.get() {
+                special &= !S_ISGID;
+            }
+            let a = SetAttr {
+                mode: Some(special | perms),
+                uid: None,
+                gid: None,
+                atime_ns: None,
+                mtime_ns: None,
+            };
+            w.set_attr(ino.0, &a)
+        });
+        drop(st);
+        if r.is_ok() {
+            // Attributes only (a negative offset keeps the page cache). A kernel that
+            // has forgotten the inode answers ENOENT: nothing cached to drop.
+            let _ = notifier.inval_inode(ino, -1, 0);
+        }
+        r
+    }
+
     fn opened(st: &mut State, ino: u64) {
         let n = st.open.entry(ino).or_insert(0);
         *n = n.saturating_add(1);
@@ -764,6 +814,9 @@ impl Filesystem for CetraFuse {
         }
     }
 
+    /// Nothing to do at a close (writes reach the writer as they are made; `fsync`
+    /// makes them durable): `ENOSYS`, after which the kernel sends no more flushes, a
+    /// request saved at every close.
     fn flush(
         &self,
         _req: &Request,
@@ -772,7 +825,7 @@ impl Filesystem for CetraFuse {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        reply.error(Errno::ENOSYS);
     }
 
     fn release(
@@ -793,7 +846,7 @@ impl Filesystem for CetraFuse {
     /// Commits the writer's batch (every metadata change and small write so far: data
     /// written and flushed, then the transaction committed and checkpointed) and
     /// flushes the device: this returns only when the file's data and the metadata
-    /// that reaches it are durable. Larger writes were committed before they returned.
+    /// that reaches it are durable.
     fn fsync(
         &self,
         _req: &Request,
@@ -898,7 +951,7 @@ impl Filesystem for CetraFuse {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -907,8 +960,15 @@ impl Filesystem for CetraFuse {
         reply: ReplyEmpty,
     ) {
         if name.as_bytes().starts_with(ACL_PREFIX) {
-            // No ACLs: `cp -a` and `tar` then set the mode with chmod.
-            return reply.error(Errno::from_i32(EOPNOTSUPP));
+            // No ACLs beyond the mode bits: a minimal access ACL sets them (as ext4 does,
+            // storing nothing); any other is refused, and `cp -a` and `tar` then chmod.
+            let perms = (name.as_bytes() == ACL_ACCESS)
+                .then(|| minimal_acl(value))
+                .flatten();
+            return match (perms, self.notifier.get()) {
+                (Some(p), Some(n)) => reply_empty(self.acl_chmod(req, ino, p, n), reply),
+                _ => reply.error(Errno::from_i32(EOPNOTSUPP)),
+            };
         }
         let mut st = self.lock();
         if flags & (XATTR_CREATE | XATTR_REPLACE) != 0 {
@@ -978,6 +1038,29 @@ impl Filesystem for CetraFuse {
             Err(e) => reply.error(e),
         }
     }
+}
+
+/// The permission bits a minimal POSIX ACL (`system.posix_acl_access` in the kernel's
+/// xattr form: version 2, then exactly the owner, group and other entries, in that
+/// order) stands for; `None` for any other value.
+fn minimal_acl(v: &[u8]) -> Option<u32> {
+    const VERSION: u32 = 2;
+    const TAGS: [u16; 3] = [0x01, 0x04, 0x20];
+    let (head, rest) = v.split_first_chunk::<4>()?;
+    if u32::from_le_bytes(*head) != VERSION || rest.len() != 24 {
+        return None;
+    }
+    let mut perms = 0u32;
+    for (entry, tag) in rest.chunks_exact(8).zip(TAGS) {
+        let (t, p) = entry.split_first_chunk::<2>()?;
+        let p = p.first_chunk::<2>()?;
+        let p = u32::from(u16::from_le_bytes(*p));
+        if u16::from_le_bytes(*t) != tag || p > 7 {
+            return None;
+        }
+        perms = perms.checked_shl(3)? | p;
+    }
+    Some(perms)
 }
 
 /// `getxattr`/`listxattr`: the size when asked for it (`size` 0), the bytes when they

@@ -14,7 +14,7 @@ mod fs;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use fuser::{Config, MountOption};
@@ -196,9 +196,13 @@ fn serve(a: &MountArgs, state: Arc<Mutex<State>>) -> Exit {
     });
     let mut config = Config::default();
     config.mount_options = options;
-    let fsys = CetraFuse::new(state, &a.image);
+    let notifier = Arc::new(OnceLock::new());
+    let fsys = CetraFuse::new(state, &a.image, Arc::clone(&notifier));
     let session = match fuser::spawn_mount(fsys, &a.mountpoint, &config) {
-        Ok(s) => s,
+        Ok(s) => {
+            let _ = notifier.set(s.notifier());
+            s
+        }
         Err(e) => {
             crate::say!(
                 "mount: cannot mount {} on {}: {e}",
