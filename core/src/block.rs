@@ -110,6 +110,32 @@ pub const SECTOR: usize = 512;
 pub trait BlockDeviceMut: BlockDevice {
     /// Writes block `lba`.
     fn write_block(&self, lba: u64, buf: &Block) -> Result<()>;
+    /// Writes the consecutive blocks from `lba` from `buf`, whose length is a multiple
+    /// of [`BLOCK_SIZE`] (a partial last block fails, as `Invalid`, before anything is
+    /// written). One device call on devices that can (a file: one `pwrite`); this
+    /// default writes a block at a time, in order. A cut may leave any prefix of the
+    /// blocks written, and tear the block it stops in as [`BlockDeviceMut`] says.
+    /// Left out of `dyn BlockDeviceMut`'s vtable (`Self: Sized`), as
+    /// [`BlockDevice::read_blocks`] is.
+    fn write_blocks(&self, lba: u64, buf: &[u8]) -> Result<()>
+    where
+        Self: Sized,
+    {
+        if buf.len() % BLOCK_SIZE != 0 {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "write_blocks length (not whole blocks)",
+                lba.saturating_mul(BLOCK_SIZE_U64),
+            ));
+        }
+        for (k, chunk) in (0u64..).zip(buf.chunks_exact(BLOCK_SIZE)) {
+            let b: &Block = chunk
+                .try_into()
+                .map_err(|_| Error::new(ErrorKind::Invalid, "write_blocks length", 0))?;
+            self.write_block(lba.saturating_add(k), b)?;
+        }
+        Ok(())
+    }
     /// Makes every write before it durable.
     fn flush(&self) -> Result<()>;
     /// Writes `new` over the first 512 bytes of block `lba` only if they equal
@@ -124,13 +150,20 @@ pub trait BlockDeviceMut: BlockDevice {
 }
 
 /// Forwards a writable device's methods through a reference to it (sized or the trait
-/// object).
+/// object); a reference to a sized device also forwards [`BlockDeviceMut::write_blocks`],
+/// so a borrowed file still writes a run in one call (a trait object has no
+/// `write_blocks` to forward to: a run goes a block at a time).
 macro_rules! forward_mut {
-    ($({$($gen:tt)*} $ty:ty),*) => {$(
+    ($({$($gen:tt)*} $ty:ty $(, $runs:ident)?);*) => {$(
         impl<$($gen)*> BlockDeviceMut for &$ty {
             fn write_block(&self, lba: u64, buf: &Block) -> Result<()> {
                 (**self).write_block(lba, buf)
             }
+            $(
+            fn $runs(&self, lba: u64, buf: &[u8]) -> Result<()> {
+                (**self).$runs(lba, buf)
+            }
+            )?
             fn flush(&self) -> Result<()> {
                 (**self).flush()
             }
@@ -145,7 +178,7 @@ macro_rules! forward_mut {
         }
     )*};
 }
-forward_mut!({D: BlockDeviceMut} D, {} dyn BlockDeviceMut + '_);
+forward_mut!({D: BlockDeviceMut} D, write_blocks; {} dyn BlockDeviceMut + '_);
 
 /// A writable device over an in-memory image (tests, RAM disks). One writer at a time:
 /// the image sits in a `RefCell`.

@@ -98,3 +98,38 @@ fn a_forward_stream_into_a_cut_part_fails_only_where_the_image_ends() {
     assert_eq!(prefix(&dev, 90, 256), block(150, 9)[..256]);
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn a_run_written_in_one_call_lands_whole_and_a_run_past_the_end_writes_nothing() {
+    let path = image("runs", 64);
+    let dev = FileDevice::open_rw(&path).unwrap();
+    // Warm a window over blocks 8.., then write over it: the next reads see the run.
+    assert_eq!(prefix(&dev, 8, 256), block(8, 0)[..256]);
+    assert_eq!(prefix(&dev, 9, 256), block(9, 0)[..256]);
+    let run: Vec<u8> = (8..20).flat_map(|b| block(b, 0x5a)).collect();
+    dev.write_blocks(8, &run).unwrap();
+    for lba in 7..21 {
+        let salt = if (8..20).contains(&lba) { 0x5a } else { 0 };
+        let mut b = [0u8; BLOCK_SIZE];
+        dev.read_block(lba, &mut b).unwrap();
+        assert_eq!(b[..], block(lba, salt)[..], "block {lba}");
+    }
+    // A run that ends past the device, and one of a partial block: refused, nothing
+    // written (block 60 keeps its bytes).
+    let past: Vec<u8> = (60..66).flat_map(|b| block(b, 0x77)).collect();
+    let e = dev.write_blocks(60, &past).unwrap_err();
+    assert_eq!(e.kind, tet_core::ErrorKind::Io);
+    assert_eq!(e.offset, 60 * BLOCK_SIZE as u64);
+    let e = dev.write_blocks(60, &past[..BLOCK_SIZE + 1]).unwrap_err();
+    assert_eq!(e.kind, tet_core::ErrorKind::Invalid);
+    let on_disk = std::fs::read(&path).unwrap();
+    assert_eq!(on_disk[60 * BLOCK_SIZE..61 * BLOCK_SIZE], block(60, 0)[..]);
+    assert_eq!(on_disk.len(), 64 * BLOCK_SIZE, "the image did not grow");
+    // A read-only device writes no run.
+    let ro = FileDevice::open(&path).unwrap();
+    assert_eq!(
+        ro.write_blocks(0, &run).unwrap_err().kind,
+        tet_core::ErrorKind::Io
+    );
+    let _ = std::fs::remove_file(&path);
+}

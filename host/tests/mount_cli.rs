@@ -846,6 +846,89 @@ fn a_minimal_acl_sets_the_mode_and_others_are_refused() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// The user nobody, who owns nothing on a new image.
+const NOBODY: u32 = 65534;
+
+/// As user [`NOBODY`] (`setpriv`, under `timeout`), tries on `path` a minimal access
+/// ACL giving mode 0754 (`setxattr`), then `chmod 0700`, then `stat`: for each, 0 when
+/// it worked, else its errno.
+fn as_nobody(path: &Path, acl_value: &[u8]) -> [i32; 3] {
+    let hex: String = acl_value.iter().map(|b| format!("{b:02x}")).collect();
+    let script = r#"
+import os, sys
+p, v = sys.argv[1], bytes.fromhex(sys.argv[2])
+out = []
+for f in (lambda: os.setxattr(p, "system.posix_acl_access", v),
+          lambda: os.chmod(p, 0o700),
+          lambda: os.stat(p)):
+    try:
+        f()
+        out.append(0)
+    except OSError as e:
+        out.append(e.errno)
+print(*out)
+"#;
+    let uid = format!("--reuid={NOBODY}");
+    let gid = format!("--regid={NOBODY}");
+    let out = tool(
+        &[
+            "setpriv",
+            &uid,
+            &gid,
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            script,
+            path.to_str().unwrap(),
+            &hex,
+        ],
+        Path::new("/"),
+    );
+    let v: Vec<i32> = out.split_whitespace().map(|x| x.parse().unwrap()).collect();
+    v.try_into().unwrap()
+}
+
+#[test]
+fn only_the_owner_sets_an_acl_and_allow_other_lets_others_in() {
+    let test = "only_the_owner_sets_an_acl";
+    let Some((d, img, mnt)) = new_image(test, "acl-owner", &["64M"]) else {
+        return;
+    };
+    if !is_root() || !Path::new("/usr/bin/python3").exists() || !which("setpriv") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: root, setpriv and /usr/bin/python3 are required under CI"
+        );
+        println!("SKIPPING {test}: needs root, setpriv and /usr/bin/python3");
+        return;
+    }
+    const ANY: u32 = u32::MAX;
+    let minimal = acl(&[(1, 7, ANY), (4, 5, ANY), (0x20, 4, ANY)]);
+    let m = Mounted::start(&img, &mnt, &["--allow-other"]);
+    let (root_file, theirs) = (mnt.join("root-owned"), mnt.join("nobody-owned"));
+    for f in [&root_file, &theirs] {
+        std::fs::write(f, b"x").unwrap();
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).unwrap();
+    // Not the owner: the ACL and chmod are refused (EPERM), the mode stays; stat works.
+    assert_eq!(as_nobody(&root_file, &minimal), [1, 1, 0]);
+    assert_eq!(
+        std::fs::metadata(&root_file).unwrap().mode() & 0o7777,
+        0o644
+    );
+    // The owner: the ACL sets 0754, then chmod 0700.
+    assert_eq!(as_nobody(&theirs, &minimal), [0, 0, 0]);
+    assert_eq!(std::fs::metadata(&theirs).unwrap().mode() & 0o7777, 0o700);
+    m.unmount_clean(&d);
+    // Without --allow-other the kernel lets only the mounting user in: EACCES for all.
+    let m = Mounted::start(&img, &mnt, &[]);
+    assert_eq!(as_nobody(&theirs, &minimal), [13, 13, 13]);
+    assert_eq!(std::fs::metadata(&theirs).unwrap().mode() & 0o7777, 0o700);
+    m.unmount_clean(&d);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// One crash round: a workload that creates, writes and fsyncs files, killed with
 /// SIGKILL after `after`; returns the files whose fsync returned, with their bytes.
 fn crash_round(img: &Path, mnt: &Path, round: u64, after: Duration) -> Vec<(PathBuf, Vec<u8>)> {

@@ -142,6 +142,82 @@ fn operations_leave_a_clean_image_that_reads_back() {
     assert_eq!(n, 1);
 }
 
+/// A device that records each write call: its first block and how many blocks it moved.
+struct Counting<'a> {
+    inner: MemDeviceMut<'a>,
+    calls: std::cell::RefCell<Vec<(u64, usize)>>,
+}
+
+impl tet_core::block::BlockDevice for Counting<'_> {
+    fn block_count(&self) -> u64 {
+        self.inner.block_count()
+    }
+    fn read_block(&self, lba: u64, buf: &mut tet_core::block::Block) -> tet_core::Result<()> {
+        self.inner.read_block(lba, buf)
+    }
+}
+
+impl tet_core::block::BlockDeviceMut for Counting<'_> {
+    fn write_block(&self, lba: u64, buf: &tet_core::block::Block) -> tet_core::Result<()> {
+        self.calls.borrow_mut().push((lba, 1));
+        self.inner.write_block(lba, buf)
+    }
+    fn write_blocks(&self, lba: u64, buf: &[u8]) -> tet_core::Result<()> {
+        self.calls.borrow_mut().push((lba, buf.len() / B));
+        self.inner.write_blocks(lba, buf)
+    }
+    fn flush(&self) -> tet_core::Result<()> {
+        Ok(())
+    }
+    fn compare_and_write(
+        &self,
+        lba: u64,
+        e: &[u8; tet_core::block::SECTOR],
+        n: &[u8; tet_core::block::SECTOR],
+    ) -> tet_core::Result<bool> {
+        self.inner.compare_and_write(lba, e, n)
+    }
+}
+
+#[test]
+fn a_commit_writes_new_data_and_the_journal_in_runs_of_blocks() {
+    let mut img = image(16 << 20);
+    let data: Vec<u8> = (0..256 * B).map(|i| (i % 251) as u8).collect();
+    {
+        let dev = Counting {
+            inner: MemDeviceMut::new(&mut img),
+            calls: std::cell::RefCell::new(Vec::new()),
+        };
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.create(1, b"big", 0o644, 0, 0).unwrap();
+        w.set_batch(true).unwrap();
+        for (k, part) in data.chunks(16 * B).enumerate() {
+            w.write(f, (k * 16 * B) as u64, part).unwrap();
+        }
+        dev.calls.borrow_mut().clear();
+        w.sync().unwrap();
+        let calls = dev.calls.take();
+        // 256 new data blocks, then the journal's slots and the checkpoint: a handful
+        // of calls (one per block was 256 and more), the data in long runs.
+        let blocks: usize = calls.iter().map(|c| c.1).sum();
+        assert!(blocks >= 256 + 2, "{calls:?}");
+        assert!(calls.len() <= 12, "{} calls: {calls:?}", calls.len());
+        let longest = calls.iter().map(|c| c.1).max().unwrap();
+        assert!(longest >= 128, "longest run {longest}: {calls:?}");
+        // The journal's header and payload slots went out together.
+        let js = calls.iter().filter(|c| c.1 >= 2 && c.1 < 128).count();
+        assert!(js >= 1, "no journal run: {calls:?}");
+        w.leave().unwrap();
+    }
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert_eq!(read_file(&img, b"/big").unwrap(), data);
+}
+
 /// A seeded xorshift: the same sequence on every run.
 struct Rng(u64);
 

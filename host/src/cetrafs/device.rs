@@ -273,6 +273,27 @@ impl BlockDeviceMut for FileDevice {
             .map_err(|_| Self::write_error(lba, "block write"))
     }
 
+    /// One `pwrite` for the whole run (the journal's slots, a commit's new file data):
+    /// the run is checked against the device's end before anything is written.
+    fn write_blocks(&self, lba: u64, buf: &[u8]) -> Result<()> {
+        let n = tet_core::arith::u64_of(buf.len()) / BLOCK_SIZE_U64;
+        if !buf.len().is_multiple_of(BLOCK_SIZE) {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "write_blocks length (not whole blocks)",
+                lba.saturating_mul(BLOCK_SIZE_U64),
+            ));
+        }
+        let end = lba.checked_add(n).filter(|e| *e <= self.blocks);
+        if !self.writable || end.is_none() {
+            return Err(Self::write_error(lba, "block write"));
+        }
+        self.invalidate();
+        self.file
+            .write_all_at(buf, lba.saturating_mul(BLOCK_SIZE_U64))
+            .map_err(|_| Self::write_error(lba, "block write"))
+    }
+
     fn flush(&self) -> Result<()> {
         if !self.writable {
             return Ok(());

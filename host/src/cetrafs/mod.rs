@@ -513,6 +513,9 @@ impl<D: tet_core::block::BlockDeviceMut> tet_core::block::BlockDeviceMut for Tic
     fn write_block(&self, lba: u64, buf: &tet_core::block::Block) -> tet_core::Result<()> {
         self.dev.write_block(lba, buf)
     }
+    fn write_blocks(&self, lba: u64, buf: &[u8]) -> tet_core::Result<()> {
+        self.dev.write_blocks(lba, buf)
+    }
     fn flush(&self) -> tet_core::Result<()> {
         self.dev.flush()
     }

@@ -130,6 +130,61 @@ impl Txn {
     }
 }
 
+/// Most blocks one device call writes: 1 MiB, so a batch's 16 MiB of new data goes out
+/// in 16 calls (one per 4 KiB block before), and the run buffer stays small.
+const RUN_BLOCKS: usize = 256;
+
+/// Gathers blocks given in ascending order into runs of consecutive LBAs, each written
+/// with one [`BlockDeviceMut::write_blocks`] (a block with no neighbour, with one
+/// [`BlockDeviceMut::write_block`]). The blocks are copied into one buffer of at most
+/// [`RUN_BLOCKS`] blocks, reused from run to run.
+struct Runs<'d, D> {
+    dev: &'d D,
+    first: u64,
+    buf: Vec<u8>,
+}
+
+impl<'d, D: BlockDeviceMut> Runs<'d, D> {
+    fn new(dev: &'d D) -> Self {
+        Runs {
+            dev,
+            first: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Adds block `lba`: it extends the run when it follows it, else the run is
+    /// written and `lba` starts the next.
+    fn push(&mut self, lba: u64, b: &Block) -> Result<(), WriteError> {
+        let n = self.buf.len() / BLOCK_SIZE;
+        let next = self.first.saturating_add(tet_core::arith::u64_of(n));
+        if n > 0 && (next != lba || n >= RUN_BLOCKS) {
+            self.finish()?;
+        }
+        if self.buf.is_empty() {
+            self.first = lba;
+        }
+        self.buf.extend_from_slice(b);
+        Ok(())
+    }
+
+    /// Writes the run gathered so far.
+    fn finish(&mut self) -> Result<(), WriteError> {
+        if self.buf.len() == BLOCK_SIZE {
+            let one: &Block = self
+                .buf
+                .as_slice()
+                .try_into()
+                .map_err(|_| Error::new(ErrorKind::Invalid, "write run", 0))?;
+            self.dev.write_block(self.first, one)?;
+        } else if !self.buf.is_empty() {
+            self.dev.write_blocks(self.first, &self.buf)?;
+        }
+        self.buf.clear();
+        Ok(())
+    }
+}
+
 pub(super) fn first_sector(b: &Block) -> [u8; SECTOR] {
     let mut s = [0u8; SECTOR];
     s.copy_from_slice(b.get(..SECTOR).unwrap_or(&[0; SECTOR]));
@@ -243,10 +298,12 @@ impl<D: BlockDeviceMut> Writer<D> {
     /// Commits `t` (section 15's steps 1 to 6).
     pub(super) fn commit(&mut self, t: Txn) -> Result<(), WriteError> {
         let dev = self.fs.device();
+        let mut runs = Runs::new(dev);
         // 1. Data first.
         for (lba, b) in &t.data {
-            dev.write_block(*lba, b)?;
+            runs.push(*lba, b)?;
         }
+        runs.finish()?;
         if t.blocks.is_empty() {
             dev.flush()?;
             return Ok(());
@@ -285,14 +342,18 @@ impl<D: BlockDeviceMut> Writer<D> {
             if let Some(dst) = hb.get_mut(..64) {
                 dst.copy_from_slice(h.as_bytes());
             }
-            dev.write_block(hdr.saturating_add(1), new)?;
-            dev.write_block(hdr, &hb)?;
+            // Header and payload are neighbours, and slot k + 1 follows slot k: the
+            // slots go out as one run. Their order does not matter, since nothing
+            // reads them before the flag below says DIRTY, after the flush.
+            runs.push(hdr, &hb)?;
+            runs.push(hdr.saturating_add(1), new)?;
         }
         let empty: Block = [0; BLOCK_SIZE];
         for k in u64::from(n)..self.stale {
             let hdr = start.saturating_add(1).saturating_add(k.saturating_mul(2));
-            dev.write_block(hdr, &empty)?;
+            runs.push(hdr, &empty)?;
         }
+        runs.finish()?;
         self.stale = u64::from(n);
         dev.flush()?;
         // 3. Commit: the flag DIRTY, naming the transaction the checkpoint writes (so a
@@ -300,8 +361,9 @@ impl<D: BlockDeviceMut> Writer<D> {
         self.set_flag(JOURNAL_DIRTY, txn)?;
         // 4. Checkpoint.
         for (target, new) in &t.blocks {
-            dev.write_block(*target, new)?;
+            runs.push(*target, new)?;
         }
+        runs.finish()?;
         dev.flush()?;
         // 5. Clean again.
         self.set_flag(JOURNAL_CLEAN, 0)?;

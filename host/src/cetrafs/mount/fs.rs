@@ -478,6 +478,11 @@ impl CetraFuse {
         let mut st = self.lock();
         let r = self.write_op(&mut st, "setxattr (ACL)", |w| {
             let old = w.stat(ino.0)?;
+            // Setting an access ACL changes the mode, which only the owner (or root)
+            // may: chmod's rule, whatever the kernel checked before asking.
+            if req.uid() != 0 && req.uid() != old.uid.get() {
+                return Err(tet_alloc::cetrafs::write::Errno::EPERM.into());
+            }
             let mut special = old.mode.get() & 0o7000;
             if req.uid() != 0 && req.gid() != old.gid.get() {
                 special &= !S_ISGID;

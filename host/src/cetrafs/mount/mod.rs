@@ -44,6 +44,12 @@ pub struct MountArgs {
     /// command returns once the mount is up and the mount runs in the background.
     #[arg(long, short = 'f')]
     pub foreground: bool,
+    /// Let every user of the machine reach the mount (FUSE's `allow_other`, as
+    /// `fuse2fs -o allow_other`); each one's access is then checked against the modes
+    /// and owners on the image. Without it only the user who mounted (and not even
+    /// root) can. A user other than root needs `user_allow_other` in /etc/fuse.conf.
+    #[arg(long = "allow-other")]
+    pub allow_other: bool,
     #[command(flatten)]
     pub node: Node,
 }
@@ -196,6 +202,9 @@ fn serve(a: &MountArgs, state: Arc<Mutex<State>>) -> Exit {
     });
     let mut config = Config::default();
     config.mount_options = options;
+    if a.allow_other {
+        config.acl = fuser::SessionACL::All;
+    }
     let notifier = Arc::new(OnceLock::new());
     let fsys = CetraFuse::new(state, &a.image, Arc::clone(&notifier));
     let session = match fuser::spawn_mount(fsys, &a.mountpoint, &config) {
@@ -309,6 +318,9 @@ fn start_in_background(a: &MountArgs) -> Exit {
     ];
     if a.read_only {
         args.push("--read-only".into());
+    }
+    if a.allow_other {
+        args.push("--allow-other".into());
     }
     args.push("--foreground".into());
     args.push("--node-id".into());
