@@ -353,6 +353,16 @@ impl Acc {
         self.fsum.add(sum);
     }
 
+    /// The accumulator [`Acc::add_sum_block`] builds from blocks whose sums were added to
+    /// `fsum` in order: `counted` elements in all, `nan` of them NaN. The same bits as
+    /// the blocks added one by one, from 24 bytes a cell kept instead of an `Acc`.
+    pub fn of_sum_blocks(op: Reduce, fsum: FSum, counted: u64, nan: u64) -> Acc {
+        let mut a = Acc::new();
+        a.add_sum_block(op, 0.0, counted, nan);
+        a.fsum = fsum;
+        a
+    }
+
     /// Adds element `k` of a run of float elements to `sums[k]` (counting NaN in
     /// `nans[k]`, and leaving it out of the sum when `skip`): the inner loop of a
     /// partial-axis float sum. Returns `false` (doing nothing) for integer dtypes.
@@ -1291,6 +1301,29 @@ impl Elem for half::f16 {
 mod tests {
     #![allow(clippy::restriction, reason = "tests fail by panicking")]
     use super::*;
+
+    #[test]
+    fn an_acc_of_sum_blocks_is_the_blocks_added_one_by_one() {
+        let blocks = [
+            (1.5e16, 32u64, 0u64),
+            (3.25, 32, 2),
+            (-1.5e16, 32, 0),
+            (0.1, 7, 7),
+        ];
+        for op in [Reduce::Sum, Reduce::NanSum, Reduce::Mean, Reduce::NanMean] {
+            let mut one_by_one = Acc::new();
+            let (mut fsum, mut n, mut nan) = (FSum::default(), 0, 0);
+            for (s, c, k) in blocks {
+                one_by_one.add_sum_block(op, s, c, k);
+                fsum.add(s);
+                n += c;
+                nan += k;
+            }
+            let of = Acc::of_sum_blocks(op, fsum, n, nan);
+            assert_eq!(of, one_by_one, "{op:?}");
+            assert_eq!(of.result(op, DType::F32), one_by_one.result(op, DType::F32));
+        }
+    }
 
     #[test]
     fn non_finite_bits_counts_every_nan_and_infinity_pattern() {

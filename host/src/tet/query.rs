@@ -15,9 +15,9 @@ use rayon::prelude::*;
 use serde_json::{json, Value as Json};
 use tet_alloc::tet::decode::ChunkDecoder;
 use tet_alloc::tet::query::{
-    chunk_partial, chunk_range, counts_bytes, decode_part, describe, execute, finish, groups,
-    groups_bytes, histogram_chunk, plan, position_coords, Axes, Bins, ChunkRange, Group, Histogram,
-    MergePiece, Operation, Output, QueryError, ReadPlan,
+    chunk_partial, chunk_range, counts_bytes, decode_part, describe, execute, finish,
+    finish_groups, groups, groups_bytes, histogram_chunk, plan, position_coords, Axes, Bins,
+    ChunkRange, Group, Histogram, MergePiece, Operation, Output, QueryError, ReadPlan,
 };
 use tet_core::tet::fold::{Acc, Value};
 use tet_core::tet::select::for_each_run;
@@ -136,7 +136,7 @@ pub fn run_with<'f>(
             finish(r, dtype, Vec::new(), std::slice::from_ref(&total))
         }
         Operation::Reduce(r) => {
-            let mut gs = groups(plan_, axes, budget)?;
+            let mut gs = groups(plan_, axes, Some(r), budget)?;
             let fold_into = |dec: &mut ChunkDecoder<CZstd>,
                              g: &mut Group,
                              parts: &[usize]|
@@ -205,12 +205,7 @@ pub fn run_with<'f>(
                 }
             }
             let shape = axes.out_shape(plan_.selection.shape().as_slice());
-            let cells = shape.iter().fold(1u64, |a, n| a.saturating_mul(*n));
-            let mut out = vec![Acc::new(); usize::try_from(cells).unwrap_or(0)];
-            for g in &gs {
-                g.scatter(&shape, &mut out);
-            }
-            finish(r, dtype, shape, &out)
+            finish_groups(r, dtype, shape, gs)
         }
         Operation::Quantile(_)
         | Operation::Quantiles(_)

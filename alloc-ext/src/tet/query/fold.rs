@@ -6,7 +6,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use tet_core::arith::u64_of;
-use tet_core::tet::fold::{Acc, Reduce, Value};
+use tet_core::tet::fold::{Acc, FSum, Reduce, Value};
 use tet_core::tet::select::{for_each_run, ChunkPart};
 use tet_core::tet::{DType, MAX_NDIM};
 
@@ -104,10 +104,36 @@ pub struct Group {
     pub parts: Vec<usize>,
     /// Per kept axis (in axis order): first output ordinal and extent of the box.
     pub(super) origin: Vec<(u64, u64)>,
-    /// The box's accumulators, row-major over the kept axes.
+    /// The box's accumulators, row-major over the kept axes (empty for an operation of
+    /// the float sum kernel, whose box is `totals`, and in a stripe's box of plain sums).
     pub cells: Vec<Acc>,
+    /// The float sum kernel's box, row-major over the kept axes: all an [`Acc`] of such an
+    /// operation holds, in 32 bytes a cell instead of 144 (a time-mean map's box is
+    /// written and read once a stripe, and its pages are what the pass costs).
+    totals: Vec<SumCell>,
     /// Per-chunk plain sums and NaN counts for the float sum kernel (reused).
     scratch: SumScratch,
+}
+
+/// One output cell of the float sum kernel: its compensated total, and the elements and
+/// NaN elements it took. [`Acc::of_sum_blocks`] gives the accumulator it stands for.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SumCell {
+    sum: FSum,
+    n: u64,
+    nan: u64,
+}
+
+impl SumCell {
+    fn add(&mut self, sum: f64, n: u64, nan: u64) {
+        self.sum.add(sum);
+        self.n = self.n.saturating_add(n);
+        self.nan = self.nan.saturating_add(nan);
+    }
+
+    fn acc(&self, op: Reduce) -> Acc {
+        Acc::of_sum_blocks(op, self.sum, self.n, self.nan)
+    }
 }
 
 /// Bytes a partial-axis reduction of `plan` holds: for each output cell its accumulator
@@ -125,9 +151,17 @@ pub fn groups_bytes(plan: &ReadPlan<'_>, axes: &Axes) -> u64 {
     out_cells.saturating_mul(u64_of(per_cell))
 }
 
-/// Splits a plan into groups for a partial-axis reduction, in the order of their kept
-/// coordinates. Output memory (one [`Acc`] per output cell) is checked against `budget`.
-pub fn groups(plan: &ReadPlan<'_>, axes: &Axes, budget: u64) -> Result<Vec<Group>, QueryError> {
+/// Splits a plan into groups for a partial-axis reduction by `op` (`None`: boxes of
+/// accumulators that no fold fills, for a caller that only needs the grouping), in the
+/// order of their kept coordinates. Output memory (one [`Acc`] per output cell) is
+/// checked against `budget`.
+pub fn groups(
+    plan: &ReadPlan<'_>,
+    axes: &Axes,
+    op: Option<Reduce>,
+    budget: u64,
+) -> Result<Vec<Group>, QueryError> {
+    let totals = op.is_some_and(|r| sum_kernel(plan, axes, r));
     let needed = groups_bytes(plan, axes);
     if needed > budget {
         return Err(QueryError::Budget {
@@ -162,10 +196,16 @@ pub fn groups(plan: &ReadPlan<'_>, axes: &Axes, budget: u64) -> Result<Vec<Group
                     budget,
                     what: "the partial-reduction output",
                 })?;
+                let (cells, sums) = if totals {
+                    (Vec::new(), vec![SumCell::default(); n])
+                } else {
+                    (vec![Acc::new(); n], Vec::new())
+                };
                 out.push(Group {
                     parts: Vec::new(),
                     origin,
-                    cells: vec![Acc::new(); n],
+                    cells,
+                    totals: sums,
                     scratch: SumScratch::default(),
                 });
                 let g = out.len().saturating_sub(1);
@@ -213,16 +253,21 @@ fn sum_kernel(plan: &ReadPlan<'_>, axes: &Axes, op: Reduce) -> bool {
 }
 
 /// Adds plain per-cell sums to `cells`' compensated totals, each cell's block once.
-fn absorb(cells: &mut [Acc], op: Reduce, sc: &SumScratch) {
-    absorb_sums(cells, op, &sc.sums, &sc.nans, sc.count);
-}
-
-fn absorb_sums(cells: &mut [Acc], op: Reduce, sums: &[f64], nans: &[u64], count: u64) {
+fn absorb_sums(into: Into<'_>, op: Reduce, sums: &[f64], nans: &[u64], count: u64) {
     if count == 0 {
         return;
     }
-    for (acc, (s, nan)) in cells.iter_mut().zip(sums.iter().zip(nans)) {
-        acc.add_sum_block(op, *s, count, *nan);
+    match into {
+        Into::Cells(cells) => {
+            for (acc, (s, nan)) in cells.iter_mut().zip(sums.iter().zip(nans)) {
+                acc.add_sum_block(op, *s, count, *nan);
+            }
+        }
+        Into::Totals(totals) => {
+            for (t, (s, nan)) in totals.iter_mut().zip(sums.iter().zip(nans)) {
+                t.add(*s, count, *nan);
+            }
+        }
     }
 }
 
@@ -233,24 +278,34 @@ enum Later<'a> {
     Sums(&'a [f64], &'a [u64], u64),
 }
 
+/// The cells of a box a piece merges into.
+#[derive(Debug)]
+enum Into<'a> {
+    Cells(&'a mut [Acc]),
+    Totals(&'a mut [SumCell]),
+}
+
 /// One piece of a box merge ([`Group::merge_pieces`]).
 #[derive(Debug)]
 pub struct MergePiece<'a> {
     op: Reduce,
-    into: &'a mut [Acc],
+    into: Into<'a>,
     from: Later<'a>,
 }
 
 impl MergePiece<'_> {
     /// Merges the piece.
     pub fn run(self) {
-        match self.from {
-            Later::Cells(c) => {
-                for (a, o) in self.into.iter_mut().zip(c) {
+        match (self.from, self.into) {
+            (Later::Cells(c), Into::Cells(into)) => {
+                for (a, o) in into.iter_mut().zip(c) {
                     a.merge(self.op, o);
                 }
             }
-            Later::Sums(s, k, count) => absorb_sums(self.into, self.op, s, k, count),
+            (Later::Sums(s, k, count), into) => absorb_sums(into, self.op, s, k, count),
+            // A box of totals takes only plain sums: a stripe of an operation of the
+            // float sum kernel folds into plain sums ([`Group::empty_box`]).
+            (Later::Cells(_), Into::Totals(_)) => {}
         }
     }
 }
@@ -275,7 +330,7 @@ impl Group {
     }
 
     /// Output cells of the box.
-    fn width(&self) -> usize {
+    pub fn width(&self) -> usize {
         let n = self
             .origin
             .iter()
@@ -297,6 +352,7 @@ impl Group {
             parts: Vec::new(),
             origin: self.origin.clone(),
             cells,
+            totals: Vec::new(),
             scratch: SumScratch::default(),
         }
     }
@@ -331,8 +387,12 @@ impl Group {
         } else {
             later.cells.chunks(n).map(Later::Cells).collect()
         };
-        self.cells
-            .chunks_mut(n)
+        let into: Vec<Into<'a>> = if self.totals.is_empty() {
+            self.cells.chunks_mut(n).map(Into::Cells).collect()
+        } else {
+            self.totals.chunks_mut(n).map(Into::Totals).collect()
+        };
+        into.into_iter()
             .zip(from)
             .map(|(into, from)| MergePiece { op, into, from })
             .collect()
@@ -341,7 +401,7 @@ impl Group {
     /// Takes a box folded (and flushed) from the first stripe as this group's box; a box
     /// of plain sums is added to the group's empty totals.
     pub fn take_first(&mut self, op: Reduce, first: Group) {
-        if first.cells.is_empty() {
+        if first.cells.is_empty() || !self.totals.is_empty() {
             self.merge_box(op, &first);
         } else {
             self.cells = first.cells;
@@ -352,7 +412,7 @@ impl Group {
     pub fn box_bytes(&self) -> u64 {
         let per =
             core::mem::size_of::<Acc>().saturating_add(core::mem::size_of::<(f64, u64, u64)>());
-        u64_of(self.cells.len()).saturating_mul(u64_of(per))
+        u64_of(self.width()).saturating_mul(u64_of(per))
     }
 
     /// Folds the selected elements of `part` (whose decoded tile is `tile`) into the box.
@@ -433,25 +493,90 @@ impl Group {
     /// a few thousand elements a cell) are added in plain `f64` and join each cell's
     /// total once, so a chunk costs one pass over the small sums, not over the box.
     pub fn flush(&mut self, op: Reduce) {
-        if self.cells.is_empty() {
+        let sc = &self.scratch;
+        let into = if !self.totals.is_empty() {
+            Into::Totals(&mut self.totals)
+        } else if !self.cells.is_empty() {
+            Into::Cells(&mut self.cells)
+        } else {
             // A box of plain sums: they wait for the group's merge.
             return;
-        }
-        absorb(&mut self.cells, op, &self.scratch);
+        };
+        absorb_sums(into, op, &sc.sums, &sc.nans, sc.count);
         let sc = &mut self.scratch;
         sc.sums.fill(0.0);
         sc.nans.fill(0);
         sc.count = 0;
     }
 
-    /// Copies the box's results into `out` (row-major over the output shape).
-    pub fn scatter(&self, out_shape: &[u64], out: &mut [Acc]) {
-        for (i, acc) in self.cells.iter().enumerate() {
-            let idx = box_to_out(&self.origin, out_shape, i);
-            if let Some(slot) = usize::try_from(idx).ok().and_then(|x| out.get_mut(x)) {
-                *slot = *acc;
+    /// Copies the box's cells into `out` (row-major over the output shape).
+    fn scatter(&self, out_shape: &[u64], out: &mut OutCells) {
+        fn put<T: Copy>(origin: &[(u64, u64)], shape: &[u64], from: &[T], out: &mut [T]) {
+            for (i, c) in from.iter().enumerate() {
+                let idx = box_to_out(origin, shape, i);
+                if let Some(slot) = usize::try_from(idx).ok().and_then(|x| out.get_mut(x)) {
+                    *slot = *c;
+                }
             }
         }
+        match out {
+            OutCells::Accs(o) => put(&self.origin, out_shape, &self.cells, o),
+            OutCells::Totals(o) => put(&self.origin, out_shape, &self.totals, o),
+        }
+    }
+
+    /// Whether the box is the whole output, in its order (one group spanning it).
+    fn is_whole(&self, out_shape: &[u64]) -> bool {
+        self.origin.len() == out_shape.len()
+            && self
+                .origin
+                .iter()
+                .zip(out_shape)
+                .all(|((first, count), n)| *first == 0 && count == n)
+    }
+}
+
+/// A partial reduction's cells in output order: accumulators, or the float sum kernel's
+/// totals.
+#[derive(Debug)]
+enum OutCells {
+    Accs(Vec<Acc>),
+    Totals(Vec<SumCell>),
+}
+
+/// The result of a partial-axis reduction by `op` whose groups `gs` are folded: their
+/// cells gathered in output order (a single group spanning the output is taken as it
+/// is, not copied) and turned into values as [`finish`] does.
+pub fn finish_groups(
+    op: Reduce,
+    dtype: DType,
+    out_shape: Vec<u64>,
+    mut gs: Vec<Group>,
+) -> Result<Output, QueryError> {
+    let totals = gs.iter().any(|g| !g.totals.is_empty());
+    if gs.len() == 1 && gs.first().is_some_and(|g| g.is_whole(&out_shape)) {
+        if let Some(g) = gs.pop() {
+            return if totals {
+                finish_cells(op, dtype, out_shape, &g.totals, |c| c.acc(op))
+            } else {
+                finish(op, dtype, out_shape, &g.cells)
+            };
+        }
+    }
+    let cells = out_shape.iter().fold(1u64, |a, n| a.saturating_mul(*n));
+    let n = usize::try_from(cells).unwrap_or(0);
+    let mut out = if totals {
+        OutCells::Totals(vec![SumCell::default(); n])
+    } else {
+        OutCells::Accs(vec![Acc::new(); n])
+    };
+    for g in &gs {
+        g.scatter(&out_shape, &mut out);
+    }
+    drop(gs);
+    match &out {
+        OutCells::Accs(accs) => finish(op, dtype, out_shape, accs),
+        OutCells::Totals(t) => finish_cells(op, dtype, out_shape, t, |c| c.acc(op)),
     }
 }
 
@@ -514,9 +639,21 @@ pub fn finish(
     shape: Vec<u64>,
     accs: &[Acc],
 ) -> Result<Output, QueryError> {
-    let mut values = Vec::with_capacity(accs.len());
+    finish_cells(op, dtype, shape, accs, |a| *a)
+}
+
+/// [`finish`] over cells that each give their accumulator.
+fn finish_cells<C>(
+    op: Reduce,
+    dtype: DType,
+    shape: Vec<u64>,
+    cells: &[C],
+    acc_of: impl Fn(&C) -> Acc,
+) -> Result<Output, QueryError> {
+    let mut values = Vec::with_capacity(cells.len());
     let mut nothing_left: Option<(u64, u64)> = None;
-    for (i, a) in accs.iter().enumerate() {
+    for (i, c) in cells.iter().enumerate() {
+        let a = acc_of(c);
         values.push(a.result(op, dtype).map_err(|error| QueryError::Fold {
             error,
             cell: u64_of(i),

@@ -30,11 +30,11 @@ use quantile::quantile;
 pub use quantile::{numpy_median, numpy_quantile, numpy_quantiles};
 
 pub use fold::{
-    chunk_partial, finish, groups, groups_bytes, Axes, Group, MergePiece, Output, STRIPE_PARTS,
+    chunk_partial, finish, finish_groups, groups, groups_bytes, Axes, Group, MergePiece, Output,
+    SumCell, STRIPE_PARTS,
 };
 pub use plan::{describe, plan, position_coords, ReadPlan};
 
-use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -329,7 +329,7 @@ pub fn execute<'f, B: FrameBackend>(
             finish(r, dtype, Vec::new(), core::slice::from_ref(&total))
         }
         Operation::Reduce(r) => {
-            let mut gs = groups(plan, axes, budget)?;
+            let mut gs = groups(plan, axes, Some(r), budget)?;
             for g in gs.iter_mut() {
                 // The first stripe folds into the group's box, each later one into its
                 // own box merged in stripe order (as `tet-host` folds them: the same
@@ -355,12 +355,7 @@ pub fn execute<'f, B: FrameBackend>(
                     }
                 }
             }
-            let cells = out_shape.iter().fold(1u64, |a, n| a.saturating_mul(*n));
-            let mut out = vec![Acc::new(); usize::try_from(cells).unwrap_or(0)];
-            for g in &gs {
-                g.scatter(&out_shape, &mut out);
-            }
-            finish(r, dtype, out_shape, &out)
+            finish_groups(r, dtype, out_shape, gs)
         }
         Operation::Quantile(q) => quantile(
             file,

@@ -40,13 +40,13 @@ pub(super) fn quantile<'f, B: FrameBackend>(
     let cells_n = usize::try_from(cells).unwrap_or(0);
     let mut values = vec![Value::F64(f64::NAN); cells_n.saturating_mul(nq)];
     // A count accumulator per cell tells where each element goes: reuse the groups.
-    let gs = groups(plan, axes, budget)?;
+    let gs = groups(plan, axes, None, budget)?;
     // `f16` and `f32` elements are gathered as 4-byte keys (exact: their `f64` is the
     // widened `f32`), others as 8-byte ones; either way ordered as `f64::total_cmp`.
     let narrow = matches!(dtype, DType::F16 | DType::F32);
     let key_size: u64 = if narrow { 4 } else { 8 };
     for g in &gs {
-        let needed = u64_of(g.cells.len())
+        let needed = u64_of(g.width())
             .saturating_mul(per_cell)
             .saturating_mul(key_size);
         if needed > budget {
@@ -121,10 +121,8 @@ fn gather<'f, B: FrameBackend, K: Copy>(
     key: fn(f64) -> K,
 ) -> Result<(Vec<Vec<K>>, Vec<bool>), QueryError> {
     let dtype = plan.dtype();
-    let mut buckets: Vec<Vec<K>> = (0..g.cells.len())
-        .map(|_| Vec::with_capacity(cap))
-        .collect();
-    let mut nan = vec![false; g.cells.len()];
+    let mut buckets: Vec<Vec<K>> = (0..g.width()).map(|_| Vec::with_capacity(cap)).collect();
+    let mut nan = vec![false; g.width()];
     let ndim = plan.dataset.ndim();
     let last = ndim.saturating_sub(1);
     let last_kept = axes.kept(last);
