@@ -238,21 +238,30 @@ fn classic_files_and_refusals() {
 }
 
 /// A group's own dimension hides an outer one of its name: the outer coordinate
-/// variable is not its coordinate. A list-valued `missing_value` (CF allows one) keeps
-/// its first value as the marker and the list beside it.
+/// variable is not its coordinate. A list-valued `missing_value` (CF allows one) is kept
+/// as `missing_value_list`, its first value as `missing_value`, and every value marks.
 #[test]
 fn shadowed_dimensions_and_missing_value_lists() {
     let _one = serial();
     let d = dir();
     let path = d.join("s.nc");
+    let values = [5i32, -1, -2, -3, -4, 9];
     {
         let mut f = netcdf::create(&path).unwrap();
         f.add_dimension("x", 3).unwrap();
+        f.add_dimension("n", 6).unwrap();
         let mut v = f.add_variable::<f64>("x", &["x"]).unwrap();
         v.put_values(&[1.0, 2.0, 3.0], ..).unwrap();
-        let mut v = f.add_variable::<i32>("a", &["x"]).unwrap();
-        v.put_attribute("missing_value", vec![-1i32, -2]).unwrap();
-        v.put_values(&[5, -1, -2], ..).unwrap();
+        let mut v = f.add_variable::<i32>("a", &["n"]).unwrap();
+        v.put_attribute("missing_value", vec![-1i32, -2, -3])
+            .unwrap();
+        v.put_values(&values, ..).unwrap();
+        let mut v = f.add_variable::<i16>("p", &["n"]).unwrap();
+        v.put_attribute("missing_value", vec![-1i16, -2, -3])
+            .unwrap();
+        v.put_attribute("_FillValue", 9i16).unwrap();
+        v.put_attribute("scale_factor", 0.5f64).unwrap();
+        v.put_values(&[5i16, -1, -2, -3, -4, 9], ..).unwrap();
         let mut g = f.add_group("g").unwrap();
         g.add_dimension("x", 2).unwrap();
         let mut v = g.add_variable::<f32>("b", &["x"]).unwrap();
@@ -260,19 +269,92 @@ fn shadowed_dimensions_and_missing_value_lists() {
     }
     let (c, _, e) = run(&["convert", "s.nc", "s.tet", "--force"]);
     assert_eq!(c, 0, "{e}");
-    assert!(e.contains("missing_value holds [-1, -2]"), "{e}");
-    let (_, o, _) = run(&["info", "s.tet", "--metadata"]);
     assert!(
-        o.contains("metadata of a:\n  dims:   (x)\n  coord:  x (dataset x)"),
-        "{o}"
+        e.contains("missing_value holds [-1, -2, -3]; each value marks"),
+        "{e}"
     );
+    let (_, o, _) = run(&["info", "s.tet", "--metadata"]);
     let b = &o[o.find("metadata of g/b:").unwrap()..];
     assert!(b.starts_with("metadata of g/b:\n  dims:   (x)\n"), "{o}");
     assert!(!b.contains("coord:"), "{o}");
-    assert!(o.contains("  attr:   missing_value_list = [-1, -2]"), "{o}");
+    assert!(
+        o.contains("  attr:   missing_value_list = [-1, -2, -3]"),
+        "{o}"
+    );
     assert!(o.contains("  attr:   missing_value = -1"), "{o}");
+    let (c, o, e) = run(&["verify", "s.tet"]);
+    assert_eq!(c, 0, "{o}{e}");
+    // NumPy: np.isin(a, [-1, -2, -3]) is true at 3 elements; the rest sum to 10.
     assert_eq!(
         query("s.tet", r#"{"dataset": "a", "null_count": []}"#),
-        "a null_count = 1\n"
+        "a null_count = 3\n"
     );
+    assert_eq!(
+        query("s.tet", r#"{"dataset": "a", "nan_sum": []}"#),
+        "a nan_sum = 10.0\n"
+    );
+    assert_eq!(
+        query("s.tet", r#"{"dataset": "a", "nan_min": []}"#),
+        "a nan_min = -4.0\n"
+    );
+    // With the fill: 4 marked; unpacked, 5 * 0.5 + -4 * 0.5 = 0.5.
+    assert_eq!(
+        query("s.tet", r#"{"dataset": "p", "null_count": []}"#),
+        "p null_count = 4\n"
+    );
+    assert_eq!(
+        query("s.tet", r#"{"dataset": "p", "nan_sum": []}"#),
+        "p nan_sum = 0.5\n"
+    );
+    // --unpack: NaN at every listed value and the fill, as xarray decodes the file.
+    let (c, _, e) = run(&["convert", "s.nc", "su.tet", "--force", "--unpack"]);
+    assert_eq!(c, 0, "{e}");
+    let out = d.join("p.npy");
+    let (c, _, e) = run(&[
+        "export",
+        "su.tet",
+        "--dataset",
+        "p",
+        out.to_str().unwrap(),
+        "--force",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let b = std::fs::read(&out).unwrap();
+    let got: Vec<f64> = b[b.len() - 48..]
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got[0], 2.5);
+    assert!(got[1..4].iter().all(|v| v.is_nan()), "{got:?}");
+    assert_eq!(got[4], -2.0);
+    assert!(got[5].is_nan(), "{got:?}");
+    let (_, o, _) = run(&["info", "su.tet", "--metadata"]);
+    assert!(o.contains("missing_value_list"), "kept in cf_decoded: {o}");
+    assert!(!o.contains("  attr:   missing_value_list"), "{o}");
+}
+
+/// A `missing_value` list longer than `.tet` marks with is refused, naming the file, the
+/// variable and the attribute.
+#[test]
+fn long_missing_value_lists_are_refused() {
+    let _one = serial();
+    let d = dir();
+    let path = d.join("long.nc");
+    {
+        let mut f = netcdf::create(&path).unwrap();
+        f.add_dimension("n", 2).unwrap();
+        let mut v = f.add_variable::<i32>("many", &["n"]).unwrap();
+        v.put_attribute("missing_value", (1..=9).collect::<Vec<i32>>())
+            .unwrap();
+        v.put_values(&[1, 2], ..).unwrap();
+    }
+    let (c, _, e) = run(&["convert", "long.nc", "long.tet", "--force"]);
+    assert_eq!(c, 16, "{e}");
+    assert!(
+        e.contains(
+            "long.nc: variable 'many': attribute missing_value holds 9 values, more than the 8"
+        ),
+        "{e}"
+    );
+    assert!(!d.join("long.tet").exists());
 }

@@ -15,6 +15,7 @@ import sys
 import h5py
 import netCDF4
 import numpy as np
+import xarray as xr
 
 import tetrs
 
@@ -209,6 +210,38 @@ for path, lib in [(nc, "netcdf"), (shutil.copy(nc, os.path.join(WORK, "nc4-as.h5
           and np.array_equal(np.isnan(got), np.isnan(decoded)), f"{lib}: --unpack values")
     check("scale_factor" not in t["tas"].attrs and "cf_decoded" in t["tas"].attrs,
           f"{lib}: decoded attributes set aside: {t['tas'].attrs}")
+
+# A missing_value list (CF allows one): every value marks, as xarray masks them, kept
+# as stored (null_count counts them) and decoded by --unpack as xarray decodes the file.
+mvl = os.path.join(WORK, "mvlist.nc")
+stored = np.array([5, -1, -2, -3, -4, 7, -32767, 2], dtype="i2")
+with netCDF4.Dataset(mvl, "w", format="NETCDF4") as f:
+    f.createDimension("n", stored.size)
+    v = f.createVariable("q", "i2", ("n",), fill_value=np.int16(-32767))
+    v.missing_value = np.array([-1, -2, -3], dtype="i2")
+    v.scale_factor = np.float32(0.5)
+    v.set_auto_maskandscale(False)
+    v[:] = stored
+with xr.open_dataset(mvl, engine="netcdf4") as xd:
+    xq = xd["q"].values
+check(np.array_equal(np.isnan(xq), np.isin(stored, [-1, -2, -3, -32767])),
+      f"xarray masks every listed value: {xq}")
+out = os.path.join(WORK, "mvlist.tet")
+err = convert(mvl, out)
+check("missing_value holds [-1, -2, -3]" in err, f"the list is said: {err}")
+t = tetrs.open(out)
+same(t["q"][...], stored, "missing_value list: values as stored")
+check(t["q"].attrs["missing_value_list"] == "[-1, -2, -3]" and t["q"].attrs["missing_value"] == "-1",
+      f"missing_value list kept: {t['q'].attrs}")
+for q, want in [("null_count", "4"), ("nan_sum", repr(float(np.nansum(xq.astype("f8")))))]:
+    r = subprocess.run([TET, "query", "-t", out, json.dumps({"dataset": "q", q: []}), "-q"],
+                       capture_output=True, text=True)
+    check(r.stdout == f"q {q} = {want}\n", f"missing_value list {q}: {r.stdout!r} {r.stderr}")
+out = os.path.join(WORK, "mvlist-unpacked.tet")
+convert(mvl, out, "--unpack")
+got = tetrs.open(out)["q"][...]
+check(got.dtype == xq.dtype and np.array_equal(got, xq, equal_nan=True),
+      f"missing_value list --unpack: {got} against xarray's {xq}")
 
 classic = os.path.join(WORK, "classic.nc")
 with netCDF4.Dataset(classic, "w", format="NETCDF3_64BIT_OFFSET") as f:

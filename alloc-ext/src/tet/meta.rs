@@ -760,8 +760,12 @@ pub fn check_typed(
                 },
             }
         }
-        if let Some(Err(e)) = d.missing_value() {
-            say(Code::MetadataAttrs, "metadata.datasets.attrs", e);
+        if let Err(e) = crate::tet::decode::cf_markers(|k| d.attr(k)) {
+            say(
+                Code::MetadataAttrs,
+                "metadata.datasets.attrs",
+                e.to_string(),
+            );
         }
         for key in ["scale_factor", "add_offset"] {
             if let Some(text) = d.attr(key) {
@@ -775,14 +779,19 @@ pub fn check_typed(
             }
         }
         if let Some(dtype) = dtype_of(name) {
-            for key in ["_FillValue", "missing_value"] {
+            for key in crate::tet::decode::MARKER_KEYS {
                 let Some(text) = d.attr(key) else { continue };
-                if let Some(why) = marker_unrepresentable(text, dtype) {
-                    say(
-                        Code::MetadataAttrs,
-                        "metadata.datasets.attrs",
-                        format!("attr {key} = {text:?} {why}"),
-                    );
+                for item in crate::tet::decode::marker_texts(key, text) {
+                    let Some(why) = marker_unrepresentable(item, dtype) else {
+                        continue;
+                    };
+                    // A list's value is named within it.
+                    let message = if item == text.trim() {
+                        format!("attr {key} = {text:?} {why}")
+                    } else {
+                        format!("attr {key} = {text:?}: its value {item} {why}")
+                    };
+                    say(Code::MetadataAttrs, "metadata.datasets.attrs", message);
                 }
             }
         }
@@ -1187,5 +1196,33 @@ mod tests {
             .to_string()
             .contains("scale_factor = \"x\" is not a finite number"));
         assert!(p[1].to_string().contains("add_offset = \"inf\""));
+        // Each value of a missing_value list is checked, and a list longer than the
+        // markers hold is named.
+        let m = parse(
+            br#"{"datasets":{"c":{"attrs":{"missing_value":"1","missing_value_list":"[1, 2, 300]"}}}}"#,
+            0,
+        )
+        .unwrap();
+        let p = check_typed(&m, &|_| Some(alloc::vec![4]), &|_| Some(DType::U8));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].to_string()
+                .contains("missing_value_list = \"[1, 2, 300]\": its value 300 is outside"),
+            "{}",
+            p[0]
+        );
+        let long = r#"{"datasets":{"c":{"attrs":{"_FillValue":"0","missing_value_list":"[1, 2, 3, 4, 5, 6, 7, 8, 9]"}}}}"#;
+        let p = check(&parse(long.as_bytes(), 0).unwrap(), &|_| {
+            Some(alloc::vec![4])
+        });
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].to_string()
+                .contains("attr missing_value_list = \"[1, 2, 3, 4, 5, 6, 7, 8, 9]\" is not a list .tet can mark with (at most 8 values, 9 with _FillValue)"),
+            "{}",
+            p[0]
+        );
+        let ok = r#"{"datasets":{"c":{"attrs":{"_FillValue":"0","missing_value":"[1, 2]","missing_value_list":"[1, 2, 3, 4, 5, 6, 7, 8]"}}}}"#;
+        assert!(check(&parse(ok.as_bytes(), 0).unwrap(), &|_| Some(alloc::vec![4])).is_empty());
     }
 }

@@ -280,7 +280,7 @@ fn describe(ds: h5::Dataset, name: String, input: &Path) -> Result<Option<Var>, 
             };
         }
         match read {
-            Ok(Some(text)) => ingest::push_attr(&mut attrs, key, text, input, &name),
+            Ok(Some(text)) => ingest::push_attr(&mut attrs, key, text, input, "dataset", &name)?,
             Ok(None) => crate::errln!(
                 "tet-host: {}: dataset '{name}': attribute '{key}' is of a type .tet attrs \
                  cannot hold (a reference or a compound); not kept",

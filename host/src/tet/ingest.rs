@@ -141,36 +141,47 @@ pub(crate) fn chunk_of(
     Ok(chunk)
 }
 
-/// Adds attribute `key` = `text` of array `name` to `attrs`. CF allows several missing
-/// values in a list, where `.tet` marks with one value per attribute: the first becomes
-/// `missing_value` (said on standard error) and the list is kept as
-/// `missing_value_list`. (A Zarr store's list stays JSON, as `export` gives it back.)
+/// Adds attribute `key` = `text` of `what` `name` to `attrs`. CF allows several missing
+/// values in a list, and every one marks (as xarray masks them): the list is kept as
+/// `missing_value_list`, which the markers read ([`tet_alloc::tet::decode::cf_markers`]),
+/// and its first value as `missing_value`, for a reader that takes one number (said on
+/// standard error). A list of more than
+/// [`tet_alloc::tet::decode::MAX_MISSING_VALUES`] values is refused (exit 16), naming
+/// the attribute. (A Zarr store's list stays JSON, as `export` gives it back.)
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
 pub(crate) fn push_attr(
     attrs: &mut Vec<(String, String)>,
     key: String,
     text: String,
     input: &Path,
+    what: &str,
     name: &str,
-) {
+) -> Result<(), Fail> {
+    use tet_alloc::tet::decode::{marker_texts, MAX_MISSING_VALUES};
     if key != "missing_value" || !text.starts_with('[') {
         attrs.push((key, text));
-        return;
+        return Ok(());
     }
-    let first = text
-        .trim_matches(['[', ']'])
-        .split(',')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_string();
+    let values: Vec<String> = marker_texts(&key, &text).map(str::to_string).collect();
+    if values.len() > MAX_MISSING_VALUES {
+        return Err(Fail::usage(format!(
+            "{}: {what} '{name}': attribute missing_value holds {} values, more than the              {MAX_MISSING_VALUES} .tet marks missing elements with",
+            input.display(),
+            values.len()
+        )));
+    }
+    let Some(first) = values.first().cloned() else {
+        // An empty list marks nothing: kept as it is.
+        attrs.push((key, text));
+        return Ok(());
+    };
     crate::errln!(
-        "tet-host: {}: '{name}': missing_value holds {text}; the first marks missing \
-         elements, the list is kept as missing_value_list",
+        "tet-host: {}: '{name}': missing_value holds {text}; each value marks missing          elements (the list is kept as missing_value_list, its first value as          missing_value)",
         input.display()
     );
     attrs.push(("missing_value_list".into(), text));
     attrs.push((key, first));
+    Ok(())
 }
 
 /// How a refusal of an array of an unsupported kind ends; left out where the array is

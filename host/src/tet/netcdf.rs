@@ -164,8 +164,9 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
                     a.name().to_string(),
                     attr_text(&val),
                     input,
+                    "variable",
                     &name,
-                );
+                )?;
             }
             Err(e) => {
                 return Err(Fail(
