@@ -358,3 +358,111 @@ fn long_missing_value_lists_are_refused() {
     );
     assert!(!d.join("long.tet").exists());
 }
+
+/// NetCDF-3's unsigned bytes and shorts (`_Unsigned = "true"` on a signed variable of a
+/// classic file): stored as `u8`/`u16` with the stored bits, as netCDF4-python and xarray
+/// read them, the fill reinterpreted too (-1 of a byte is 255); `_Unsigned` leaves the
+/// attrs and the history row counts the variables; `--unpack` masks and scales the
+/// unsigned values.
+#[test]
+fn unsigned_attribute_reinterprets_signed_variables() {
+    let _one = serial();
+    let d = dir();
+    let path = d.join("u.nc");
+    let bytes = [-1i8, 0, 1, 127, -128, -2];
+    let shorts = [-1i16, 0, 1000, -32768, 32767, -2];
+    {
+        let mut f = netcdf::create_with(&path, netcdf::Options::CLASSIC).unwrap();
+        f.add_dimension("n", 6).unwrap();
+        let mut v = f.add_variable::<i8>("b", &["n"]).unwrap();
+        v.put_attribute("_Unsigned", "true").unwrap();
+        v.put_attribute("_FillValue", -1i8).unwrap();
+        let mut v = f.add_variable::<i16>("s", &["n"]).unwrap();
+        v.put_attribute("_Unsigned", "true").unwrap();
+        v.put_attribute("missing_value", vec![-2i16, -32768])
+            .unwrap();
+        v.put_attribute("scale_factor", 0.5f32).unwrap();
+        // A signed variable without the attribute stays signed.
+        let mut v = f.add_variable::<i8>("plain", &["n"]).unwrap();
+        v.put_attribute("_FillValue", -1i8).unwrap();
+        f.enddef().unwrap();
+        f.variable_mut("b").unwrap().put_values(&bytes, ..).unwrap();
+        f.variable_mut("s")
+            .unwrap()
+            .put_values(&shorts, ..)
+            .unwrap();
+        f.variable_mut("plain")
+            .unwrap()
+            .put_values(&bytes, ..)
+            .unwrap();
+    }
+    assert_eq!(&std::fs::read(&path).unwrap()[..4], b"CDF\x01");
+    let (c, _, e) = run(&["convert", "u.nc", "u.tet", "--force"]);
+    assert_eq!(c, 0, "{e}");
+    let (c, o, e) = run(&["verify", "u.tet"]);
+    assert_eq!(c, 0, "{o}{e}");
+    let (_, o, _) = run(&["info", "u.tet", "--metadata", "--history"]);
+    assert!(!o.contains("_Unsigned"), "{o}");
+    assert!(o.contains("unsigned=2"), "{o}");
+    let b = &o[o.find("metadata of b:").unwrap()..];
+    assert!(b.contains("  attr:   _FillValue = 255"), "{o}");
+    assert!(
+        o.contains("  attr:   missing_value_list = [65534, 32768]"),
+        "{o}"
+    );
+    assert!(o.contains("  attr:   missing_value = 65534"), "{o}");
+    let p = &o[o.find("metadata of plain:").unwrap()..];
+    assert!(p.contains("  attr:   _FillValue = -1"), "{o}");
+    // The values, through export: NumPy's a.view('u1') and a.view('<u2').
+    let out = d.join("b.npy");
+    let (c, _, e) = run(&[
+        "export",
+        "u.tet",
+        "--dataset",
+        "b",
+        out.to_str().unwrap(),
+        "--force",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let npy = std::fs::read(&out).unwrap();
+    assert!(String::from_utf8_lossy(&npy[..100]).contains("'|u1'"));
+    assert_eq!(&npy[npy.len() - 6..], &[255, 0, 1, 127, 128, 254]);
+    assert_eq!(
+        query("u.tet", r#"{"dataset": "s", "max": []}"#),
+        "s max = 65535\n"
+    );
+    assert_eq!(
+        query("u.tet", r#"{"dataset": "plain", "min": []}"#),
+        "plain min = -128\n"
+    );
+    assert_eq!(
+        query("u.tet", r#"{"dataset": "b", "null_count": []}"#),
+        "b null_count = 1\n"
+    );
+    assert_eq!(
+        query("u.tet", r#"{"dataset": "s", "null_count": []}"#),
+        "s null_count = 2\n"
+    );
+    // --unpack: s = [65535, 0, 1000, NaN, 32767, NaN] * 0.5, as float32.
+    let (c, _, e) = run(&["convert", "u.nc", "uu.tet", "--force", "--unpack"]);
+    assert_eq!(c, 0, "{e}");
+    let out = d.join("s.npy");
+    let (c, _, e) = run(&[
+        "export",
+        "uu.tet",
+        "--dataset",
+        "s",
+        out.to_str().unwrap(),
+        "--force",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let npy = std::fs::read(&out).unwrap();
+    assert!(String::from_utf8_lossy(&npy[..100]).contains("'<f4'"));
+    let got: Vec<f32> = npy[npy.len() - 24..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got[..3], [32767.5, 0.0, 500.0]);
+    assert!(got[3].is_nan() && got[5].is_nan(), "{got:?}");
+    assert_eq!(got[4], 16383.5);
+}

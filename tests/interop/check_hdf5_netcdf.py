@@ -243,6 +243,51 @@ got = tetrs.open(out)["q"][...]
 check(got.dtype == xq.dtype and np.array_equal(got, xq, equal_nan=True),
       f"missing_value list --unpack: {got} against xarray's {xq}")
 
+# NetCDF-3's unsigned bytes and shorts (_Unsigned = "true" on a signed variable of a
+# classic file): stored as their unsigned view, as netCDF4-python reads them (its auto
+# scale on, its mask off), the fill reinterpreted; --unpack as xarray decodes the file.
+uns = os.path.join(WORK, "unsigned.nc")
+ub = np.array([-1, 0, 1, 127, -128, -2], dtype="i1")
+us = np.array([-1, 0, 1000, -32768, 32767, -2], dtype="i2")
+with netCDF4.Dataset(uns, "w", format="NETCDF3_CLASSIC") as f:
+    f.createDimension("n", ub.size)
+    v = f.createVariable("b", "i1", ("n",), fill_value=np.int8(-1))
+    v._Unsigned = "true"
+    v.set_auto_maskandscale(False)
+    v[:] = ub
+    v = f.createVariable("s", "i2", ("n",))
+    v._Unsigned = "true"
+    v.missing_value = np.int16(-2)
+    v.scale_factor = np.float32(0.25)
+    v.add_offset = np.float32(1)
+    v.set_auto_maskandscale(False)
+    v[:] = us
+with netCDF4.Dataset(uns) as f:
+    f.set_auto_mask(False)
+    nb, ns = f["b"][:], f["s"][:]
+    f.set_auto_maskandscale(False)
+with xr.open_dataset(uns, engine="netcdf4") as xd:
+    xb, xs = xd["b"].values, xd["s"].values
+check(nb.dtype == np.uint8 and np.array_equal(nb, ub.view("u1")), f"netCDF4 reads unsigned: {nb}")
+out = os.path.join(WORK, "unsigned.tet")
+convert(uns, out)
+t = tetrs.open(out)
+check(t["b"].dtype == np.uint8 and np.array_equal(t["b"][...], ub.view("u1")),
+      f"_Unsigned byte: {t['b'][...]} against {ub.view('u1')}")
+check(t["s"].dtype == np.uint16 and np.array_equal(t["s"][...], us.view("u2")),
+      f"_Unsigned short: {t['s'][...]}")
+check(np.array_equal(t["s"][...], np.asarray(ns * 4 - 4).round().astype("u2")),
+      "_Unsigned short against netCDF4's scaled view")
+check("_Unsigned" not in t["b"].attrs and t["b"].attrs["_FillValue"] == "255"
+      and t["s"].attrs["missing_value"] == "65534", f"_Unsigned attrs: {t['b'].attrs} {t['s'].attrs}")
+out = os.path.join(WORK, "unsigned-unpacked.tet")
+convert(uns, out, "--unpack")
+t = tetrs.open(out)
+for name, want in [("b", xb), ("s", xs)]:
+    got = t[name][...]
+    check(got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True),
+          f"_Unsigned {name} --unpack: {got} against xarray's {want}")
+
 classic = os.path.join(WORK, "classic.nc")
 with netCDF4.Dataset(classic, "w", format="NETCDF3_64BIT_OFFSET") as f:
     f.createDimension("x", 4)

@@ -75,6 +75,17 @@ fn dtype_of(t: &TypeDescriptor) -> Option<(DType, &'static str, Option<&'static 
     })
 }
 
+/// The width of a signed integer type, for `_Unsigned` ([`ingest::apply_unsigned`]).
+fn signed_bits(t: &TypeDescriptor) -> Option<u32> {
+    match t {
+        TypeDescriptor::Integer(IntSize::U1) => Some(8),
+        TypeDescriptor::Integer(IntSize::U2) => Some(16),
+        TypeDescriptor::Integer(IntSize::U4) => Some(32),
+        TypeDescriptor::Integer(IntSize::U8) => Some(64),
+        _ => None,
+    }
+}
+
 /// What a type `.tet` cannot hold is called.
 fn unsupported(t: &TypeDescriptor) -> &'static str {
     use TypeDescriptor as T;
@@ -289,21 +300,20 @@ fn describe(ds: h5::Dataset, name: String, input: &Path) -> Result<Option<Var>, 
             Err(e) => return Err(damaged(format!("attribute '{key}' does not read: {e}"))),
         }
     }
-    Ok(Some(Var {
-        a: LibArray {
-            name,
-            source_type: h5_type,
-            dtype,
-            numpy_dtype,
-            shape,
-            chunking,
-            attrs,
-            packed_as,
-            decode: None,
-        },
-        ds,
-        dims,
-    }))
+    let mut a = LibArray {
+        name,
+        source_type: h5_type,
+        dtype,
+        numpy_dtype,
+        shape,
+        chunking,
+        attrs,
+        packed_as,
+        decode: None,
+        unsigned: false,
+    };
+    ingest::apply_unsigned(&mut a, signed_bits(&t));
+    Ok(Some(Var { a, ds, dims }))
 }
 
 /// The datasets of `g` and (depth first) of its groups.
@@ -490,6 +500,19 @@ fn read_tile(v: &Var, chunk: &[u64], coords: &[u64]) -> Result<Vec<u8>, String> 
     if ranges.iter().any(|r| r.is_empty()) {
         return Ok(Vec::new());
     }
+    if v.a.unsigned {
+        // `_Unsigned`: the signed elements read as they are stored (libhdf5 would clamp
+        // a negative one read as unsigned), their bits kept as the unsigned type's.
+        return match v.a.dtype {
+            DType::U8 => Ok(values::<i8>(&v.ds, ranges)?
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect()),
+            DType::U16 => slab::<i16>(&v.ds, ranges),
+            DType::U32 => slab::<i32>(&v.ds, ranges),
+            _ => slab::<i64>(&v.ds, ranges),
+        };
+    }
     match v.a.numpy_dtype {
         Some("|b1") => slab::<bool>(&v.ds, ranges),
         Some(_) => slab::<i8>(&v.ds, ranges),
@@ -508,12 +531,27 @@ fn read_tile(v: &Var, chunk: &[u64], coords: &[u64]) -> Result<Vec<u8>, String> 
     }
 }
 
-/// Reads the hyperslab `ranges` of `ds` (every element of a scalar) as `T`, in C order.
+/// Reads the hyperslab `ranges` of `ds` (every element of a scalar) as `T`, in C order,
+/// as `.tet` elements.
 fn slab<T: Element>(
     ds: &h5::Dataset,
     ranges: Vec<std::ops::Range<usize>>,
 ) -> Result<Vec<u8>, String> {
-    let values: Vec<T> = if ranges.is_empty() {
+    let values = values::<T>(ds, ranges)?;
+    let size = std::mem::size_of::<T>().max(1);
+    let mut out = Vec::with_capacity(values.len().saturating_mul(size));
+    for x in values {
+        x.put(&mut out);
+    }
+    Ok(out)
+}
+
+/// Reads the hyperslab `ranges` of `ds` (every element of a scalar) as `T`, in C order.
+fn values<T: h5::H5Type>(
+    ds: &h5::Dataset,
+    ranges: Vec<std::ops::Range<usize>>,
+) -> Result<Vec<T>, String> {
+    Ok(if ranges.is_empty() {
         ds.read_raw::<T>()
             .map_err(|e| format!("does not read: {e}"))?
     } else {
@@ -527,11 +565,5 @@ fn slab<T: Element>(
             .read_slice::<T, _, ndarray::IxDyn>(h5::Selection::from(sel))
             .map_err(|e| format!("does not read: {e}"))?;
         a.into_raw_vec_and_offset().0
-    };
-    let size = std::mem::size_of::<T>().max(1);
-    let mut out = Vec::with_capacity(values.len().saturating_mul(size));
-    for x in values {
-        x.put(&mut out);
-    }
-    Ok(out)
+    })
 }

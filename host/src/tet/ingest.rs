@@ -608,6 +608,9 @@ pub(crate) struct LibArray {
     pub packed_as: Option<DType>,
     /// How `--unpack` decodes it (set by [`convert_library`]).
     pub decode: Option<Decoding>,
+    /// The source's signed integers are stored reinterpreted as unsigned (its
+    /// `_Unsigned = "true"`, [`apply_unsigned`]).
+    pub unsigned: bool,
 }
 
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
@@ -616,6 +619,77 @@ impl LibArray {
     /// type to restore).
     fn numpy_dtype_kept(&self) -> Option<&'static str> {
         self.numpy_dtype.filter(|_| self.decode.is_none())
+    }
+}
+
+/// The attribute by which NetCDF-3, whose classic formats have no unsigned integer types,
+/// says a signed integer variable holds unsigned values (NetCDF's user guide).
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) const UNSIGNED_KEY: &str = "_Unsigned";
+
+/// The unsigned `.tet` type of a signed source integer of `bits` bits.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+fn unsigned_type(bits: u32) -> Option<DType> {
+    match bits {
+        8 => Some(DType::U8),
+        16 => Some(DType::U16),
+        32 => Some(DType::U32),
+        64 => Some(DType::U64),
+        _ => None,
+    }
+}
+
+/// A signed integer's decimal `text` as the unsigned integer of its `bits` bits (two's
+/// complement: -1 of a byte is 255); a value that is not a signed integer of that width
+/// (a fraction, a text, one already unsigned) is given back as it is.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+fn as_unsigned(text: &str, bits: u32) -> String {
+    let (Ok(v), Some(span)) = (text.trim().parse::<i128>(), 1i128.checked_shl(bits.min(64))) else {
+        return text.to_string();
+    };
+    let lowest = span.checked_div(2).map_or(0, |h| h.saturating_neg());
+    if (lowest..0).contains(&v) {
+        v.saturating_add(span).to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+/// NetCDF-3's unsigned integers: when `a`'s attrs say `_Unsigned = "true"` and its source
+/// type is a signed integer of `signed_bits` bits (`None`: not a signed integer), its
+/// stored bits are kept as the unsigned type of that width (`byte` as `u8`, not widened;
+/// `short` as `u16`), as netCDF4-python and xarray read them, and its missing-value
+/// markers (`_FillValue`, `missing_value`, a list of them) are reinterpreted the same
+/// way; `_Unsigned` leaves `attrs` (the history row counts such arrays). The input's
+/// tile reader gives the stored bits unchanged when [`LibArray::unsigned`] is set.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) fn apply_unsigned(a: &mut LibArray, signed_bits: Option<u32>) {
+    let says = a
+        .attrs
+        .iter()
+        .any(|(k, v)| k == UNSIGNED_KEY && v.trim().eq_ignore_ascii_case("true"));
+    let Some((bits, to)) = signed_bits.and_then(|b| Some((b, unsigned_type(b)?))) else {
+        return;
+    };
+    if !says {
+        return;
+    }
+    a.dtype = to;
+    a.numpy_dtype = None;
+    a.unsigned = true;
+    a.attrs.retain(|(k, _)| k != UNSIGNED_KEY);
+    for (k, v) in a.attrs.iter_mut() {
+        if !tet_alloc::tet::decode::MARKER_KEYS.contains(&k.as_str()) {
+            continue;
+        }
+        let items: Vec<String> = tet_alloc::tet::decode::marker_texts(k, v)
+            .map(|t| as_unsigned(t, bits))
+            .collect();
+        *v = if v.trim_start().starts_with('[') && k != "_FillValue" {
+            format!("[{}]", items.join(", "))
+        } else {
+            items.into_iter().next().unwrap_or_default()
+        };
     }
 }
 
@@ -671,7 +745,11 @@ pub(crate) fn convert_library<V: LibVar>(
     }
     let vars: &[V] = vars;
     let decoded = vars.iter().filter(|v| v.array().decode.is_some()).count();
-    let extra = after_walk(input, vars.len(), skipped, decoded, kind.whats)?;
+    let mut extra = after_walk(input, vars.len(), skipped, decoded, kind.whats)?;
+    let unsigned = vars.iter().filter(|v| v.array().unsigned).count();
+    if unsigned > 0 {
+        extra.push(("unsigned".into(), unsigned.to_string()));
+    }
     let ranks: Vec<usize> = vars.iter().map(|v| v.array().shape.len()).collect();
     check_chunk_rank(o, &ranks, kind.whats)?;
     let mut planned = Vec::new();

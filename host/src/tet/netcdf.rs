@@ -60,6 +60,18 @@ fn dtype_of(
     })
 }
 
+/// The width of a signed integer type, for `_Unsigned` ([`ingest::apply_unsigned`]).
+fn signed_bits(t: &netcdf::types::NcVariableType) -> Option<u32> {
+    use netcdf::types::{IntType, NcVariableType as T};
+    match t {
+        T::Int(IntType::I8) => Some(8),
+        T::Int(IntType::I16) => Some(16),
+        T::Int(IntType::I32) => Some(32),
+        T::Int(IntType::I64) => Some(64),
+        _ => None,
+    }
+}
+
 /// What a type `.tet` cannot hold is called.
 fn unsupported(t: &netcdf::types::NcVariableType) -> &'static str {
     use netcdf::types::NcVariableType as T;
@@ -180,21 +192,20 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
             }
         }
     }
-    Ok(Var {
-        a: LibArray {
-            name,
-            source_type: nc_type,
-            dtype,
-            numpy_dtype,
-            shape,
-            chunking,
-            attrs,
-            packed_as,
-            decode: None,
-        },
-        dims,
-        dim_keys,
-    })
+    let mut a = LibArray {
+        name,
+        source_type: nc_type,
+        dtype,
+        numpy_dtype,
+        shape,
+        chunking,
+        attrs,
+        packed_as,
+        decode: None,
+        unsigned: false,
+    };
+    ingest::apply_unsigned(&mut a, signed_bits(&t));
+    Ok(Var { a, dims, dim_keys })
 }
 
 /// The variables of `g` and (depth first) of its groups, with their paths.
@@ -350,7 +361,8 @@ fn with_variable<R>(
 
 /// The `.tet` tile at grid `coords`: the region read through libnetcdf (native order,
 /// the library converts a big-endian file), as little-endian `.tet` elements (`byte`
-/// widened to `i16`).
+/// widened to `i16`; an `_Unsigned` variable's bits as they are, its `.tet` type being
+/// the unsigned one of their width).
 fn read_tile(
     var: &netcdf::Variable<'_>,
     v: &Var,
