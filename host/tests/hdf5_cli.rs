@@ -233,3 +233,93 @@ fn bad_hdf5_input_and_options_are_refused() {
     assert_eq!(c, 16, "{e}");
     assert!(e.contains("--unpack is for NetCDF and HDF5 files"), "{e}");
 }
+
+/// Scalar datasets (as h5py writes `np.float64(2.0)`) are stored as one element with
+/// `numpy_shape = []`, keeping their attributes, and `export` gives them back 0-d; a
+/// `grid_mapping` attribute names a dataset that is there.
+#[test]
+fn scalar_datasets_convert_and_export_as_0_d() {
+    let _g = serial();
+    let d = dir();
+    let src = d.join("scalar.h5");
+    {
+        let f = h5::File::create(&src).unwrap();
+        let h = f.new_dataset::<f64>().shape(()).create("height").unwrap();
+        h.write_scalar(&2.0f64).unwrap();
+        h.new_attr::<h5::types::VarLenUnicode>()
+            .shape(())
+            .create("units")
+            .unwrap()
+            .write_scalar(&text("m"))
+            .unwrap();
+        let c = f.new_dataset::<i8>().shape(()).create("crs").unwrap();
+        c.write_scalar(&-5i8).unwrap();
+        c.new_attr::<h5::types::VarLenUnicode>()
+            .shape(())
+            .create("grid_mapping_name")
+            .unwrap()
+            .write_scalar(&text("latitude_longitude"))
+            .unwrap();
+        let t = f
+            .new_dataset_builder()
+            .with_data(&ndarray::arr2(&[[1.5f32, 2.5], [3.5, 4.5]]))
+            .create("t")
+            .unwrap();
+        t.new_attr::<h5::types::VarLenUnicode>()
+            .shape(())
+            .create("grid_mapping")
+            .unwrap()
+            .write_scalar(&text("crs"))
+            .unwrap();
+    }
+    let s = src.to_str().unwrap();
+    let out = d.join("scalar.tet");
+    let o = out.to_str().unwrap();
+    let (c, _, e) = run(&["convert", s, o, "--force"]);
+    assert_eq!(c, 0, "{e}");
+    let (c, v, e) = run(&["verify", o]);
+    assert_eq!(c, 0, "{v}{e}");
+    let (_, info, _) = run(&["info", "--json", "--metadata", o]);
+    let j: serde_json::Value = serde_json::from_str(&info).unwrap();
+    let ds = |n: &str| {
+        j["datasets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == n)
+            .unwrap_or_else(|| panic!("{n} in {info}"))
+            .clone()
+    };
+    assert_eq!(ds("height")["shape"], serde_json::json!([1]), "{info}");
+    assert_eq!(ds("crs")["dtype"], "i16", "{info}");
+    let text = info.replace(' ', "");
+    assert!(text.contains(r#""numpy_shape":"[]""#), "{info}");
+    assert!(
+        text.contains(r#""grid_mapping_name":"latitude_longitude""#),
+        "{info}"
+    );
+    assert!(text.contains(r#""grid_mapping":"crs""#), "{info}");
+    // export: 0-d arrays, the int8 one as int8.
+    for (name, descr, bytes) in [
+        ("height", "'<f8'", 2.0f64.to_le_bytes().to_vec()),
+        ("crs", "'|i1'", vec![0xfb]),
+    ] {
+        let npy = d.join(format!("{name}.npy"));
+        let (c, _, e) = run(&[
+            "export",
+            o,
+            "--dataset",
+            name,
+            npy.to_str().unwrap(),
+            "--force",
+        ]);
+        assert_eq!(c, 0, "{e}");
+        let b = std::fs::read(&npy).unwrap();
+        let head = String::from_utf8_lossy(&b[..100]).to_string();
+        assert!(
+            head.contains("'shape': ()") && head.contains(descr),
+            "{head}"
+        );
+        assert_eq!(npy_data(&npy), bytes, "{name}");
+    }
+}

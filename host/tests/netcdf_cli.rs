@@ -466,3 +466,75 @@ fn unsigned_attribute_reinterprets_signed_variables() {
     assert!(got[3].is_nan() && got[5].is_nan(), "{got:?}");
     assert_eq!(got[4], 16383.5);
 }
+
+/// Scalar variables (a CF `crs` grid-mapping variable, a `height` coordinate) are stored
+/// as one element with `numpy_shape = []`, keeping their attributes (the `grid_mapping`
+/// of a variable names a dataset that is there), and `export` gives them back 0-d.
+#[test]
+fn scalar_variables_convert_and_export_as_0_d() {
+    let _one = serial();
+    let d = dir();
+    let path = d.join("sc.nc");
+    {
+        let mut f = netcdf::create(&path).unwrap();
+        f.add_dimension("x", 2).unwrap();
+        let mut v = f.add_variable::<i32>("crs", &[]).unwrap();
+        v.put_attribute("grid_mapping_name", "latitude_longitude")
+            .unwrap();
+        v.put_attribute("semi_major_axis", 6378137.0f64).unwrap();
+        v.put_value(7i32, ..).unwrap();
+        let mut v = f.add_variable::<f64>("height", &[]).unwrap();
+        v.put_attribute("units", "m").unwrap();
+        v.put_value(2.0f64, ..).unwrap();
+        let mut v = f.add_variable::<f32>("tas", &["x"]).unwrap();
+        v.put_attribute("grid_mapping", "crs").unwrap();
+        v.put_attribute("coordinates", "height").unwrap();
+        v.put_values(&[280.5f32, 281.0], ..).unwrap();
+    }
+    let (c, _, e) = run(&["convert", "sc.nc", "sc.tet", "--force"]);
+    assert_eq!(c, 0, "{e}");
+    let (c, o, e) = run(&["verify", "sc.tet"]);
+    assert_eq!(c, 0, "{o}{e}");
+    let (_, o, _) = run(&["info", "sc.tet", "--metadata"]);
+    let crs = &o[o.find("metadata of crs:").unwrap()..];
+    assert!(!crs.starts_with("metadata of crs:\n  dims:"), "{o}");
+    for want in [
+        "  attr:   grid_mapping_name = latitude_longitude",
+        "  attr:   semi_major_axis = 6378137",
+        "  attr:   numpy_shape = []",
+    ] {
+        assert!(crs.contains(want), "missing {want:?} in\n{o}");
+    }
+    assert!(o.contains("  attr:   grid_mapping = crs"), "{o}");
+    assert_eq!(
+        query("sc.tet", r#"{"dataset": "crs", "sum": []}"#),
+        "crs sum = 7\n"
+    );
+    for (name, descr, bytes) in [
+        ("height", "'<f8'", 2.0f64.to_le_bytes().to_vec()),
+        ("crs", "'<i4'", 7i32.to_le_bytes().to_vec()),
+    ] {
+        let npy = d.join(format!("{name}.npy"));
+        let (c, _, e) = run(&[
+            "export",
+            "sc.tet",
+            "--dataset",
+            name,
+            npy.to_str().unwrap(),
+            "--force",
+        ]);
+        assert_eq!(c, 0, "{e}");
+        let b = std::fs::read(&npy).unwrap();
+        let head = String::from_utf8_lossy(&b[..100]).to_string();
+        assert!(
+            head.contains("'shape': ()") && head.contains(descr),
+            "{head}"
+        );
+        assert_eq!(&b[b.len() - bytes.len()..], &bytes[..], "{name}");
+        assert_eq!(
+            b.len() % 64,
+            bytes.len() % 64,
+            "{name}: nothing after the one element"
+        );
+    }
+}

@@ -90,7 +90,8 @@ with h5py.File(h5, "w") as f:
     written["deep/er/temp"] = temp[...]
     written["time"], written["lat"] = time[...], lat[...]
     f.create_dataset("labels", data=np.array([b"x", b"y"]))
-    f.create_dataset("scalar", data=np.float64(1.5))
+    sc = f.create_dataset("scalar", data=np.float64(1.5))
+    sc.attrs["units"] = "m"
     # A soft link is a dataset of its own name; a dangling one is skipped; an empty
     # dataset converts with no chunks; a hard link back to the root is not followed.
     f["alias"] = h5py.SoftLink("/lat")
@@ -103,8 +104,8 @@ out = os.path.join(WORK, "h5py.tet")
 err = convert(h5, out, code=16)
 check("dangling" in err and "neither a dataset nor a group" in err, f"the first unsupported entry is named: {err}")
 err = convert(h5, out, "--skip-unsupported")
-check("skipped" in err and "labels" in err and "scalar" in err and "dangling" in err,
-      f"the skips are listed: {err}")
+check("skipped" in err and "labels" in err and "dangling" in err and "scalar" not in err,
+      f"the skips are listed (a scalar converts): {err}")
 check("'deep/back' links back" in err, f"a cycle is named, not followed: {err}")
 t = tetrs.open(out)
 for name, a in written.items():
@@ -124,6 +125,15 @@ check("DIMENSION_LIST" not in ds.attrs and "CLASS" not in t["time"].attrs,
       "the dimension-scale machinery is not copied")
 check(tuple(t["time"].dims) == ("time",), "a scale names its own axis")
 check(t["empty"].shape == (0, 3), f"an empty dataset: {t['empty'].shape}")
+# A scalar is one element marked numpy_shape = [], which export gives back 0-d.
+check(t["scalar"].shape == (1,) and t["scalar"].attrs["numpy_shape"] == "[]"
+      and t["scalar"].attrs["units"] == "m", f"a scalar: {t['scalar'].shape} {t['scalar'].attrs}")
+npy = os.path.join(WORK, "scalar.npy")
+r = subprocess.run([TET, "export", out, "--dataset", "scalar", npy, "--force"],
+                   capture_output=True, text=True)
+check(r.returncode == 0, f"export of a scalar: {r.stderr}")
+back = np.load(npy)
+check(back.shape == () and back.dtype == np.float64 and back == 1.5, f"a scalar back 0-d: {back!r}")
 check(not any(n.startswith("deep/back/") for n in t), "the cycle is not walked")
 # The chunking is kept (8 x 5 for the chunked ones), the source's chunk clipped to the shape.
 check(t["types/u1"].chunks == (8, 5), f"chunking kept: {t['types/u1'].chunks}")
@@ -168,8 +178,13 @@ with netCDF4.Dataset(nc, "w", format="NETCDF4") as f:
     v.scale_factor = np.float32(0.1)
     v.add_offset = np.float32(273.15)
     v.units = "K"
+    v.grid_mapping = "crs"
     v.set_auto_maskandscale(False)
     v[:] = packed
+    # A CF grid-mapping variable: a scalar, converted as one element.
+    crs = f.createVariable("crs", "i4")
+    crs.grid_mapping_name = "latitude_longitude"
+    crs.assignValue(3)
     # A dimension without a coordinate variable (libnetcdf stores it as a scale of
     # zeros, which is not a variable).
     f.createVariable("time_bnds", "f8", ("time", "nv"))[:] = [[0, 1], [1, 2], [2, 3]]
@@ -192,6 +207,10 @@ for path, lib in [(nc, "netcdf"), (shutil.copy(nc, os.path.join(WORK, "nc4-as.h5
     check(t["tas"].attrs["scale_factor"] == "0.1" and t["tas"].attrs["_FillValue"] == "-32767",
           f"{lib}: packing attributes kept: {t['tas'].attrs}")
     same(t["obs/count"][...], [1, 2, 3], f"{lib}: group variable")
+    check(t["tas"].attrs["grid_mapping"] == "crs" and t["crs"].shape == (1,)
+          and t["crs"][...][0] == 3 and t["crs"].attrs["numpy_shape"] == "[]"
+          and t["crs"].attrs["grid_mapping_name"] == "latitude_longitude",
+          f"{lib}: the scalar crs: {t['crs'].shape} {t['crs'].attrs}")
     check("nv" not in list(t), f"{lib}: a dimension is not a dataset: {list(t)}")
     check(tuple(t["time_bnds"].dims) == ("time", "nv") and set(t["time_bnds"].coords) == {"time"},
           f"{lib}: bounds {t['time_bnds'].dims} {t['time_bnds'].coords}")

@@ -260,12 +260,18 @@ fn describe(ds: h5::Dataset, name: String, input: &Path) -> Result<Option<Var>, 
         .map(|n| u64::try_from(*n).unwrap_or(u64::MAX))
         .collect();
     ingest::check_rank(input, "dataset", &name, shape.len())?;
+    let (shape, scalar) = ingest::scalar_shape(shape);
     let chunking = ds.chunk().map(|c| {
         c.iter()
             .map(|k| u64::try_from(*k).unwrap_or(1).max(1))
             .collect()
     });
-    let dims = dimensions(&ds, shape.len()).map_err(damaged)?;
+    // A scalar has no axis to name.
+    let dims = if scalar {
+        None
+    } else {
+        dimensions(&ds, shape.len()).map_err(damaged)?
+    };
     let mut attrs = Vec::new();
     let mut packed_as = None;
     let names = ds
@@ -311,6 +317,7 @@ fn describe(ds: h5::Dataset, name: String, input: &Path) -> Result<Option<Var>, 
         packed_as,
         decode: None,
         unsigned: false,
+        scalar,
     };
     ingest::apply_unsigned(&mut a, signed_bits(&t));
     Ok(Some(Var { a, ds, dims }))
@@ -499,6 +506,10 @@ fn read_tile(v: &Var, chunk: &[u64], coords: &[u64]) -> Result<Vec<u8>, String> 
     }
     if ranges.iter().any(|r| r.is_empty()) {
         return Ok(Vec::new());
+    }
+    if v.a.scalar {
+        // Its one element, read whole ([`values`]).
+        ranges.clear();
     }
     if v.a.unsigned {
         // `_Unsigned`: the signed elements read as they are stored (libhdf5 would clamp

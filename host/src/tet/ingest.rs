@@ -198,19 +198,11 @@ pub(crate) fn skip_reason(why: String) -> String {
     }
 }
 
-/// Refuses an array of a rank `.tet` cannot hold (a scalar, or more than
-/// [`tet_core::tet::MAX_NDIM`] axes) as unsupported (exit 16, which `--skip-unsupported`
-/// skips), naming it.
+/// Refuses an array of a rank `.tet` cannot hold (more than [`tet_core::tet::MAX_NDIM`]
+/// axes; a scalar is stored as one element, [`scalar_shape`]) as unsupported (exit 16,
+/// which `--skip-unsupported` skips), naming it.
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
 pub(crate) fn check_rank(input: &Path, what: &str, name: &str, rank: usize) -> Result<(), Fail> {
-    if rank == 0 {
-        return Err(Fail::usage(format!(
-            "{}: {what} '{name}' is a scalar, which .tet cannot hold (a dataset has 1 to {} \
-             axes){SKIP_HINT}",
-            input.display(),
-            tet_core::tet::MAX_NDIM
-        )));
-    }
     if rank > tet_core::tet::MAX_NDIM {
         return Err(Fail::usage(format!(
             "{}: {what} '{name}' has {rank} axes, more than .tet's {}{SKIP_HINT}",
@@ -611,6 +603,26 @@ pub(crate) struct LibArray {
     /// The source's signed integers are stored reinterpreted as unsigned (its
     /// `_Unsigned = "true"`, [`apply_unsigned`]).
     pub unsigned: bool,
+    /// The source is a scalar (rank 0), stored as `shape` `[1]` with the attribute
+    /// [`SCALAR_KEY`] so that `export` gives back a 0-d array ([`scalar_shape`]).
+    pub scalar: bool,
+}
+
+/// The attribute marking a dataset converted from a 0-d array (`"[]"`): `export` writes
+/// it back with shape `()` (`.npy` inputs record it the same way).
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) const SCALAR_KEY: &str = "numpy_shape";
+
+/// The `.tet` shape of a source array of shape `shape`, and whether it is a scalar: a
+/// 0-d array (a CF `crs` grid-mapping variable, a `height` coordinate) is `[1]`, as
+/// `.tet` datasets have 1 to 8 axes.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) fn scalar_shape(shape: Vec<u64>) -> (Vec<u64>, bool) {
+    if shape.is_empty() {
+        (vec![1], true)
+    } else {
+        (shape, false)
+    }
 }
 
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
@@ -783,6 +795,9 @@ pub(crate) fn convert_library<V: LibVar>(
             }
             if let Some(d) = a.numpy_dtype_kept() {
                 e.set_attr("numpy_dtype", d);
+            }
+            if a.scalar {
+                e.set_attr(SCALAR_KEY, "[]");
             }
         });
     }

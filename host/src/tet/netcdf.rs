@@ -151,6 +151,7 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
         .map(|d| u64::try_from(d.len()).unwrap_or(u64::MAX))
         .collect();
     ingest::check_rank(input, "variable", &name, shape.len())?;
+    let (shape, scalar) = ingest::scalar_shape(shape);
     let dims = v.dimensions().iter().map(|d| d.name()).collect();
     let dim_keys = v.dimensions().iter().map(dim_key).collect();
     let chunking = v.chunking().ok().flatten().map(|c| {
@@ -203,6 +204,7 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
         packed_as,
         decode: None,
         unsigned: false,
+        scalar,
     };
     ingest::apply_unsigned(&mut a, signed_bits(&t));
     Ok(Var { a, dims, dim_keys })
@@ -246,7 +248,8 @@ fn axes(vars: &[(String, Var)], m: &mut Metadata) {
         let base = v.a.name.rsplit('/').next().unwrap_or_default();
         v.a.shape.len() == 1 && v.dims.first().is_some_and(|d| d == base)
     };
-    for (prefix, v) in vars {
+    // A scalar has no dimension to name.
+    for (prefix, v) in vars.iter().filter(|(_, v)| !v.dims.is_empty()) {
         m.edit(&v.a.name, |e| {
             e.dim_names = Some(v.dims.clone());
             for (dim, key) in v.dims.iter().zip(&v.dim_keys) {
@@ -380,9 +383,13 @@ fn read_tile(
     if ranges.iter().any(|r| r.is_empty()) {
         return Ok(Vec::new());
     }
-    let raw = var
-        .get_raw_values(ranges.as_slice())
-        .map_err(|e| format!("does not read: {e}"))?;
+    let raw = if v.a.scalar {
+        // Its one element, at no index.
+        var.get_raw_values(..)
+    } else {
+        var.get_raw_values(ranges.as_slice())
+    }
+    .map_err(|e| format!("does not read: {e}"))?;
     let size = match v.a.numpy_dtype {
         Some(_) => 1,
         None => v.a.dtype.size(),
