@@ -685,7 +685,7 @@ const TOO_MANY: &str = "a list .tet can mark with (at most 8 values, 9 with _Fil
 
 /// The values a marker attr's `text` holds: each item of a list (`[-1, -2]`), else the
 /// text itself. Only `missing_value` and `missing_value_list` may be lists.
-pub fn marker_texts(key: &str, text: &str) -> impl Iterator<Item = &str> {
+pub fn marker_texts<'a>(key: &str, text: &'a str) -> impl Iterator<Item = &'a str> {
     let t = text.trim();
     let inner = t
         .strip_prefix('[')
@@ -1204,6 +1204,7 @@ impl core::error::Error for DecodeError {}
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
 
     fn attrs<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a str> + 'a {
         move |k| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| *v)

@@ -165,7 +165,8 @@ pub(crate) fn push_attr(
     let values: Vec<String> = marker_texts(&key, &text).map(str::to_string).collect();
     if values.len() > MAX_MISSING_VALUES {
         return Err(Fail::usage(format!(
-            "{}: {what} '{name}': attribute missing_value holds {} values, more than the              {MAX_MISSING_VALUES} .tet marks missing elements with",
+            "{}: {what} '{name}': attribute missing_value holds {} values, more than the \
+             {MAX_MISSING_VALUES} .tet marks missing elements with",
             input.display(),
             values.len()
         )));
@@ -176,7 +177,9 @@ pub(crate) fn push_attr(
         return Ok(());
     };
     crate::errln!(
-        "tet-host: {}: '{name}': missing_value holds {text}; each value marks missing          elements (the list is kept as missing_value_list, its first value as          missing_value)",
+        "tet-host: {}: '{name}': missing_value holds {text}; each value marks missing \
+         elements (the list is kept as missing_value_list, its first value as \
+         missing_value)",
         input.display()
     );
     attrs.push(("missing_value_list".into(), text));
