@@ -92,7 +92,20 @@ fn write(path: &Path) {
         .unwrap()
         .write_raw(&[1, 2, 3])
         .unwrap();
-    let g = f.create_group("a").unwrap().create_group("b").unwrap();
+    f.new_attr::<h5::types::VarLenUnicode>()
+        .shape(())
+        .create("title")
+        .unwrap()
+        .write_scalar(&text("an HDF5 test file"))
+        .unwrap();
+    let a = f.create_group("a").unwrap();
+    a.new_attr::<i32>()
+        .shape(2)
+        .create("levels")
+        .unwrap()
+        .write_raw(&[7, 8])
+        .unwrap();
+    let g = a.create_group("b").unwrap();
     g.new_dataset_builder()
         .with_data(&ndarray::arr1(&[-3i8, 4, -128]))
         .create("small")
@@ -153,6 +166,15 @@ fn an_hdf5_file_converts_with_its_types_groups_chunks_and_attributes() {
     assert!(text.contains(r#""numpy_dtype":"|i1""#), "{info}");
     assert!(text.contains(r#""from":"hdf5""#), "{info}");
     assert!(text.contains(r#""skipped":"1""#), "{info}");
+    // The root's and the groups' attributes (tet_groups).
+    assert_eq!(
+        j["metadata"]["groups"],
+        serde_json::json!([
+            {"group": "/", "attrs": {"title": "an HDF5 test file"}},
+            {"group": "a", "attrs": {"levels": "[7, 8]"}},
+        ]),
+        "{info}"
+    );
 }
 
 #[test]

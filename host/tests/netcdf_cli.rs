@@ -54,6 +54,9 @@ fn write_nc4(path: &Path) {
     f.add_dimension("lat", 3).unwrap();
     f.add_dimension("lon", 2).unwrap();
     f.add_attribute("title", "a test file").unwrap();
+    f.add_attribute("Conventions", "CF-1.8").unwrap();
+    // A global attribute longer than .tet metadata holds is left out, named.
+    f.add_attribute("history", "x".repeat(1500)).unwrap();
     {
         let mut v = f.add_variable::<f64>("time", &["time"]).unwrap();
         v.put_attribute("units", "hours since 2000-01-01 00:00:00")
@@ -83,6 +86,8 @@ fn write_nc4(path: &Path) {
     }
     {
         let mut g = f.add_group("obs").unwrap();
+        g.add_attribute("network", "alpha").unwrap();
+        g.add_attribute("stations", vec![3i32, 4]).unwrap();
         g.add_dimension("station", 3).unwrap();
         let mut v = g.add_variable::<i8>("flag", &["station"]).unwrap();
         v.put_values(&[-3i8, 0, 7], ..).unwrap();
@@ -109,11 +114,17 @@ fn netcdf4_variables_dims_coords_attrs_and_values() {
     let (c, _, e) = run(&["convert", "m.nc", "m.tet", "--force", "--skip-unsupported"]);
     assert_eq!(c, 0, "{e}");
     assert!(e.contains("skipped:") && e.contains("'label'"), "{e}");
+    assert!(
+        e.contains("group '/': attribute 'history' (1500 bytes) is longer than the 1024 bytes"),
+        "{e}"
+    );
     let (c, o, e) = run(&["verify", "m.tet"]);
     assert_eq!(c, 0, "{o}{e}");
     let (c, o, e) = run(&["info", "m.tet", "--metadata", "--history"]);
     assert_eq!(c, 0, "{e}");
     for want in [
+        // The global and group attributes (tet_groups).
+        "attrs of group /:\n  attr:   title = a test file\n  attr:   Conventions = CF-1.8\nattrs of group obs:\n  attr:   network = alpha\n  attr:   stations = [3, 4]\n",
         "metadata of tas:",
         "  dims:   (time, lat, lon)",
         "  coord:  time (dataset time), 4 value(s), 0.0 .. 18.0",

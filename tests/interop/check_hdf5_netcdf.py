@@ -164,6 +164,8 @@ nc = os.path.join(WORK, "nc4.nc")
 packed = np.array([[[-500, 20], [7, -32767]], [[1200, 3], [-32767, 0]], [[5, 6], [7, 8]]],
                   dtype="i2")
 with netCDF4.Dataset(nc, "w", format="NETCDF4") as f:
+    f.title = "nc4 fixture"
+    f.Conventions = "CF-1.8"
     f.createDimension("time", None)
     f.createDimension("lat", 2)
     f.createDimension("lon", 2)
@@ -189,6 +191,7 @@ with netCDF4.Dataset(nc, "w", format="NETCDF4") as f:
     # zeros, which is not a variable).
     f.createVariable("time_bnds", "f8", ("time", "nv"))[:] = [[0, 1], [1, 2], [2, 3]]
     g = f.createGroup("obs")
+    g.comment = "the obs group"
     g.createVariable("count", "u8", ("time",))[:] = [1, 2, 3]
     b = g.createVariable("flag", "i1", ("lat",))
     b[:] = [-1, 1]
@@ -219,6 +222,11 @@ for path, lib in [(nc, "netcdf"), (shutil.copy(nc, os.path.join(WORK, "nc4-as.h5
     history = json.loads(subprocess.run([TET, "info", "--json", "--history", out],
                                         capture_output=True, text=True).stdout)
     check(lib in json.dumps(history), f"{lib}: the history row names the reader")
+    meta = json.loads(subprocess.run([TET, "info", "--json", "--metadata", out],
+                                     capture_output=True, text=True).stdout)["metadata"]
+    check(meta["groups"] == [{"group": "/", "attrs": {"title": "nc4 fixture", "Conventions": "CF-1.8"}},
+                             {"group": "obs", "attrs": {"comment": "the obs group"}}],
+          f"{lib}: global and group attributes: {meta['groups']}")
     # --unpack: the values netCDF4 itself decodes, as float32 (scale_factor's type).
     out = os.path.join(WORK, f"nc4-{lib}-unpacked.tet")
     convert(path, out, "--unpack")

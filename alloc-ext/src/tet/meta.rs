@@ -72,6 +72,9 @@ pub struct FileInfo {
     pub created_at: Option<String>,
 }
 
+/// The key of the root group in [`Metadata::groups`] (`tet_groups`).
+pub const ROOT_GROUP: &str = "/";
+
 /// The footer metadata's axis layer.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Metadata {
@@ -79,6 +82,11 @@ pub struct Metadata {
     pub file: Option<FileInfo>,
     /// `metadata.datasets`, in file order.
     pub datasets: Vec<(String, DatasetMeta)>,
+    /// `metadata.tet_groups` (ours): the attributes of the source's groups, each keyed by
+    /// its path as the names of its datasets begin (`obs/sub`; [`ROOT_GROUP`] for the
+    /// root, a NetCDF file's global attributes `title`, `Conventions`, `history`), in
+    /// file order. The other implementation ignores the key.
+    pub groups: Vec<(String, Vec<(String, String)>)>,
 }
 
 impl Metadata {
@@ -104,7 +112,17 @@ impl Metadata {
 
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.file.is_none() && self.datasets.iter().all(|(_, d)| d.is_empty())
+        self.file.is_none()
+            && self.datasets.iter().all(|(_, d)| d.is_empty())
+            && self.groups.iter().all(|(_, a)| a.is_empty())
+    }
+
+    /// The attributes of group `path` ([`Metadata::groups`]).
+    pub fn group(&self, path: &str) -> Option<&[(String, String)]> {
+        self.groups
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, a)| a.as_slice())
     }
 
     /// The metadata as the JSON object both implementations read (empty entries left
@@ -132,6 +150,17 @@ impl Metadata {
         }
         if !ds.is_empty() {
             m.insert("datasets".into(), Value::Object(ds));
+        }
+        let mut groups = Map::new();
+        for (path, attrs) in self.groups.iter().filter(|(_, a)| !a.is_empty()) {
+            let a: Map<String, Value> = attrs
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            groups.insert(path.clone(), json!({ "attrs": a }));
+        }
+        if !groups.is_empty() {
+            m.insert("tet_groups".into(), Value::Object(groups));
         }
         m
     }
@@ -410,11 +439,19 @@ struct RawFile {
 }
 
 #[derive(Deserialize)]
+struct RawGroup {
+    #[serde(default)]
+    attrs: Option<Entries<AttrValue, MAX_ATTRS>>,
+}
+
+#[derive(Deserialize)]
 struct RawMeta {
     #[serde(default)]
     file: Option<RawFile>,
     #[serde(default)]
     datasets: Option<Entries<RawDataset, MAX_DATASETS>>,
+    #[serde(default)]
+    tet_groups: Option<Entries<RawGroup, MAX_DATASETS>>,
 }
 
 #[derive(Deserialize)]
@@ -472,7 +509,27 @@ impl From<RawMeta> for Metadata {
                 (name, meta)
             })
             .collect();
-        Metadata { file, datasets }
+        let groups = r
+            .tet_groups
+            .map(|e| e.0)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(path, g)| {
+                let attrs = g
+                    .attrs
+                    .map(|e| e.0)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0))
+                    .collect();
+                (path, attrs)
+            })
+            .collect();
+        Metadata {
+            file,
+            datasets,
+            groups,
+        }
     }
 }
 
@@ -1057,6 +1114,46 @@ mod tests {
         )
         .unwrap();
         assert_eq!(back.dataset("t"), m.dataset("t"));
+    }
+
+    /// Group attributes (`tet_groups`) read back as written, in order; a value that is
+    /// not a string, number or boolean is a shape error.
+    #[test]
+    fn group_attributes_round_trip() {
+        let m = parse(
+            br#"{"datasets":{"t":{"attrs":{"units":"K"}}},"tet_groups":{"/":{"attrs":{"title":"a run","Conventions":"CF-1.8","version":3}},"obs":{"attrs":{"station":"x"}},"empty":{}}}"#,
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            m.group(ROOT_GROUP),
+            Some(
+                &[
+                    ("title".to_string(), "a run".to_string()),
+                    ("Conventions".to_string(), "CF-1.8".to_string()),
+                    ("version".to_string(), "3".to_string()),
+                ][..]
+            )
+        );
+        assert_eq!(
+            m.group("obs"),
+            Some(&[("station".to_string(), "x".to_string())][..])
+        );
+        assert_eq!(m.group("empty"), Some(&[][..]));
+        let j = serde_json::Value::Object(m.to_json()).to_string();
+        assert!(
+            j.contains(r#""tet_groups":{"/":{"attrs":{"title":"a run","Conventions":"CF-1.8","version":"3"}},"obs":{"attrs":{"station":"x"}}}"#),
+            "{j}"
+        );
+        let back = parse(j.as_bytes(), 0).unwrap();
+        assert_eq!(back.group(ROOT_GROUP), m.group(ROOT_GROUP));
+        assert_eq!(back.group("empty"), None);
+        assert!(parse(br#"{"tet_groups":{"/":{"attrs":{"a":[1]}}}}"#, 0).is_err());
+        assert!(!Metadata {
+            groups: vec![("/".into(), vec![("a".into(), "b".into())])],
+            ..Metadata::default()
+        }
+        .is_empty());
     }
 
     #[test]

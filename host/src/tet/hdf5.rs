@@ -14,7 +14,7 @@ use std::path::Path;
 use h5::types::{FixedAscii, FixedUnicode, FloatSize, IntSize, TypeDescriptor, VarLenAscii};
 use h5::types::{VarLenArray, VarLenUnicode};
 use hdf5_metno as h5;
-use tet_alloc::tet::meta::{Coord, Metadata};
+use tet_alloc::tet::meta::{Coord, Metadata, ROOT_GROUP};
 use tet_core::tet::DType;
 
 use crate::tet::convert::{ConvertOptions, LibraryOptions};
@@ -323,15 +323,57 @@ fn describe(ds: h5::Dataset, name: String, input: &Path) -> Result<Option<Var>, 
     Ok(Some(Var { a, ds, dims }))
 }
 
-/// The datasets of `g` and (depth first) of its groups.
+/// What a walk of the file finds.
+#[derive(Default)]
+struct Found {
+    /// The datasets to convert.
+    vars: Vec<Var>,
+    /// Why each skipped one is not converted.
+    skipped: Vec<String>,
+    /// The groups' attributes (the root's as `/`), for `tet_groups`.
+    groups: Vec<ingest::GroupAttrs>,
+}
+
+/// The attributes of group `g` (`path`; `/` for the root, a NetCDF-4 file's global
+/// attributes) as `.tet` attrs hold them, less libnetcdf's own; one of a type attrs
+/// cannot hold is named on standard error and left out.
+fn group_attrs(g: &h5::Group, path: &str, input: &Path) -> Result<Vec<(String, String)>, Fail> {
+    let damaged =
+        |what: String| Fail::damaged(format!("{}: group '{path}': {what}", input.display()));
+    let names = g
+        .attr_names()
+        .map_err(|e| damaged(format!("its attributes do not list: {e}")))?;
+    let mut out = Vec::new();
+    for key in names {
+        if NETCDF_ATTRS.contains(&key.as_str()) || SCALE_ATTRS.contains(&key.as_str()) {
+            continue;
+        }
+        let read = g
+            .attr(&key)
+            .map_err(|e| e.to_string())
+            .and_then(|a| attr_text(&a))
+            .map_err(|e| damaged(format!("attribute '{key}' does not read: {e}")))?;
+        match read {
+            Some(text) => out.push((key, text)),
+            None => crate::errln!(
+                "tet-host: {}: group '{path}': attribute '{key}' is of a type .tet attrs \
+                 cannot hold (a reference or a compound); not kept",
+                input.display()
+            ),
+        }
+    }
+    Ok(out)
+}
+
+/// The datasets of `g` and (depth first) of its groups, and the groups' attributes
+/// (`g`'s own first).
 fn walk(
     g: &h5::Group,
     prefix: &str,
     ancestors: &mut Vec<h5::LocationToken>,
     skip: bool,
     input: &Path,
-    out: &mut Vec<Var>,
-    skipped: &mut Vec<String>,
+    found: &mut Found,
 ) -> Result<(), Fail> {
     // `prefix` ends with a `/` per group walked into.
     if prefix.matches('/').count() > MAX_DEPTH {
@@ -341,6 +383,12 @@ fn walk(
             input.display()
         )));
     }
+    let path = match prefix.strip_suffix('/') {
+        Some(p) => p,
+        None => ROOT_GROUP,
+    };
+    let attrs = group_attrs(g, path, input)?;
+    found.groups.extend(ingest::group_entry(input, path, attrs));
     let names = g.member_names().map_err(|e| {
         Fail::damaged(format!(
             "{}: group '{}' does not list: {e}",
@@ -351,7 +399,7 @@ fn walk(
     // By link name, so a soft link or a second hard link is a dataset of its own name.
     for member in names {
         let path = format!("{prefix}{member}");
-        let found = if let Ok(ds) = g.dataset(&member) {
+        let described = if let Ok(ds) = g.dataset(&member) {
             describe(ds, path, input)
         } else if let Ok(sub) = g.group(&member) {
             // A hard link back to a group above it is a cycle: its datasets are
@@ -366,15 +414,7 @@ fn walk(
                 continue;
             }
             ancestors.extend(token);
-            let walked = walk(
-                &sub,
-                &format!("{path}/"),
-                ancestors,
-                skip,
-                input,
-                out,
-                skipped,
-            );
+            let walked = walk(&sub, &format!("{path}/"), ancestors, skip, input, found);
             if token.is_some() {
                 ancestors.pop();
             }
@@ -388,10 +428,10 @@ fn walk(
                 ingest::SKIP_HINT
             )))
         };
-        match found {
-            Ok(Some(v)) => out.push(v),
+        match described {
+            Ok(Some(v)) => found.vars.push(v),
             Ok(None) => {}
-            Err(Fail(Exit::Usage, why)) if skip => skipped.push(ingest::skip_reason(why)),
+            Err(Fail(Exit::Usage, why)) if skip => found.skipped.push(ingest::skip_reason(why)),
             Err(f) => return Err(f),
         }
     }
@@ -441,8 +481,7 @@ fn convert_inner(
             input.display()
         ))
     })?;
-    let mut vars = Vec::new();
-    let mut skipped = Vec::new();
+    let mut found = Found::default();
     let mut ancestors: Vec<h5::LocationToken> =
         file.loc_info().map(|i| i.token).into_iter().collect();
     walk(
@@ -451,16 +490,20 @@ fn convert_inner(
         &mut ancestors,
         lib.skip_unsupported,
         input,
-        &mut vars,
-        &mut skipped,
+        &mut found,
     )?;
+    let Found {
+        mut vars,
+        skipped,
+        groups,
+    } = found;
     let kind = LibKind {
         from: "hdf5",
         what: "dataset",
         whats: "datasets",
     };
     ingest::convert_library(
-        input, output, o, lib, &kind, &mut vars, &skipped, axes, read_tile,
+        input, output, o, lib, &kind, &mut vars, &skipped, groups, axes, read_tile,
     )
 }
 

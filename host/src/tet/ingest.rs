@@ -348,6 +348,7 @@ pub(crate) fn new_metadata() -> Metadata {
             created_at: Some(super::now_rfc3339()),
         }),
         datasets: Vec::new(),
+        groups: Vec::new(),
     }
 }
 
@@ -637,6 +638,37 @@ impl LibArray {
     }
 }
 
+/// One source group's attributes for the footer's `tet_groups`
+/// ([`tet_alloc::tet::meta::Metadata::groups`]): its path and its attrs.
+pub(crate) type GroupAttrs = (String, Vec<(String, String)>);
+
+/// The entry of group `path` (`/` for the root) of `input` with attributes `attrs`, as
+/// `.tet` metadata holds them: a value over the 1024 bytes a reader takes (a long
+/// `history`) is left out and named on standard error; `None` when none is left.
+pub(crate) fn group_entry(
+    input: &Path,
+    path: &str,
+    attrs: Vec<(String, String)>,
+) -> Option<GroupAttrs> {
+    let limit = tet_alloc::tet::meta::MAX_STRING;
+    let kept: Vec<(String, String)> = attrs
+        .into_iter()
+        .filter(|(k, v)| {
+            let fits = k.len() <= limit && v.len() <= limit && !k.is_empty();
+            if !fits {
+                crate::errln!(
+                    "tet-host: {}: group '{path}': attribute '{k}' ({} bytes) is longer than \
+                     the {limit} bytes .tet metadata holds; not kept",
+                    input.display(),
+                    v.len()
+                );
+            }
+            fits
+        })
+        .collect();
+    (!kept.is_empty()).then(|| (path.to_string(), kept))
+}
+
 /// The attribute by which NetCDF-3, whose classic formats have no unsigned integer types,
 /// says a signed integer variable holds unsigned values (NetCDF's user guide).
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
@@ -726,7 +758,8 @@ pub(crate) struct LibKind {
 }
 
 /// The rest of a NetCDF or HDF5 conversion once the input's arrays are found: `--unpack`,
-/// the skipped list, the chunk plan, the footer metadata (`axes` adds the input's
+/// the skipped list, the chunk plan, the footer metadata (`groups`, the attributes of the
+/// input's groups, [`group_entry`]; `axes` adds the input's
 /// dimension names and coordinates, over the arrays as decoded) and the write, reading each tile with `read(var, chunk, coords)` (in turn:
 /// neither library reads on several threads) and decoding it.
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
@@ -742,6 +775,7 @@ pub(crate) fn convert_library<V: LibVar>(
     kind: &LibKind,
     vars: &mut [V],
     skipped: &[String],
+    groups: Vec<GroupAttrs>,
     axes: impl FnOnce(&[V], &mut Metadata),
     mut read: impl FnMut(&V, &[u64], &[u64]) -> Result<Vec<u8>, String>,
 ) -> Result<(), Fail> {
@@ -789,6 +823,7 @@ pub(crate) fn convert_library<V: LibVar>(
     // The footer metadata: the input's axes (`axes`: dimension names, coordinates), each
     // array's attributes and restored type, then `--dims` and `--attr`.
     let mut m = new_metadata();
+    m.groups = groups;
     axes(vars, &mut m);
     for v in vars {
         let a = v.array();

@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use tet_alloc::tet::meta::{Coord, Metadata};
+use tet_alloc::tet::meta::{Coord, Metadata, ROOT_GROUP};
 use tet_core::tet::DType;
 
 use crate::tet::convert::{ConvertOptions, LibraryOptions};
@@ -240,6 +240,54 @@ fn walk(
     Ok(())
 }
 
+/// The attributes of a group (or, `path` `/`, the file's global attributes) as `.tet`
+/// attrs hold them; an attribute that does not read is the file's damage.
+fn attributes<'g>(
+    attrs: impl Iterator<Item = netcdf::Attribute<'g>>,
+    path: &str,
+    input: &Path,
+) -> Result<Vec<(String, String)>, Fail> {
+    let mut out = Vec::new();
+    for a in attrs {
+        let v = a.value().map_err(|e| {
+            Fail::damaged(format!(
+                "{}: group '{path}': attribute '{}' does not read: {e}",
+                input.display(),
+                a.name()
+            ))
+        })?;
+        out.push((a.name().to_string(), attr_text(&v)));
+    }
+    Ok(out)
+}
+
+/// The attributes of the groups under `g` (`prefix` its path, ending in `/`), depth
+/// first, for `tet_groups`.
+fn group_attributes(
+    g: &netcdf::Group<'_>,
+    prefix: &str,
+    depth: usize,
+    input: &Path,
+    out: &mut Vec<ingest::GroupAttrs>,
+) -> Result<(), Fail> {
+    if depth > MAX_DEPTH {
+        return Ok(());
+    }
+    for sub in g.groups() {
+        let path = format!("{prefix}{}", sub.name());
+        let attrs = attributes(sub.attributes(), &path, input)?;
+        out.extend(ingest::group_entry(input, &path, attrs));
+        group_attributes(
+            &sub,
+            &format!("{path}/"),
+            depth.saturating_add(1),
+            input,
+            out,
+        )?;
+    }
+    Ok(())
+}
+
 /// Each variable's `dim_names` and the coordinate variables of its dimensions (found in
 /// its own group or an enclosing one, CF's scoping), into the footer metadata `m`.
 fn axes(vars: &[(String, Var)], m: &mut Metadata) {
@@ -312,10 +360,18 @@ fn convert_inner(
             Err(f) => return Err(f),
         }
     }
-    if let Ok(groups) = file.groups() {
-        for g in groups {
+    // The global attributes (title, Conventions, history), then each group's.
+    let root = attributes(file.attributes(), ROOT_GROUP, input)?;
+    let mut groups: Vec<ingest::GroupAttrs> = ingest::group_entry(input, ROOT_GROUP, root)
+        .into_iter()
+        .collect();
+    if let Ok(gs) = file.groups() {
+        for g in gs {
             let p = format!("{}/", g.name());
             walk(&g, &p, 1, skip_unsupported, input, &mut vars, &mut skipped)?;
+            let attrs = attributes(g.attributes(), g.name().as_str(), input)?;
+            groups.extend(ingest::group_entry(input, &g.name(), attrs));
+            group_attributes(&g, &p, 1, input, &mut groups)?;
         }
     }
     let kind = LibKind {
@@ -331,6 +387,7 @@ fn convert_inner(
         &kind,
         &mut vars,
         &skipped,
+        groups,
         axes,
         |(_, v), chunk, coords| {
             with_variable(&file, &v.a.name, |var| read_tile(var, v, chunk, coords))

@@ -169,6 +169,8 @@ pub fn transform(path: &Path, bytes: &[u8], out: &Path, o: &TransformOptions) ->
     let mut out_meta = Metadata {
         file: meta.file.clone(),
         datasets: vec![(ds.name().to_string(), dmeta)],
+        // The source's group attributes describe the file the dataset came from.
+        groups: meta.groups.clone(),
     };
     for c in &coord_names {
         if let Some(m) = meta.dataset(c) {
