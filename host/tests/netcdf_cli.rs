@@ -521,6 +521,12 @@ fn scalar_variables_convert_and_export_as_0_d() {
         query("sc.tet", r#"{"dataset": "crs", "sum": []}"#),
         "crs sum = 7\n"
     );
+    // A --dims for the 1-D variables does not name a scalar's one element.
+    let (c, _, e) = run(&["convert", "sc.nc", "sd.tet", "--force", "--dims", "station"]);
+    assert_eq!(c, 0, "{e}");
+    let (_, o, _) = run(&["info", "sd.tet", "--metadata"]);
+    assert!(o.contains("metadata of tas:\n  dims:   (station)"), "{o}");
+    assert!(!o.contains("metadata of crs:\n  dims:"), "{o}");
     for (name, descr, bytes) in [
         ("height", "'<f8'", 2.0f64.to_le_bytes().to_vec()),
         ("crs", "'<i4'", 7i32.to_le_bytes().to_vec()),

@@ -839,9 +839,13 @@ pub(crate) fn convert_library<V: LibVar>(
             }
         });
     }
+    // A scalar has no axis a `--dims` of 1-D arrays names (`--dims NAME:..` still does).
     let ranks: Vec<(&str, usize)> = vars
         .iter()
-        .map(|v| (v.array().name.as_str(), v.array().shape.len()))
+        .map(|v| {
+            let a = v.array();
+            (a.name.as_str(), if a.scalar { 0 } else { a.shape.len() })
+        })
         .collect();
     apply_options(&mut m, &ranks, o, kind.what, "in the file")
         .map_err(|e| Fail::usage(format!("{}: {e}", input.display())))?;
