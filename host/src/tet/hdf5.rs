@@ -5,7 +5,9 @@
 //! attributes its `attrs`. Dimension scales give dimension names: a dataset whose
 //! `DIMENSION_LIST` attaches a scale to an axis has that axis named after the scale
 //! (its `NAME`, else its own name), and the scale, a 1-D numeric dataset converted
-//! beside it, is that axis's coordinate. A chunked dataset keeps its chunk shape unless
+//! beside it, is that axis's coordinate. The root's and the groups' attributes go to the
+//! footer's `tet_groups`; a scalar dataset is one element marked `numpy_shape = []`;
+//! `_Unsigned` applies as for NetCDF. A chunked dataset keeps its chunk shape unless
 //! `--chunk` is given. libhdf5 is serialised by the crate (one call at a time), so tiles
 //! are read in turn and compressed on every core.
 

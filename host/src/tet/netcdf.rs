@@ -7,7 +7,10 @@
 //! coordinate of the variables along that dimension, referenced as a coordinate dataset.
 //! CF packing (`scale_factor`, `add_offset`, `_FillValue`, `missing_value`) is kept as
 //! stored, with its attributes, which the `nan_*` reductions decode (docs/query.md,
-//! "Packed data"). A chunked variable keeps its chunk shape unless `--chunk` is given.
+//! "Packed data"). `_Unsigned = "true"` stores a signed variable's bits as the unsigned
+//! type of their width; a scalar variable is one element marked `numpy_shape = []`; the
+//! global and group attributes go to the footer's `tet_groups`. A chunked variable keeps
+//! its chunk shape unless `--chunk` is given.
 //! Data is read one output tile at a time, so memory is a batch of tiles.
 
 use std::path::Path;
