@@ -707,7 +707,8 @@ fn as_unsigned(text: &str, bits: u32) -> String {
 /// stored bits are kept as the unsigned type of that width (`byte` as `u8`, not widened;
 /// `short` as `u16`), as netCDF4-python and xarray read them, and its missing-value
 /// markers (`_FillValue`, `missing_value`, a list of them) are reinterpreted the same
-/// way; `_Unsigned` leaves `attrs` (the history row counts such arrays). The input's
+/// way, as netCDF4-python does (xarray reinterprets `_FillValue` only); `_Unsigned`
+/// leaves `attrs` (the history row counts such arrays). The input's
 /// tile reader gives the stored bits unchanged when [`LibArray::unsigned`] is set.
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
 pub(crate) fn apply_unsigned(a: &mut LibArray, signed_bits: Option<u32>) {
