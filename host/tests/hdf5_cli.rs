@@ -345,3 +345,58 @@ fn scalar_datasets_convert_and_export_as_0_d() {
         assert_eq!(npy_data(&npy), bytes, "{name}");
     }
 }
+
+/// `_Unsigned = "true"` on a signed dataset (as a NetCDF-4 file read through libhdf5 can
+/// carry it): the stored bits as the unsigned type, read as stored (libhdf5 would clamp a
+/// negative element read as unsigned), the fill reinterpreted.
+#[test]
+fn unsigned_attribute_keeps_the_stored_bits() {
+    let _g = serial();
+    let d = dir();
+    let src = d.join("unsigned.h5");
+    {
+        let f = h5::File::create(&src).unwrap();
+        for (name, fill) in [("b", -1i64), ("s", -2)] {
+            let ds = if name == "b" {
+                f.new_dataset_builder()
+                    .with_data(&ndarray::arr1(&[-1i8, 0, 127, -128]))
+                    .create(name)
+                    .unwrap()
+            } else {
+                f.new_dataset_builder()
+                    .with_data(&ndarray::arr1(&[-2i16, 7, -32768, 32767]))
+                    .create(name)
+                    .unwrap()
+            };
+            ds.new_attr::<h5::types::VarLenUnicode>()
+                .shape(())
+                .create("_Unsigned")
+                .unwrap()
+                .write_scalar(&text("true"))
+                .unwrap();
+            ds.new_attr::<i64>()
+                .shape(())
+                .create("_FillValue")
+                .unwrap()
+                .write_scalar(&fill)
+                .unwrap();
+        }
+    }
+    let s = src.to_str().unwrap();
+    let out = d.join("unsigned.tet");
+    let o = out.to_str().unwrap();
+    let (c, _, e) = run(&["convert", s, o, "--force"]);
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(export(o, "b"), vec![255, 0, 127, 128]);
+    let shorts: Vec<u8> = [65534u16, 7, 32768, 32767]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    assert_eq!(export(o, "s"), shorts);
+    let (_, info, _) = run(&["info", "--json", "--metadata", "--history", o]);
+    let text = info.replace(' ', "");
+    assert!(text.contains(r#""_FillValue":"255""#), "{info}");
+    assert!(text.contains(r#""_FillValue":"65534""#), "{info}");
+    assert!(!text.contains("_Unsigned"), "{info}");
+    assert!(text.contains(r#""unsigned":"2""#), "{info}");
+}
