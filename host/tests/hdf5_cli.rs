@@ -92,7 +92,20 @@ fn write(path: &Path) {
         .unwrap()
         .write_raw(&[1, 2, 3])
         .unwrap();
-    let g = f.create_group("a").unwrap().create_group("b").unwrap();
+    f.new_attr::<h5::types::VarLenUnicode>()
+        .shape(())
+        .create("title")
+        .unwrap()
+        .write_scalar(&text("an HDF5 test file"))
+        .unwrap();
+    let a = f.create_group("a").unwrap();
+    a.new_attr::<i32>()
+        .shape(2)
+        .create("levels")
+        .unwrap()
+        .write_raw(&[7, 8])
+        .unwrap();
+    let g = a.create_group("b").unwrap();
     g.new_dataset_builder()
         .with_data(&ndarray::arr1(&[-3i8, 4, -128]))
         .create("small")
@@ -153,6 +166,15 @@ fn an_hdf5_file_converts_with_its_types_groups_chunks_and_attributes() {
     assert!(text.contains(r#""numpy_dtype":"|i1""#), "{info}");
     assert!(text.contains(r#""from":"hdf5""#), "{info}");
     assert!(text.contains(r#""skipped":"1""#), "{info}");
+    // The root's and the groups' attributes (tet_groups).
+    assert_eq!(
+        j["metadata"]["groups"],
+        serde_json::json!([
+            {"group": "/", "attrs": {"title": "an HDF5 test file"}},
+            {"group": "a", "attrs": {"levels": "[7, 8]"}},
+        ]),
+        "{info}"
+    );
 }
 
 #[test]
@@ -232,4 +254,149 @@ fn bad_hdf5_input_and_options_are_refused() {
     let (c, _, e) = run(&["convert", npy.to_str().unwrap(), o, "--force", "--unpack"]);
     assert_eq!(c, 16, "{e}");
     assert!(e.contains("--unpack is for NetCDF and HDF5 files"), "{e}");
+}
+
+/// Scalar datasets (as h5py writes `np.float64(2.0)`) are stored as one element with
+/// `numpy_shape = []`, keeping their attributes, and `export` gives them back 0-d; a
+/// `grid_mapping` attribute names a dataset that is there.
+#[test]
+fn scalar_datasets_convert_and_export_as_0_d() {
+    let _g = serial();
+    let d = dir();
+    let src = d.join("scalar.h5");
+    {
+        let f = h5::File::create(&src).unwrap();
+        let h = f.new_dataset::<f64>().shape(()).create("height").unwrap();
+        h.write_scalar(&2.0f64).unwrap();
+        h.new_attr::<h5::types::VarLenUnicode>()
+            .shape(())
+            .create("units")
+            .unwrap()
+            .write_scalar(&text("m"))
+            .unwrap();
+        let c = f.new_dataset::<i8>().shape(()).create("crs").unwrap();
+        c.write_scalar(&-5i8).unwrap();
+        c.new_attr::<h5::types::VarLenUnicode>()
+            .shape(())
+            .create("grid_mapping_name")
+            .unwrap()
+            .write_scalar(&text("latitude_longitude"))
+            .unwrap();
+        let t = f
+            .new_dataset_builder()
+            .with_data(&ndarray::arr2(&[[1.5f32, 2.5], [3.5, 4.5]]))
+            .create("t")
+            .unwrap();
+        t.new_attr::<h5::types::VarLenUnicode>()
+            .shape(())
+            .create("grid_mapping")
+            .unwrap()
+            .write_scalar(&text("crs"))
+            .unwrap();
+    }
+    let s = src.to_str().unwrap();
+    let out = d.join("scalar.tet");
+    let o = out.to_str().unwrap();
+    let (c, _, e) = run(&["convert", s, o, "--force"]);
+    assert_eq!(c, 0, "{e}");
+    let (c, v, e) = run(&["verify", o]);
+    assert_eq!(c, 0, "{v}{e}");
+    let (_, info, _) = run(&["info", "--json", "--metadata", o]);
+    let j: serde_json::Value = serde_json::from_str(&info).unwrap();
+    let ds = |n: &str| {
+        j["datasets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == n)
+            .unwrap_or_else(|| panic!("{n} in {info}"))
+            .clone()
+    };
+    assert_eq!(ds("height")["shape"], serde_json::json!([1]), "{info}");
+    assert_eq!(ds("crs")["dtype"], "i16", "{info}");
+    let text = info.replace(' ', "");
+    assert!(text.contains(r#""numpy_shape":"[]""#), "{info}");
+    assert!(
+        text.contains(r#""grid_mapping_name":"latitude_longitude""#),
+        "{info}"
+    );
+    assert!(text.contains(r#""grid_mapping":"crs""#), "{info}");
+    // export: 0-d arrays, the int8 one as int8.
+    for (name, descr, bytes) in [
+        ("height", "'<f8'", 2.0f64.to_le_bytes().to_vec()),
+        ("crs", "'|i1'", vec![0xfb]),
+    ] {
+        let npy = d.join(format!("{name}.npy"));
+        let (c, _, e) = run(&[
+            "export",
+            o,
+            "--dataset",
+            name,
+            npy.to_str().unwrap(),
+            "--force",
+        ]);
+        assert_eq!(c, 0, "{e}");
+        let b = std::fs::read(&npy).unwrap();
+        let head = String::from_utf8_lossy(&b[..100]).to_string();
+        assert!(
+            head.contains("'shape': ()") && head.contains(descr),
+            "{head}"
+        );
+        assert_eq!(npy_data(&npy), bytes, "{name}");
+    }
+}
+
+/// `_Unsigned = "true"` on a signed dataset (as a NetCDF-4 file read through libhdf5 can
+/// carry it): the stored bits as the unsigned type, read as stored (libhdf5 would clamp a
+/// negative element read as unsigned), the fill reinterpreted.
+#[test]
+fn unsigned_attribute_keeps_the_stored_bits() {
+    let _g = serial();
+    let d = dir();
+    let src = d.join("unsigned.h5");
+    {
+        let f = h5::File::create(&src).unwrap();
+        for (name, fill) in [("b", -1i64), ("s", -2)] {
+            let ds = if name == "b" {
+                f.new_dataset_builder()
+                    .with_data(&ndarray::arr1(&[-1i8, 0, 127, -128]))
+                    .create(name)
+                    .unwrap()
+            } else {
+                f.new_dataset_builder()
+                    .with_data(&ndarray::arr1(&[-2i16, 7, -32768, 32767]))
+                    .create(name)
+                    .unwrap()
+            };
+            ds.new_attr::<h5::types::VarLenUnicode>()
+                .shape(())
+                .create("_Unsigned")
+                .unwrap()
+                .write_scalar(&text("true"))
+                .unwrap();
+            ds.new_attr::<i64>()
+                .shape(())
+                .create("_FillValue")
+                .unwrap()
+                .write_scalar(&fill)
+                .unwrap();
+        }
+    }
+    let s = src.to_str().unwrap();
+    let out = d.join("unsigned.tet");
+    let o = out.to_str().unwrap();
+    let (c, _, e) = run(&["convert", s, o, "--force"]);
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(export(o, "b"), vec![255, 0, 127, 128]);
+    let shorts: Vec<u8> = [65534u16, 7, 32768, 32767]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    assert_eq!(export(o, "s"), shorts);
+    let (_, info, _) = run(&["info", "--json", "--metadata", "--history", o]);
+    let text = info.replace(' ', "");
+    assert!(text.contains(r#""_FillValue":"255""#), "{info}");
+    assert!(text.contains(r#""_FillValue":"65534""#), "{info}");
+    assert!(!text.contains("_Unsigned"), "{info}");
+    assert!(text.contains(r#""unsigned":"2""#), "{info}");
 }

@@ -54,6 +54,9 @@ fn write_nc4(path: &Path) {
     f.add_dimension("lat", 3).unwrap();
     f.add_dimension("lon", 2).unwrap();
     f.add_attribute("title", "a test file").unwrap();
+    f.add_attribute("Conventions", "CF-1.8").unwrap();
+    // A global attribute longer than .tet metadata holds is left out, named.
+    f.add_attribute("history", "x".repeat(1500)).unwrap();
     {
         let mut v = f.add_variable::<f64>("time", &["time"]).unwrap();
         v.put_attribute("units", "hours since 2000-01-01 00:00:00")
@@ -83,6 +86,8 @@ fn write_nc4(path: &Path) {
     }
     {
         let mut g = f.add_group("obs").unwrap();
+        g.add_attribute("network", "alpha").unwrap();
+        g.add_attribute("stations", vec![3i32, 4]).unwrap();
         g.add_dimension("station", 3).unwrap();
         let mut v = g.add_variable::<i8>("flag", &["station"]).unwrap();
         v.put_values(&[-3i8, 0, 7], ..).unwrap();
@@ -109,11 +114,17 @@ fn netcdf4_variables_dims_coords_attrs_and_values() {
     let (c, _, e) = run(&["convert", "m.nc", "m.tet", "--force", "--skip-unsupported"]);
     assert_eq!(c, 0, "{e}");
     assert!(e.contains("skipped:") && e.contains("'label'"), "{e}");
+    assert!(
+        e.contains("group '/': attribute 'history' (1500 bytes) is longer than the 1024 bytes"),
+        "{e}"
+    );
     let (c, o, e) = run(&["verify", "m.tet"]);
     assert_eq!(c, 0, "{o}{e}");
     let (c, o, e) = run(&["info", "m.tet", "--metadata", "--history"]);
     assert_eq!(c, 0, "{e}");
     for want in [
+        // The global and group attributes (tet_groups).
+        "attrs of group /:\n  attr:   title = a test file\n  attr:   Conventions = CF-1.8\nattrs of group obs:\n  attr:   network = alpha\n  attr:   stations = [3, 4]\n",
         "metadata of tas:",
         "  dims:   (time, lat, lon)",
         "  coord:  time (dataset time), 4 value(s), 0.0 .. 18.0",
@@ -238,21 +249,30 @@ fn classic_files_and_refusals() {
 }
 
 /// A group's own dimension hides an outer one of its name: the outer coordinate
-/// variable is not its coordinate. A list-valued `missing_value` (CF allows one) keeps
-/// its first value as the marker and the list beside it.
+/// variable is not its coordinate. A list-valued `missing_value` (CF allows one) is kept
+/// as `missing_value_list`, its first value as `missing_value`, and every value marks.
 #[test]
 fn shadowed_dimensions_and_missing_value_lists() {
     let _one = serial();
     let d = dir();
     let path = d.join("s.nc");
+    let values = [5i32, -1, -2, -3, -4, 9];
     {
         let mut f = netcdf::create(&path).unwrap();
         f.add_dimension("x", 3).unwrap();
+        f.add_dimension("n", 6).unwrap();
         let mut v = f.add_variable::<f64>("x", &["x"]).unwrap();
         v.put_values(&[1.0, 2.0, 3.0], ..).unwrap();
-        let mut v = f.add_variable::<i32>("a", &["x"]).unwrap();
-        v.put_attribute("missing_value", vec![-1i32, -2]).unwrap();
-        v.put_values(&[5, -1, -2], ..).unwrap();
+        let mut v = f.add_variable::<i32>("a", &["n"]).unwrap();
+        v.put_attribute("missing_value", vec![-1i32, -2, -3])
+            .unwrap();
+        v.put_values(&values, ..).unwrap();
+        let mut v = f.add_variable::<i16>("p", &["n"]).unwrap();
+        v.put_attribute("missing_value", vec![-1i16, -2, -3])
+            .unwrap();
+        v.put_attribute("_FillValue", 9i16).unwrap();
+        v.put_attribute("scale_factor", 0.5f64).unwrap();
+        v.put_values(&[5i16, -1, -2, -3, -4, 9], ..).unwrap();
         let mut g = f.add_group("g").unwrap();
         g.add_dimension("x", 2).unwrap();
         let mut v = g.add_variable::<f32>("b", &["x"]).unwrap();
@@ -260,19 +280,278 @@ fn shadowed_dimensions_and_missing_value_lists() {
     }
     let (c, _, e) = run(&["convert", "s.nc", "s.tet", "--force"]);
     assert_eq!(c, 0, "{e}");
-    assert!(e.contains("missing_value holds [-1, -2]"), "{e}");
-    let (_, o, _) = run(&["info", "s.tet", "--metadata"]);
     assert!(
-        o.contains("metadata of a:\n  dims:   (x)\n  coord:  x (dataset x)"),
-        "{o}"
+        e.contains("missing_value holds [-1, -2, -3]; each value marks"),
+        "{e}"
     );
+    let (_, o, _) = run(&["info", "s.tet", "--metadata"]);
     let b = &o[o.find("metadata of g/b:").unwrap()..];
     assert!(b.starts_with("metadata of g/b:\n  dims:   (x)\n"), "{o}");
     assert!(!b.contains("coord:"), "{o}");
-    assert!(o.contains("  attr:   missing_value_list = [-1, -2]"), "{o}");
+    assert!(
+        o.contains("  attr:   missing_value_list = [-1, -2, -3]"),
+        "{o}"
+    );
     assert!(o.contains("  attr:   missing_value = -1"), "{o}");
+    let (c, o, e) = run(&["verify", "s.tet"]);
+    assert_eq!(c, 0, "{o}{e}");
+    // NumPy: np.isin(a, [-1, -2, -3]) is true at 3 elements; the rest sum to 10.
     assert_eq!(
         query("s.tet", r#"{"dataset": "a", "null_count": []}"#),
-        "a null_count = 1\n"
+        "a null_count = 3\n"
     );
+    assert_eq!(
+        query("s.tet", r#"{"dataset": "a", "nan_sum": []}"#),
+        "a nan_sum = 10.0\n"
+    );
+    assert_eq!(
+        query("s.tet", r#"{"dataset": "a", "nan_min": []}"#),
+        "a nan_min = -4.0\n"
+    );
+    // With the fill: 4 marked; unpacked, 5 * 0.5 + -4 * 0.5 = 0.5.
+    assert_eq!(
+        query("s.tet", r#"{"dataset": "p", "null_count": []}"#),
+        "p null_count = 4\n"
+    );
+    assert_eq!(
+        query("s.tet", r#"{"dataset": "p", "nan_sum": []}"#),
+        "p nan_sum = 0.5\n"
+    );
+    // --unpack: NaN at every listed value and the fill, as xarray decodes the file.
+    let (c, _, e) = run(&["convert", "s.nc", "su.tet", "--force", "--unpack"]);
+    assert_eq!(c, 0, "{e}");
+    let out = d.join("p.npy");
+    let (c, _, e) = run(&[
+        "export",
+        "su.tet",
+        "--dataset",
+        "p",
+        out.to_str().unwrap(),
+        "--force",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let b = std::fs::read(&out).unwrap();
+    let got: Vec<f64> = b[b.len() - 48..]
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got[0], 2.5);
+    assert!(got[1..4].iter().all(|v| v.is_nan()), "{got:?}");
+    assert_eq!(got[4], -2.0);
+    assert!(got[5].is_nan(), "{got:?}");
+    let (_, o, _) = run(&["info", "su.tet", "--metadata"]);
+    assert!(o.contains("missing_value_list"), "kept in cf_decoded: {o}");
+    assert!(!o.contains("  attr:   missing_value_list"), "{o}");
+}
+
+/// A `missing_value` list longer than `.tet` marks with is refused, naming the file, the
+/// variable and the attribute.
+#[test]
+fn long_missing_value_lists_are_refused() {
+    let _one = serial();
+    let d = dir();
+    let path = d.join("long.nc");
+    {
+        let mut f = netcdf::create(&path).unwrap();
+        f.add_dimension("n", 2).unwrap();
+        let mut v = f.add_variable::<i32>("many", &["n"]).unwrap();
+        v.put_attribute("missing_value", (1..=9).collect::<Vec<i32>>())
+            .unwrap();
+        v.put_values(&[1, 2], ..).unwrap();
+    }
+    let (c, _, e) = run(&["convert", "long.nc", "long.tet", "--force"]);
+    assert_eq!(c, 16, "{e}");
+    assert!(
+        e.contains(
+            "long.nc: variable 'many': attribute missing_value holds 9 values, more than the 8"
+        ),
+        "{e}"
+    );
+    assert!(!d.join("long.tet").exists());
+}
+
+/// NetCDF-3's unsigned bytes and shorts (`_Unsigned = "true"` on a signed variable of a
+/// classic file): stored as `u8`/`u16` with the stored bits, as netCDF4-python and xarray
+/// read them, the fill reinterpreted too (-1 of a byte is 255); `_Unsigned` leaves the
+/// attrs and the history row counts the variables; `--unpack` masks and scales the
+/// unsigned values.
+#[test]
+fn unsigned_attribute_reinterprets_signed_variables() {
+    let _one = serial();
+    let d = dir();
+    let path = d.join("u.nc");
+    let bytes = [-1i8, 0, 1, 127, -128, -2];
+    let shorts = [-1i16, 0, 1000, -32768, 32767, -2];
+    {
+        let mut f = netcdf::create_with(&path, netcdf::Options::CLASSIC).unwrap();
+        f.add_dimension("n", 6).unwrap();
+        let mut v = f.add_variable::<i8>("b", &["n"]).unwrap();
+        v.put_attribute("_Unsigned", "true").unwrap();
+        v.put_attribute("_FillValue", -1i8).unwrap();
+        let mut v = f.add_variable::<i16>("s", &["n"]).unwrap();
+        v.put_attribute("_Unsigned", "true").unwrap();
+        v.put_attribute("missing_value", vec![-2i16, -32768])
+            .unwrap();
+        v.put_attribute("scale_factor", 0.5f32).unwrap();
+        // A signed variable without the attribute stays signed.
+        let mut v = f.add_variable::<i8>("plain", &["n"]).unwrap();
+        v.put_attribute("_FillValue", -1i8).unwrap();
+        f.enddef().unwrap();
+        f.variable_mut("b").unwrap().put_values(&bytes, ..).unwrap();
+        f.variable_mut("s")
+            .unwrap()
+            .put_values(&shorts, ..)
+            .unwrap();
+        f.variable_mut("plain")
+            .unwrap()
+            .put_values(&bytes, ..)
+            .unwrap();
+    }
+    assert_eq!(&std::fs::read(&path).unwrap()[..4], b"CDF\x01");
+    let (c, _, e) = run(&["convert", "u.nc", "u.tet", "--force"]);
+    assert_eq!(c, 0, "{e}");
+    let (c, o, e) = run(&["verify", "u.tet"]);
+    assert_eq!(c, 0, "{o}{e}");
+    let (_, o, _) = run(&["info", "u.tet", "--metadata", "--history"]);
+    assert!(!o.contains("_Unsigned"), "{o}");
+    assert!(o.contains("unsigned=2"), "{o}");
+    let b = &o[o.find("metadata of b:").unwrap()..];
+    assert!(b.contains("  attr:   _FillValue = 255"), "{o}");
+    assert!(
+        o.contains("  attr:   missing_value_list = [65534, 32768]"),
+        "{o}"
+    );
+    assert!(o.contains("  attr:   missing_value = 65534"), "{o}");
+    let p = &o[o.find("metadata of plain:").unwrap()..];
+    assert!(p.contains("  attr:   _FillValue = -1"), "{o}");
+    // The values, through export: NumPy's a.view('u1') and a.view('<u2').
+    let out = d.join("b.npy");
+    let (c, _, e) = run(&[
+        "export",
+        "u.tet",
+        "--dataset",
+        "b",
+        out.to_str().unwrap(),
+        "--force",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let npy = std::fs::read(&out).unwrap();
+    assert!(String::from_utf8_lossy(&npy[..100]).contains("'|u1'"));
+    assert_eq!(&npy[npy.len() - 6..], &[255, 0, 1, 127, 128, 254]);
+    assert_eq!(
+        query("u.tet", r#"{"dataset": "s", "max": []}"#),
+        "s max = 65535\n"
+    );
+    assert_eq!(
+        query("u.tet", r#"{"dataset": "plain", "min": []}"#),
+        "plain min = -128\n"
+    );
+    assert_eq!(
+        query("u.tet", r#"{"dataset": "b", "null_count": []}"#),
+        "b null_count = 1\n"
+    );
+    assert_eq!(
+        query("u.tet", r#"{"dataset": "s", "null_count": []}"#),
+        "s null_count = 2\n"
+    );
+    // --unpack: s = [65535, 0, 1000, NaN, 32767, NaN] * 0.5, as float32.
+    let (c, _, e) = run(&["convert", "u.nc", "uu.tet", "--force", "--unpack"]);
+    assert_eq!(c, 0, "{e}");
+    let out = d.join("s.npy");
+    let (c, _, e) = run(&[
+        "export",
+        "uu.tet",
+        "--dataset",
+        "s",
+        out.to_str().unwrap(),
+        "--force",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let npy = std::fs::read(&out).unwrap();
+    assert!(String::from_utf8_lossy(&npy[..100]).contains("'<f4'"));
+    let got: Vec<f32> = npy[npy.len() - 24..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got[..3], [32767.5, 0.0, 500.0]);
+    assert!(got[3].is_nan() && got[5].is_nan(), "{got:?}");
+    assert_eq!(got[4], 16383.5);
+}
+
+/// Scalar variables (a CF `crs` grid-mapping variable, a `height` coordinate) are stored
+/// as one element with `numpy_shape = []`, keeping their attributes (the `grid_mapping`
+/// of a variable names a dataset that is there), and `export` gives them back 0-d.
+#[test]
+fn scalar_variables_convert_and_export_as_0_d() {
+    let _one = serial();
+    let d = dir();
+    let path = d.join("sc.nc");
+    {
+        let mut f = netcdf::create(&path).unwrap();
+        f.add_dimension("x", 2).unwrap();
+        let mut v = f.add_variable::<i32>("crs", &[]).unwrap();
+        v.put_attribute("grid_mapping_name", "latitude_longitude")
+            .unwrap();
+        v.put_attribute("semi_major_axis", 6378137.0f64).unwrap();
+        v.put_value(7i32, ..).unwrap();
+        let mut v = f.add_variable::<f64>("height", &[]).unwrap();
+        v.put_attribute("units", "m").unwrap();
+        v.put_value(2.0f64, ..).unwrap();
+        let mut v = f.add_variable::<f32>("tas", &["x"]).unwrap();
+        v.put_attribute("grid_mapping", "crs").unwrap();
+        v.put_attribute("coordinates", "height").unwrap();
+        v.put_values(&[280.5f32, 281.0], ..).unwrap();
+    }
+    let (c, _, e) = run(&["convert", "sc.nc", "sc.tet", "--force"]);
+    assert_eq!(c, 0, "{e}");
+    let (c, o, e) = run(&["verify", "sc.tet"]);
+    assert_eq!(c, 0, "{o}{e}");
+    let (_, o, _) = run(&["info", "sc.tet", "--metadata"]);
+    let crs = &o[o.find("metadata of crs:").unwrap()..];
+    assert!(!crs.starts_with("metadata of crs:\n  dims:"), "{o}");
+    for want in [
+        "  attr:   grid_mapping_name = latitude_longitude",
+        "  attr:   semi_major_axis = 6378137",
+        "  attr:   numpy_shape = []",
+    ] {
+        assert!(crs.contains(want), "missing {want:?} in\n{o}");
+    }
+    assert!(o.contains("  attr:   grid_mapping = crs"), "{o}");
+    assert_eq!(
+        query("sc.tet", r#"{"dataset": "crs", "sum": []}"#),
+        "crs sum = 7\n"
+    );
+    // A --dims for the 1-D variables does not name a scalar's one element.
+    let (c, _, e) = run(&["convert", "sc.nc", "sd.tet", "--force", "--dims", "station"]);
+    assert_eq!(c, 0, "{e}");
+    let (_, o, _) = run(&["info", "sd.tet", "--metadata"]);
+    assert!(o.contains("metadata of tas:\n  dims:   (station)"), "{o}");
+    assert!(!o.contains("metadata of crs:\n  dims:"), "{o}");
+    for (name, descr, bytes) in [
+        ("height", "'<f8'", 2.0f64.to_le_bytes().to_vec()),
+        ("crs", "'<i4'", 7i32.to_le_bytes().to_vec()),
+    ] {
+        let npy = d.join(format!("{name}.npy"));
+        let (c, _, e) = run(&[
+            "export",
+            "sc.tet",
+            "--dataset",
+            name,
+            npy.to_str().unwrap(),
+            "--force",
+        ]);
+        assert_eq!(c, 0, "{e}");
+        let b = std::fs::read(&npy).unwrap();
+        let head = String::from_utf8_lossy(&b[..100]).to_string();
+        assert!(
+            head.contains("'shape': ()") && head.contains(descr),
+            "{head}"
+        );
+        assert_eq!(&b[b.len() - bytes.len()..], &bytes[..], "{name}");
+        assert_eq!(
+            b.len() % 64,
+            bytes.len() % 64,
+            "{name}: nothing after the one element"
+        );
+    }
 }

@@ -766,3 +766,80 @@ fn frames_failing_the_check_are_re_encoded_or_refused() {
         assert!(!tet.exists(), "{tag}");
     }
 }
+
+/// Group attributes (the store's root and its groups) are kept in the footer
+/// (`tet_groups`), shown by `info --metadata`, and written back by `export`, each value
+/// of the JSON type it was; `--array` keeps the root's and those of the groups it holds.
+#[test]
+fn group_attributes_are_kept_and_written_back() {
+    let d = dir("groups");
+    let store = d.join("g.zarr");
+    copy_array("nested", &store.join("nested"));
+    copy_array("small", &store.join("small"));
+    let root = serde_json::json!({
+        "zarr_format": 3,
+        "node_type": "group",
+        "attributes": {"title": "a store", "Conventions": "CF-1.8", "version": 3, "flags": [1, 2]},
+    });
+    std::fs::write(store.join("zarr.json"), root.to_string()).unwrap();
+    let nested = serde_json::json!({
+        "zarr_format": 3,
+        "node_type": "group",
+        "attributes": {"station": "x", "depth": 2.5},
+    });
+    std::fs::write(store.join("nested/zarr.json"), nested.to_string()).unwrap();
+    let tet = d.join("g.tet");
+    let (code, err) = run(
+        &d,
+        &["convert", store.to_str().unwrap(), tet.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (c, o, e) = common::run(&["verify", tet.to_str().unwrap()], &d);
+    assert_eq!(c, 0, "{}{e}", String::from_utf8_lossy(&o));
+    let (_, o, _) = common::run(&["info", "--metadata", tet.to_str().unwrap()], &d);
+    let info = String::from_utf8(o).unwrap();
+    for want in [
+        "attrs of group /:\n  attr:   title = a store\n  attr:   Conventions = CF-1.8\n  attr:   version = 3\n  attr:   flags = [1,2]\n",
+        "attrs of group nested:\n  attr:   station = x\n  attr:   depth = 2.5\n",
+    ] {
+        assert!(info.contains(want), "missing {want:?} in\n{info}");
+    }
+    // Back to Zarr: the same attributes, of the same JSON types.
+    let back = d.join("back.zarr");
+    let (code, err) = run(
+        &d,
+        &["export", tet.to_str().unwrap(), back.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    let read = |p: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p.join("zarr.json")).unwrap()).unwrap()
+    };
+    assert_eq!(read(&back)["attributes"], root["attributes"]);
+    assert_eq!(
+        read(&back.join("nested"))["attributes"],
+        nested["attributes"]
+    );
+    assert_eq!(
+        read(&back.join("nested/deeper"))["attributes"],
+        serde_json::json!({})
+    );
+    // --array small: the root's attributes, not the other group's.
+    let one = d.join("one.tet");
+    let (code, err) = run(
+        &d,
+        &[
+            "convert",
+            store.to_str().unwrap(),
+            one.to_str().unwrap(),
+            "--array",
+            "small",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (_, o, _) = common::run(&["info", "--metadata", "--json", one.to_str().unwrap()], &d);
+    let j: serde_json::Value = serde_json::from_slice(&o).unwrap();
+    let groups = &j["metadata"]["groups"];
+    assert_eq!(groups.as_array().unwrap().len(), 1, "{j}");
+    assert_eq!(groups[0]["group"], "/");
+    assert_eq!(groups[0]["attrs"]["title"], "a store");
+}

@@ -15,6 +15,7 @@ import sys
 import h5py
 import netCDF4
 import numpy as np
+import xarray as xr
 
 import tetrs
 
@@ -89,7 +90,8 @@ with h5py.File(h5, "w") as f:
     written["deep/er/temp"] = temp[...]
     written["time"], written["lat"] = time[...], lat[...]
     f.create_dataset("labels", data=np.array([b"x", b"y"]))
-    f.create_dataset("scalar", data=np.float64(1.5))
+    sc = f.create_dataset("scalar", data=np.float64(1.5))
+    sc.attrs["units"] = "m"
     # A soft link is a dataset of its own name; a dangling one is skipped; an empty
     # dataset converts with no chunks; a hard link back to the root is not followed.
     f["alias"] = h5py.SoftLink("/lat")
@@ -102,8 +104,8 @@ out = os.path.join(WORK, "h5py.tet")
 err = convert(h5, out, code=16)
 check("dangling" in err and "neither a dataset nor a group" in err, f"the first unsupported entry is named: {err}")
 err = convert(h5, out, "--skip-unsupported")
-check("skipped" in err and "labels" in err and "scalar" in err and "dangling" in err,
-      f"the skips are listed: {err}")
+check("skipped" in err and "labels" in err and "dangling" in err and "scalar" not in err,
+      f"the skips are listed (a scalar converts): {err}")
 check("'deep/back' links back" in err, f"a cycle is named, not followed: {err}")
 t = tetrs.open(out)
 for name, a in written.items():
@@ -123,6 +125,15 @@ check("DIMENSION_LIST" not in ds.attrs and "CLASS" not in t["time"].attrs,
       "the dimension-scale machinery is not copied")
 check(tuple(t["time"].dims) == ("time",), "a scale names its own axis")
 check(t["empty"].shape == (0, 3), f"an empty dataset: {t['empty'].shape}")
+# A scalar is one element marked numpy_shape = [], which export gives back 0-d.
+check(t["scalar"].shape == (1,) and t["scalar"].attrs["numpy_shape"] == "[]"
+      and t["scalar"].attrs["units"] == "m", f"a scalar: {t['scalar'].shape} {t['scalar'].attrs}")
+npy = os.path.join(WORK, "scalar.npy")
+r = subprocess.run([TET, "export", out, "--dataset", "scalar", npy, "--force"],
+                   capture_output=True, text=True)
+check(r.returncode == 0, f"export of a scalar: {r.stderr}")
+back = np.load(npy)
+check(back.shape == () and back.dtype == np.float64 and back == 1.5, f"a scalar back 0-d: {back!r}")
 check(not any(n.startswith("deep/back/") for n in t), "the cycle is not walked")
 # The chunking is kept (8 x 5 for the chunked ones), the source's chunk clipped to the shape.
 check(t["types/u1"].chunks == (8, 5), f"chunking kept: {t['types/u1'].chunks}")
@@ -153,6 +164,8 @@ nc = os.path.join(WORK, "nc4.nc")
 packed = np.array([[[-500, 20], [7, -32767]], [[1200, 3], [-32767, 0]], [[5, 6], [7, 8]]],
                   dtype="i2")
 with netCDF4.Dataset(nc, "w", format="NETCDF4") as f:
+    f.title = "nc4 fixture"
+    f.Conventions = "CF-1.8"
     f.createDimension("time", None)
     f.createDimension("lat", 2)
     f.createDimension("lon", 2)
@@ -167,12 +180,18 @@ with netCDF4.Dataset(nc, "w", format="NETCDF4") as f:
     v.scale_factor = np.float32(0.1)
     v.add_offset = np.float32(273.15)
     v.units = "K"
+    v.grid_mapping = "crs"
     v.set_auto_maskandscale(False)
     v[:] = packed
+    # A CF grid-mapping variable: a scalar, converted as one element.
+    crs = f.createVariable("crs", "i4")
+    crs.grid_mapping_name = "latitude_longitude"
+    crs.assignValue(3)
     # A dimension without a coordinate variable (libnetcdf stores it as a scale of
     # zeros, which is not a variable).
     f.createVariable("time_bnds", "f8", ("time", "nv"))[:] = [[0, 1], [1, 2], [2, 3]]
     g = f.createGroup("obs")
+    g.comment = "the obs group"
     g.createVariable("count", "u8", ("time",))[:] = [1, 2, 3]
     b = g.createVariable("flag", "i1", ("lat",))
     b[:] = [-1, 1]
@@ -191,6 +210,10 @@ for path, lib in [(nc, "netcdf"), (shutil.copy(nc, os.path.join(WORK, "nc4-as.h5
     check(t["tas"].attrs["scale_factor"] == "0.1" and t["tas"].attrs["_FillValue"] == "-32767",
           f"{lib}: packing attributes kept: {t['tas'].attrs}")
     same(t["obs/count"][...], [1, 2, 3], f"{lib}: group variable")
+    check(t["tas"].attrs["grid_mapping"] == "crs" and t["crs"].shape == (1,)
+          and t["crs"][...][0] == 3 and t["crs"].attrs["numpy_shape"] == "[]"
+          and t["crs"].attrs["grid_mapping_name"] == "latitude_longitude",
+          f"{lib}: the scalar crs: {t['crs'].shape} {t['crs'].attrs}")
     check("nv" not in list(t), f"{lib}: a dimension is not a dataset: {list(t)}")
     check(tuple(t["time_bnds"].dims) == ("time", "nv") and set(t["time_bnds"].coords) == {"time"},
           f"{lib}: bounds {t['time_bnds'].dims} {t['time_bnds'].coords}")
@@ -199,6 +222,11 @@ for path, lib in [(nc, "netcdf"), (shutil.copy(nc, os.path.join(WORK, "nc4-as.h5
     history = json.loads(subprocess.run([TET, "info", "--json", "--history", out],
                                         capture_output=True, text=True).stdout)
     check(lib in json.dumps(history), f"{lib}: the history row names the reader")
+    meta = json.loads(subprocess.run([TET, "info", "--json", "--metadata", out],
+                                     capture_output=True, text=True).stdout)["metadata"]
+    check(meta["groups"] == [{"group": "/", "attrs": {"title": "nc4 fixture", "Conventions": "CF-1.8"}},
+                             {"group": "obs", "attrs": {"comment": "the obs group"}}],
+          f"{lib}: global and group attributes: {meta['groups']}")
     # --unpack: the values netCDF4 itself decodes, as float32 (scale_factor's type).
     out = os.path.join(WORK, f"nc4-{lib}-unpacked.tet")
     convert(path, out, "--unpack")
@@ -209,6 +237,86 @@ for path, lib in [(nc, "netcdf"), (shutil.copy(nc, os.path.join(WORK, "nc4-as.h5
           and np.array_equal(np.isnan(got), np.isnan(decoded)), f"{lib}: --unpack values")
     check("scale_factor" not in t["tas"].attrs and "cf_decoded" in t["tas"].attrs,
           f"{lib}: decoded attributes set aside: {t['tas'].attrs}")
+
+# A missing_value list (CF allows one): every value marks, as xarray masks them, kept
+# as stored (null_count counts them) and decoded by --unpack as xarray decodes the file.
+mvl = os.path.join(WORK, "mvlist.nc")
+stored = np.array([5, -1, -2, -3, -4, 7, -32767, 2], dtype="i2")
+with netCDF4.Dataset(mvl, "w", format="NETCDF4") as f:
+    f.createDimension("n", stored.size)
+    v = f.createVariable("q", "i2", ("n",), fill_value=np.int16(-32767))
+    v.missing_value = np.array([-1, -2, -3], dtype="i2")
+    v.scale_factor = np.float32(0.5)
+    v.set_auto_maskandscale(False)
+    v[:] = stored
+with xr.open_dataset(mvl, engine="netcdf4") as xd:
+    xq = xd["q"].values
+check(np.array_equal(np.isnan(xq), np.isin(stored, [-1, -2, -3, -32767])),
+      f"xarray masks every listed value: {xq}")
+out = os.path.join(WORK, "mvlist.tet")
+err = convert(mvl, out)
+check("missing_value holds [-1, -2, -3]" in err, f"the list is said: {err}")
+t = tetrs.open(out)
+same(t["q"][...], stored, "missing_value list: values as stored")
+check(t["q"].attrs["missing_value_list"] == "[-1, -2, -3]" and t["q"].attrs["missing_value"] == "-1",
+      f"missing_value list kept: {t['q'].attrs}")
+for q, want in [("null_count", "4"), ("nan_sum", repr(float(np.nansum(xq.astype("f8")))))]:
+    r = subprocess.run([TET, "query", "-t", out, json.dumps({"dataset": "q", q: []}), "-q"],
+                       capture_output=True, text=True)
+    check(r.stdout == f"q {q} = {want}\n", f"missing_value list {q}: {r.stdout!r} {r.stderr}")
+out = os.path.join(WORK, "mvlist-unpacked.tet")
+convert(mvl, out, "--unpack")
+got = tetrs.open(out)["q"][...]
+check(got.dtype == xq.dtype and np.array_equal(got, xq, equal_nan=True),
+      f"missing_value list --unpack: {got} against xarray's {xq}")
+
+# NetCDF-3's unsigned bytes and shorts (_Unsigned = "true" on a signed variable of a
+# classic file): stored as their unsigned view, as netCDF4-python reads them (its auto
+# scale on, its mask off), the markers reinterpreted; --unpack as netCDF4-python
+# decodes the file, and as xarray for the byte (xarray reinterprets _FillValue but
+# compares missing_value as the signed value, which an unsigned element never equals).
+uns = os.path.join(WORK, "unsigned.nc")
+ub = np.array([-1, 0, 1, 127, -128, -2], dtype="i1")
+us = np.array([-1, 0, 1000, -32768, 32767, -2], dtype="i2")
+with netCDF4.Dataset(uns, "w", format="NETCDF3_CLASSIC") as f:
+    f.createDimension("n", ub.size)
+    v = f.createVariable("b", "i1", ("n",), fill_value=np.int8(-1))
+    v._Unsigned = "true"
+    v.set_auto_maskandscale(False)
+    v[:] = ub
+    v = f.createVariable("s", "i2", ("n",))
+    v._Unsigned = "true"
+    v.missing_value = np.int16(-2)
+    v.scale_factor = np.float32(0.25)
+    v.add_offset = np.float32(1)
+    v.set_auto_maskandscale(False)
+    v[:] = us
+with netCDF4.Dataset(uns) as f:
+    decoded_s = f["s"][:].astype("f4").filled(np.nan)
+    f.set_auto_mask(False)
+    nb, ns = f["b"][:], f["s"][:]
+with xr.open_dataset(uns, engine="netcdf4") as xd:
+    xb, xs = xd["b"].values, xd["s"].values
+check(nb.dtype == np.uint8 and np.array_equal(nb, ub.view("u1")), f"netCDF4 reads unsigned: {nb}")
+out = os.path.join(WORK, "unsigned.tet")
+convert(uns, out)
+t = tetrs.open(out)
+check(t["b"].dtype == np.uint8 and np.array_equal(t["b"][...], ub.view("u1")),
+      f"_Unsigned byte: {t['b'][...]} against {ub.view('u1')}")
+check(t["s"].dtype == np.uint16 and np.array_equal(t["s"][...], us.view("u2")),
+      f"_Unsigned short: {t['s'][...]}")
+check(np.array_equal(t["s"][...], np.asarray(ns * 4 - 4).round().astype("u2")),
+      "_Unsigned short against netCDF4's scaled view")
+check("_Unsigned" not in t["b"].attrs and t["b"].attrs["_FillValue"] == "255"
+      and t["s"].attrs["missing_value"] == "65534", f"_Unsigned attrs: {t['b'].attrs} {t['s'].attrs}")
+out = os.path.join(WORK, "unsigned-unpacked.tet")
+convert(uns, out, "--unpack")
+t = tetrs.open(out)
+for name, want, whose in [("b", xb, "xarray"), ("s", decoded_s, "netCDF4")]:
+    got = t[name][...]
+    check(got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True),
+          f"_Unsigned {name} --unpack: {got} against {whose}'s {want}")
+check(np.isnan(got[5]) and not np.isnan(xs[5]), "xarray leaves a reinterpreted missing_value unmasked")
 
 classic = os.path.join(WORK, "classic.nc")
 with netCDF4.Dataset(classic, "w", format="NETCDF3_64BIT_OFFSET") as f:

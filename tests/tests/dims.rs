@@ -514,6 +514,68 @@ fn integer_markers_mask_in_f64() {
     }
 }
 
+/// Every value of a `missing_value` list marks (xarray masks them all): a Zarr-style
+/// JSON list in `missing_value`, and the `missing_value_list` `convert` keeps beside a
+/// NetCDF list's first value, with `_FillValue` too.
+#[test]
+fn missing_value_lists_mark_with_every_value() {
+    let shape = [6u64];
+    let values: [i32; 6] = [5, -1, -2, -3, 7, 100];
+    for (key, list) in [
+        ("missing_value", "[-1, -2, -3]"),
+        ("missing_value_list", "[-1, -2, -3]"),
+    ] {
+        let specs = [DatasetSpec {
+            name: "a",
+            dtype: DType::I32,
+            shape: &shape,
+            chunk_shape: &[4],
+        }];
+        let mut w = Writer::new(Vec::new(), &specs).unwrap();
+        let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        w.write_array(DatasetId(0), &data, Codec::Raw).unwrap();
+        let mut m = Metadata::default();
+        m.edit("a", |d| {
+            d.set_attr(key, list);
+            d.set_attr("_FillValue", "100");
+            if key == "missing_value_list" {
+                d.set_attr("missing_value", "-1");
+            }
+        });
+        let bytes = w
+            .finish(Some(&FooterSpec {
+                history: Vec::new(),
+                metadata: Some(serde_json::Value::Object(m.to_json()).to_string()),
+            }))
+            .unwrap();
+        let file = TetFile::open(&bytes).unwrap();
+        assert!(meta::findings(&file).is_empty(), "{key}");
+        let v = |q: &str| format!("{:?}", answer(&bytes, q).unwrap().1.values);
+        // NumPy: np.isin(a, [100, -1, -2, -3]).sum() == 4; the others sum to 12.
+        assert_eq!(
+            v(r#"{"dataset": "a", "null_count": []}"#),
+            "[U64(4)]",
+            "{key}"
+        );
+        assert_eq!(
+            v(r#"{"dataset": "a", "nan_sum": []}"#),
+            "[F64(12.0)]",
+            "{key}"
+        );
+        assert_eq!(
+            v(r#"{"dataset": "a", "nan_min": []}"#),
+            "[F64(5.0)]",
+            "{key}"
+        );
+        assert_eq!(
+            v(r#"{"dataset": "a", "nan_count": []}"#),
+            "[U64(4)]",
+            "{key}"
+        );
+        assert_eq!(v(r#"{"dataset": "a", "sum": []}"#), "[I64(106)]", "{key}");
+    }
+}
+
 /// `tests/tests/data/peer/session_dims.tet`, written by the other implementation's
 /// session writer (tests/interop/make_peer_dims_fixture.sh): `temperature` (f32 4×3,
 /// chunks 2×3) holds 1.5·i with -9999 at flat indices 4 and 9, `dim_names` (time,

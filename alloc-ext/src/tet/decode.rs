@@ -406,6 +406,12 @@ impl Marker {
         })
     }
 
+    /// Whether `m` marks the same elements (NaN is one marker, however written).
+    fn same(&self, m: Marker) -> bool {
+        let float = self.float == m.float || (self.float.is_nan() && m.float.is_nan());
+        float && self.int == m.int
+    }
+
     fn is_float(&self, v: f64) -> bool {
         if self.float.is_nan() {
             v.is_nan()
@@ -434,36 +440,81 @@ impl Marker {
     }
 }
 
-/// The missing-value markers of a dataset: one, or two when its attrs give both
-/// `_FillValue` and `missing_value` (CF: either marks an element missing).
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// The most values a `missing_value` list may hold (CF allows a list; xarray masks with
+/// every value of it). With `_FillValue`, a dataset marks with at most [`MAX_MARKERS`]
+/// values.
+pub const MAX_MISSING_VALUES: usize = 8;
+
+/// The most markers [`Markers`] holds: `_FillValue` and a `missing_value` list of
+/// [`MAX_MISSING_VALUES`].
+pub const MAX_MARKERS: usize = MAX_MISSING_VALUES + 1;
+
+/// The slot value of an unused [`Markers`] entry.
+const NO_MARKER: Marker = Marker {
+    float: 0.0,
+    int: None,
+};
+
+/// The missing-value markers of a dataset: `_FillValue`, `missing_value` and every value
+/// of a `missing_value` list (CF: each marks an element missing), at most
+/// [`MAX_MARKERS`], each once. A small fixed array, so it is `Copy` and the fold loops
+/// look through a few values in place.
+#[derive(Clone, Copy, Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Markers {
-    first: Marker,
-    second: Option<Marker>,
+    /// The markers, the first `len` in use, in the order the attrs give them.
+    slots: [Marker; MAX_MARKERS],
+    /// How many slots are in use (at least 1).
+    len: u8,
+}
+
+impl PartialEq for Markers {
+    fn eq(&self, other: &Markers) -> bool {
+        self.live() == other.live()
+    }
 }
 
 impl From<Marker> for Markers {
     fn from(m: Marker) -> Markers {
-        Markers {
-            first: m,
-            second: None,
+        let mut slots = [NO_MARKER; MAX_MARKERS];
+        if let Some(s) = slots.first_mut() {
+            *s = m;
         }
+        Markers { slots, len: 1 }
     }
 }
 
 impl Markers {
-    /// `first`, and `second` when there is one and it differs.
-    pub fn new(first: Marker, second: Option<Marker>) -> Markers {
-        Markers {
-            first,
-            second: second.filter(|s| *s != first),
+    /// These markers and `m` (unchanged when `m` is one of them already); `None` when
+    /// [`MAX_MARKERS`] are held and `m` is another.
+    pub fn with(mut self, m: Marker) -> Option<Markers> {
+        if self.iter().any(|have| have.same(m)) {
+            return Some(self);
         }
+        let slot = self.slots.get_mut(usize::from(self.len))?;
+        *slot = m;
+        self.len = self.len.saturating_add(1);
+        Some(self)
+    }
+
+    /// The markers in use.
+    fn live(&self) -> &[Marker] {
+        self.slots.get(..usize::from(self.len)).unwrap_or_default()
+    }
+
+    /// How many markers there are (1 to [`MAX_MARKERS`]).
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Whether there are none (never, as built: kept for the `len` convention).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// The markers, first first.
     pub fn iter(&self) -> impl Iterator<Item = Marker> + '_ {
-        core::iter::once(self.first).chain(self.second)
+        self.live().iter().copied()
     }
 
     /// Whether every marker is NaN (a float dataset's NaNs are missing already).
@@ -471,19 +522,19 @@ impl Markers {
         self.iter().all(|m| m.float.is_nan())
     }
 
-    fn in_precision(self, dtype: DType) -> Markers {
-        Markers {
-            first: self.first.in_precision(dtype),
-            second: self.second.map(|m| m.in_precision(dtype)),
+    fn in_precision(mut self, dtype: DType) -> Markers {
+        for m in self.slots.iter_mut() {
+            *m = m.in_precision(dtype);
         }
+        self
     }
 
     fn hit_float(&self, v: f64) -> bool {
-        self.first.is_float(v) || self.second.is_some_and(|m| m.is_float(v))
+        self.live().iter().any(|m| m.is_float(v))
     }
 
     fn hit_int(&self, v: i128) -> bool {
-        self.first.is_int(v) || self.second.is_some_and(|m| m.is_int(v))
+        self.live().iter().any(|m| m.is_int(v))
     }
 }
 
@@ -623,22 +674,64 @@ impl fmt::Display for CfError {
     }
 }
 
-/// The missing-value markers of a dataset whose attrs are `attr`: `_FillValue` and
-/// `missing_value` both mark (CF), either alone too; `None` when it has neither.
+/// The attrs whose values mark missing elements, in the order [`cf_markers`] reads them:
+/// `_FillValue` (one number), `missing_value` (one number, or a list, as a Zarr store's
+/// attributes give it) and `missing_value_list` (the list a NetCDF or HDF5
+/// `missing_value` held, which `convert` keeps beside its first value).
+pub const MARKER_KEYS: [&str; 3] = ["_FillValue", "missing_value", "missing_value_list"];
+
+/// What [`CfError::must_be`] says of a list longer than [`Markers`] holds.
+const TOO_MANY: &str = "a list .tet can mark with (at most 8 values, 9 with _FillValue)";
+
+/// The values a marker attr's `text` holds: each item of a list (`[-1, -2]`), else the
+/// text itself. Only `missing_value` and `missing_value_list` may be lists.
+pub fn marker_texts<'a>(key: &str, text: &'a str) -> impl Iterator<Item = &'a str> {
+    let t = text.trim();
+    let inner = t
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .filter(|_| key != "_FillValue");
+    let one = match inner {
+        Some(_) => None,
+        None => Some(t),
+    };
+    inner
+        .into_iter()
+        .flat_map(|i| i.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .chain(one)
+}
+
+/// The missing-value markers of a dataset whose attrs are `attr`: every value of
+/// [`MARKER_KEYS`] marks (CF: `_FillValue` and each `missing_value`), each once; `None`
+/// when it has none. A list of more values than [`Markers`] holds is refused, naming the
+/// attr.
 pub fn cf_markers<'a>(attr: impl Fn(&str) -> Option<&'a str>) -> Result<Option<Markers>, CfError> {
-    let mut found = Vec::new();
-    for key in ["_FillValue", "missing_value"] {
-        if let Some(text) = attr(key) {
-            let m = Marker::parse(text).ok_or_else(|| CfError {
+    let mut markers: Option<Markers> = None;
+    for key in MARKER_KEYS {
+        let Some(text) = attr(key) else { continue };
+        for item in marker_texts(key, text) {
+            let m = Marker::parse(item).ok_or_else(|| CfError {
                 key,
                 text: text.into(),
-                must_be: "a number",
+                must_be: if key == "_FillValue" {
+                    "a number"
+                } else {
+                    "a number or a list of numbers"
+                },
             })?;
-            found.push(m);
+            markers = Some(match markers {
+                None => Markers::from(m),
+                Some(have) => have.with(m).ok_or_else(|| CfError {
+                    key,
+                    text: text.into(),
+                    must_be: TOO_MANY,
+                })?,
+            });
         }
     }
-    let mut it = found.into_iter();
-    Ok(it.next().map(|first| Markers::new(first, it.next())))
+    Ok(markers)
 }
 
 /// The CF packing of a dataset whose attrs are `attr`: `(scale_factor, add_offset)`,
@@ -1106,3 +1199,102 @@ impl FrameBackend for Ruzstd {
 }
 
 impl core::error::Error for DecodeError {}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    fn attrs<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a str> + 'a {
+        move |k| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| *v)
+    }
+
+    /// Every value of a `missing_value` list marks, with `_FillValue`, each once; the
+    /// masked tile is NaN exactly where NumPy's `np.isin(a, [fill, *missing])` is true.
+    #[test]
+    fn missing_value_lists_mark_with_every_value() {
+        let a = [
+            ("_FillValue", "-32768"),
+            ("missing_value", "-1"),
+            ("missing_value_list", "[-1, -2, -3]"),
+        ];
+        let m = cf_markers(attrs(&a)).unwrap().unwrap();
+        let ints: alloc::vec::Vec<Option<i128>> = m.iter().map(|k| k.int).collect();
+        assert_eq!(ints, [Some(-32768), Some(-1), Some(-2), Some(-3)]);
+        let values: [i16; 7] = [5, -1, -2, -3, -4, -32768, 0];
+        let tile: alloc::vec::Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut out = alloc::vec::Vec::new();
+        apply_mask(&tile, DType::I16, Mask::Missing(m), &mut out);
+        let got: alloc::vec::Vec<f64> = out
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let nan: alloc::vec::Vec<bool> = got.iter().map(|v| v.is_nan()).collect();
+        assert_eq!(nan, [false, true, true, true, false, true, false]);
+        assert_eq!((got[0], got[4], got[6]), (5.0, -4.0, 0.0));
+        apply_mask(&tile, DType::I16, Mask::Indicator(m), &mut out);
+        assert_eq!(out, [0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0]);
+        // A float list (Zarr's JSON list in missing_value), compared in f32.
+        let f = [("missing_value", "[1e20, -999.5]")];
+        let m = cf_markers(attrs(&f)).unwrap().unwrap();
+        let values = [1e20f32, 3.0, -999.5];
+        let tile: alloc::vec::Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        apply_mask(&tile, DType::F32, Mask::Missing(m), &mut out);
+        let got: alloc::vec::Vec<f32> = out
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert!(got[0].is_nan() && got[1] == 3.0 && got[2].is_nan());
+    }
+
+    /// Unpacking masks every listed value before scaling.
+    #[test]
+    fn unpack_masks_every_listed_value() {
+        let a = [
+            ("missing_value", "-1"),
+            ("missing_value_list", "[-1, -2, -3]"),
+            ("scale_factor", "0.5"),
+            ("add_offset", "10"),
+        ];
+        let cf = CfDecode::of(DType::I16, attrs(&a), Some(DType::F64))
+            .unwrap()
+            .unwrap();
+        let values: [i16; 5] = [-3, -2, -1, 0, 4];
+        let tile: alloc::vec::Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let (mut scratch, mut out) = (alloc::vec::Vec::new(), alloc::vec::Vec::new());
+        cf.apply(&tile, DType::I16, &mut scratch, &mut out);
+        let got: alloc::vec::Vec<f64> = out
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert!(got[..3].iter().all(|v| v.is_nan()), "{got:?}");
+        assert_eq!(&got[3..], [10.0, 12.0]);
+    }
+
+    /// A list longer than the markers hold, or not of numbers, is refused naming the attr.
+    #[test]
+    fn long_or_bad_lists_are_named() {
+        let a = [("missing_value_list", "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]")];
+        let e = cf_markers(attrs(&a)).unwrap_err();
+        assert_eq!(e.key, "missing_value_list");
+        assert!(e.to_string().contains("at most 8 values"), "{e}");
+        // Nine in all, the fill among them, fit.
+        let a = [
+            ("_FillValue", "0"),
+            ("missing_value_list", "[1, 2, 3, 4, 5, 6, 7, 8]"),
+        ];
+        assert_eq!(cf_markers(attrs(&a)).unwrap().unwrap().len(), MAX_MARKERS);
+        let a = [("missing_value", "[1, x]")];
+        let e = cf_markers(attrs(&a)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "attr missing_value = \"[1, x]\" is not a number or a list of numbers"
+        );
+        let a = [("_FillValue", "[1, 2]")];
+        assert_eq!(cf_markers(attrs(&a)).unwrap_err().must_be, "a number");
+        // NaN, however written, is one marker.
+        let a = [("_FillValue", "nan"), ("missing_value", "NaN")];
+        assert_eq!(cf_markers(attrs(&a)).unwrap().unwrap().len(), 1);
+    }
+}

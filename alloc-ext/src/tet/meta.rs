@@ -72,6 +72,9 @@ pub struct FileInfo {
     pub created_at: Option<String>,
 }
 
+/// The key of the root group in [`Metadata::groups`] (`tet_groups`).
+pub const ROOT_GROUP: &str = "/";
+
 /// The footer metadata's axis layer.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Metadata {
@@ -79,6 +82,11 @@ pub struct Metadata {
     pub file: Option<FileInfo>,
     /// `metadata.datasets`, in file order.
     pub datasets: Vec<(String, DatasetMeta)>,
+    /// `metadata.tet_groups` (ours): the attributes of the source's groups, each keyed by
+    /// its path as the names of its datasets begin (`obs/sub`; [`ROOT_GROUP`] for the
+    /// root, a NetCDF file's global attributes `title`, `Conventions`, `history`), in
+    /// file order. The other implementation ignores the key.
+    pub groups: Vec<(String, Vec<(String, String)>)>,
 }
 
 impl Metadata {
@@ -104,7 +112,17 @@ impl Metadata {
 
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.file.is_none() && self.datasets.iter().all(|(_, d)| d.is_empty())
+        self.file.is_none()
+            && self.datasets.iter().all(|(_, d)| d.is_empty())
+            && self.groups.iter().all(|(_, a)| a.is_empty())
+    }
+
+    /// The attributes of group `path` ([`Metadata::groups`]).
+    pub fn group(&self, path: &str) -> Option<&[(String, String)]> {
+        self.groups
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, a)| a.as_slice())
     }
 
     /// The metadata as the JSON object both implementations read (empty entries left
@@ -132,6 +150,17 @@ impl Metadata {
         }
         if !ds.is_empty() {
             m.insert("datasets".into(), Value::Object(ds));
+        }
+        let mut groups = Map::new();
+        for (path, attrs) in self.groups.iter().filter(|(_, a)| !a.is_empty()) {
+            let a: Map<String, Value> = attrs
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            groups.insert(path.clone(), json!({ "attrs": a }));
+        }
+        if !groups.is_empty() {
+            m.insert("tet_groups".into(), Value::Object(groups));
         }
         m
     }
@@ -410,11 +439,19 @@ struct RawFile {
 }
 
 #[derive(Deserialize)]
+struct RawGroup {
+    #[serde(default)]
+    attrs: Option<Entries<AttrValue, MAX_ATTRS>>,
+}
+
+#[derive(Deserialize)]
 struct RawMeta {
     #[serde(default)]
     file: Option<RawFile>,
     #[serde(default)]
     datasets: Option<Entries<RawDataset, MAX_DATASETS>>,
+    #[serde(default)]
+    tet_groups: Option<Entries<RawGroup, MAX_DATASETS>>,
 }
 
 #[derive(Deserialize)]
@@ -472,7 +509,27 @@ impl From<RawMeta> for Metadata {
                 (name, meta)
             })
             .collect();
-        Metadata { file, datasets }
+        let groups = r
+            .tet_groups
+            .map(|e| e.0)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(path, g)| {
+                let attrs = g
+                    .attrs
+                    .map(|e| e.0)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0))
+                    .collect();
+                (path, attrs)
+            })
+            .collect();
+        Metadata {
+            file,
+            datasets,
+            groups,
+        }
     }
 }
 
@@ -760,8 +817,12 @@ pub fn check_typed(
                 },
             }
         }
-        if let Some(Err(e)) = d.missing_value() {
-            say(Code::MetadataAttrs, "metadata.datasets.attrs", e);
+        if let Err(e) = crate::tet::decode::cf_markers(|k| d.attr(k)) {
+            say(
+                Code::MetadataAttrs,
+                "metadata.datasets.attrs",
+                e.to_string(),
+            );
         }
         for key in ["scale_factor", "add_offset"] {
             if let Some(text) = d.attr(key) {
@@ -775,14 +836,19 @@ pub fn check_typed(
             }
         }
         if let Some(dtype) = dtype_of(name) {
-            for key in ["_FillValue", "missing_value"] {
+            for key in crate::tet::decode::MARKER_KEYS {
                 let Some(text) = d.attr(key) else { continue };
-                if let Some(why) = marker_unrepresentable(text, dtype) {
-                    say(
-                        Code::MetadataAttrs,
-                        "metadata.datasets.attrs",
-                        format!("attr {key} = {text:?} {why}"),
-                    );
+                for item in crate::tet::decode::marker_texts(key, text) {
+                    let Some(why) = marker_unrepresentable(item, dtype) else {
+                        continue;
+                    };
+                    // A list's value is named within it.
+                    let message = if item == text.trim() {
+                        format!("attr {key} = {text:?} {why}")
+                    } else {
+                        format!("attr {key} = {text:?}: its value {item} {why}")
+                    };
+                    say(Code::MetadataAttrs, "metadata.datasets.attrs", message);
                 }
             }
         }
@@ -1050,6 +1116,46 @@ mod tests {
         assert_eq!(back.dataset("t"), m.dataset("t"));
     }
 
+    /// Group attributes (`tet_groups`) read back as written, in order; a value that is
+    /// not a string, number or boolean is a shape error.
+    #[test]
+    fn group_attributes_round_trip() {
+        let m = parse(
+            br#"{"datasets":{"t":{"attrs":{"units":"K"}}},"tet_groups":{"/":{"attrs":{"title":"a run","Conventions":"CF-1.8","version":3}},"obs":{"attrs":{"station":"x"}},"empty":{}}}"#,
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            m.group(ROOT_GROUP),
+            Some(
+                &[
+                    ("title".to_string(), "a run".to_string()),
+                    ("Conventions".to_string(), "CF-1.8".to_string()),
+                    ("version".to_string(), "3".to_string()),
+                ][..]
+            )
+        );
+        assert_eq!(
+            m.group("obs"),
+            Some(&[("station".to_string(), "x".to_string())][..])
+        );
+        assert_eq!(m.group("empty"), Some(&[][..]));
+        let j = serde_json::Value::Object(m.to_json()).to_string();
+        assert!(
+            j.contains(r#""tet_groups":{"/":{"attrs":{"title":"a run","Conventions":"CF-1.8","version":"3"}},"obs":{"attrs":{"station":"x"}}}"#),
+            "{j}"
+        );
+        let back = parse(j.as_bytes(), 0).unwrap();
+        assert_eq!(back.group(ROOT_GROUP), m.group(ROOT_GROUP));
+        assert_eq!(back.group("empty"), None);
+        assert!(parse(br#"{"tet_groups":{"/":{"attrs":{"a":[1]}}}}"#, 0).is_err());
+        assert!(!Metadata {
+            groups: vec![("/".into(), vec![("a".into(), "b".into())])],
+            ..Metadata::default()
+        }
+        .is_empty());
+    }
+
     #[test]
     fn caps_and_shapes_are_errors_with_offsets() {
         let many: Vec<String> = (0..70_000).map(|i| format!("\"{i}\"")).collect();
@@ -1187,5 +1293,33 @@ mod tests {
             .to_string()
             .contains("scale_factor = \"x\" is not a finite number"));
         assert!(p[1].to_string().contains("add_offset = \"inf\""));
+        // Each value of a missing_value list is checked, and a list longer than the
+        // markers hold is named.
+        let m = parse(
+            br#"{"datasets":{"c":{"attrs":{"missing_value":"1","missing_value_list":"[1, 2, 300]"}}}}"#,
+            0,
+        )
+        .unwrap();
+        let p = check_typed(&m, &|_| Some(alloc::vec![4]), &|_| Some(DType::U8));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].to_string()
+                .contains("missing_value_list = \"[1, 2, 300]\": its value 300 is outside"),
+            "{}",
+            p[0]
+        );
+        let long = r#"{"datasets":{"c":{"attrs":{"_FillValue":"0","missing_value_list":"[1, 2, 3, 4, 5, 6, 7, 8, 9]"}}}}"#;
+        let p = check(&parse(long.as_bytes(), 0).unwrap(), &|_| {
+            Some(alloc::vec![4])
+        });
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].to_string()
+                .contains("attr missing_value_list = \"[1, 2, 3, 4, 5, 6, 7, 8, 9]\" is not a list .tet can mark with (at most 8 values, 9 with _FillValue)"),
+            "{}",
+            p[0]
+        );
+        let ok = r#"{"datasets":{"c":{"attrs":{"_FillValue":"0","missing_value":"[1, 2]","missing_value_list":"[1, 2, 3, 4, 5, 6, 7, 8]"}}}}"#;
+        assert!(check(&parse(ok.as_bytes(), 0).unwrap(), &|_| Some(alloc::vec![4])).is_empty());
     }
 }

@@ -568,6 +568,7 @@ fn axis_metadata(
             created_at: Some(super::now_rfc3339()),
         }),
         datasets: Vec::new(),
+        groups: Vec::new(),
     };
     if let Some(text) = numpy_metadata(arrays) {
         let n = tet_alloc::tet::meta::parse(text.as_bytes(), 0).map_err(|e| e.message)?;

@@ -5,7 +5,9 @@
 //! attributes its `attrs`. Dimension scales give dimension names: a dataset whose
 //! `DIMENSION_LIST` attaches a scale to an axis has that axis named after the scale
 //! (its `NAME`, else its own name), and the scale, a 1-D numeric dataset converted
-//! beside it, is that axis's coordinate. A chunked dataset keeps its chunk shape unless
+//! beside it, is that axis's coordinate. The root's and the groups' attributes go to the
+//! footer's `tet_groups`; a scalar dataset is one element marked `numpy_shape = []`;
+//! `_Unsigned` applies as for NetCDF. A chunked dataset keeps its chunk shape unless
 //! `--chunk` is given. libhdf5 is serialised by the crate (one call at a time), so tiles
 //! are read in turn and compressed on every core.
 
@@ -14,7 +16,7 @@ use std::path::Path;
 use h5::types::{FixedAscii, FixedUnicode, FloatSize, IntSize, TypeDescriptor, VarLenAscii};
 use h5::types::{VarLenArray, VarLenUnicode};
 use hdf5_metno as h5;
-use tet_alloc::tet::meta::{Coord, Metadata};
+use tet_alloc::tet::meta::{Coord, Metadata, ROOT_GROUP};
 use tet_core::tet::DType;
 
 use crate::tet::convert::{ConvertOptions, LibraryOptions};
@@ -73,6 +75,17 @@ fn dtype_of(t: &TypeDescriptor) -> Option<(DType, &'static str, Option<&'static 
         T::Float(FloatSize::U8) => (DType::F64, "float64", None),
         _ => return None,
     })
+}
+
+/// The width of a signed integer type, for `_Unsigned` ([`ingest::apply_unsigned`]).
+fn signed_bits(t: &TypeDescriptor) -> Option<u32> {
+    match t {
+        TypeDescriptor::Integer(IntSize::U1) => Some(8),
+        TypeDescriptor::Integer(IntSize::U2) => Some(16),
+        TypeDescriptor::Integer(IntSize::U4) => Some(32),
+        TypeDescriptor::Integer(IntSize::U8) => Some(64),
+        _ => None,
+    }
 }
 
 /// What a type `.tet` cannot hold is called.
@@ -249,12 +262,18 @@ fn describe(ds: h5::Dataset, name: String, input: &Path) -> Result<Option<Var>, 
         .map(|n| u64::try_from(*n).unwrap_or(u64::MAX))
         .collect();
     ingest::check_rank(input, "dataset", &name, shape.len())?;
+    let (shape, scalar) = ingest::scalar_shape(shape);
     let chunking = ds.chunk().map(|c| {
         c.iter()
             .map(|k| u64::try_from(*k).unwrap_or(1).max(1))
             .collect()
     });
-    let dims = dimensions(&ds, shape.len()).map_err(damaged)?;
+    // A scalar has no axis to name.
+    let dims = if scalar {
+        None
+    } else {
+        dimensions(&ds, shape.len()).map_err(damaged)?
+    };
     let mut attrs = Vec::new();
     let mut packed_as = None;
     let names = ds
@@ -280,7 +299,7 @@ fn describe(ds: h5::Dataset, name: String, input: &Path) -> Result<Option<Var>, 
             };
         }
         match read {
-            Ok(Some(text)) => ingest::push_attr(&mut attrs, key, text, input, &name),
+            Ok(Some(text)) => ingest::push_attr(&mut attrs, key, text, input, "dataset", &name)?,
             Ok(None) => crate::errln!(
                 "tet-host: {}: dataset '{name}': attribute '{key}' is of a type .tet attrs \
                  cannot hold (a reference or a compound); not kept",
@@ -289,32 +308,74 @@ fn describe(ds: h5::Dataset, name: String, input: &Path) -> Result<Option<Var>, 
             Err(e) => return Err(damaged(format!("attribute '{key}' does not read: {e}"))),
         }
     }
-    Ok(Some(Var {
-        a: LibArray {
-            name,
-            source_type: h5_type,
-            dtype,
-            numpy_dtype,
-            shape,
-            chunking,
-            attrs,
-            packed_as,
-            decode: None,
-        },
-        ds,
-        dims,
-    }))
+    let mut a = LibArray {
+        name,
+        source_type: h5_type,
+        dtype,
+        numpy_dtype,
+        shape,
+        chunking,
+        attrs,
+        packed_as,
+        decode: None,
+        unsigned: false,
+        scalar,
+    };
+    ingest::apply_unsigned(&mut a, signed_bits(&t));
+    Ok(Some(Var { a, ds, dims }))
 }
 
-/// The datasets of `g` and (depth first) of its groups.
+/// What a walk of the file finds.
+#[derive(Default)]
+struct Found {
+    /// The datasets to convert.
+    vars: Vec<Var>,
+    /// Why each skipped one is not converted.
+    skipped: Vec<String>,
+    /// The groups' attributes (the root's as `/`), for `tet_groups`.
+    groups: Vec<ingest::GroupAttrs>,
+}
+
+/// The attributes of group `g` (`path`; `/` for the root, a NetCDF-4 file's global
+/// attributes) as `.tet` attrs hold them, less libnetcdf's own; one of a type attrs
+/// cannot hold is named on standard error and left out.
+fn group_attrs(g: &h5::Group, path: &str, input: &Path) -> Result<Vec<(String, String)>, Fail> {
+    let damaged =
+        |what: String| Fail::damaged(format!("{}: group '{path}': {what}", input.display()));
+    let names = g
+        .attr_names()
+        .map_err(|e| damaged(format!("its attributes do not list: {e}")))?;
+    let mut out = Vec::new();
+    for key in names {
+        if NETCDF_ATTRS.contains(&key.as_str()) || SCALE_ATTRS.contains(&key.as_str()) {
+            continue;
+        }
+        let read = g
+            .attr(&key)
+            .map_err(|e| e.to_string())
+            .and_then(|a| attr_text(&a))
+            .map_err(|e| damaged(format!("attribute '{key}' does not read: {e}")))?;
+        match read {
+            Some(text) => out.push((key, text)),
+            None => crate::errln!(
+                "tet-host: {}: group '{path}': attribute '{key}' is of a type .tet attrs \
+                 cannot hold (a reference or a compound); not kept",
+                input.display()
+            ),
+        }
+    }
+    Ok(out)
+}
+
+/// The datasets of `g` and (depth first) of its groups, and the groups' attributes
+/// (`g`'s own first).
 fn walk(
     g: &h5::Group,
     prefix: &str,
     ancestors: &mut Vec<h5::LocationToken>,
     skip: bool,
     input: &Path,
-    out: &mut Vec<Var>,
-    skipped: &mut Vec<String>,
+    found: &mut Found,
 ) -> Result<(), Fail> {
     // `prefix` ends with a `/` per group walked into.
     if prefix.matches('/').count() > MAX_DEPTH {
@@ -324,6 +385,12 @@ fn walk(
             input.display()
         )));
     }
+    let path = match prefix.strip_suffix('/') {
+        Some(p) => p,
+        None => ROOT_GROUP,
+    };
+    let attrs = group_attrs(g, path, input)?;
+    found.groups.extend(ingest::group_entry(input, path, attrs));
     let names = g.member_names().map_err(|e| {
         Fail::damaged(format!(
             "{}: group '{}' does not list: {e}",
@@ -334,7 +401,7 @@ fn walk(
     // By link name, so a soft link or a second hard link is a dataset of its own name.
     for member in names {
         let path = format!("{prefix}{member}");
-        let found = if let Ok(ds) = g.dataset(&member) {
+        let described = if let Ok(ds) = g.dataset(&member) {
             describe(ds, path, input)
         } else if let Ok(sub) = g.group(&member) {
             // A hard link back to a group above it is a cycle: its datasets are
@@ -349,15 +416,7 @@ fn walk(
                 continue;
             }
             ancestors.extend(token);
-            let walked = walk(
-                &sub,
-                &format!("{path}/"),
-                ancestors,
-                skip,
-                input,
-                out,
-                skipped,
-            );
+            let walked = walk(&sub, &format!("{path}/"), ancestors, skip, input, found);
             if token.is_some() {
                 ancestors.pop();
             }
@@ -371,10 +430,10 @@ fn walk(
                 ingest::SKIP_HINT
             )))
         };
-        match found {
-            Ok(Some(v)) => out.push(v),
+        match described {
+            Ok(Some(v)) => found.vars.push(v),
             Ok(None) => {}
-            Err(Fail(Exit::Usage, why)) if skip => skipped.push(ingest::skip_reason(why)),
+            Err(Fail(Exit::Usage, why)) if skip => found.skipped.push(ingest::skip_reason(why)),
             Err(f) => return Err(f),
         }
     }
@@ -424,8 +483,7 @@ fn convert_inner(
             input.display()
         ))
     })?;
-    let mut vars = Vec::new();
-    let mut skipped = Vec::new();
+    let mut found = Found::default();
     let mut ancestors: Vec<h5::LocationToken> =
         file.loc_info().map(|i| i.token).into_iter().collect();
     walk(
@@ -434,16 +492,20 @@ fn convert_inner(
         &mut ancestors,
         lib.skip_unsupported,
         input,
-        &mut vars,
-        &mut skipped,
+        &mut found,
     )?;
+    let Found {
+        mut vars,
+        skipped,
+        groups,
+    } = found;
     let kind = LibKind {
         from: "hdf5",
         what: "dataset",
         whats: "datasets",
     };
     ingest::convert_library(
-        input, output, o, lib, &kind, &mut vars, &skipped, axes, read_tile,
+        input, output, o, lib, &kind, &mut vars, &skipped, groups, axes, read_tile,
     )
 }
 
@@ -490,6 +552,23 @@ fn read_tile(v: &Var, chunk: &[u64], coords: &[u64]) -> Result<Vec<u8>, String> 
     if ranges.iter().any(|r| r.is_empty()) {
         return Ok(Vec::new());
     }
+    if v.a.scalar {
+        // Its one element, read whole ([`values`]).
+        ranges.clear();
+    }
+    if v.a.unsigned {
+        // `_Unsigned`: the signed elements read as they are stored (libhdf5 would clamp
+        // a negative one read as unsigned), their bits kept as the unsigned type's.
+        return match v.a.dtype {
+            DType::U8 => Ok(values::<i8>(&v.ds, ranges)?
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect()),
+            DType::U16 => slab::<i16>(&v.ds, ranges),
+            DType::U32 => slab::<i32>(&v.ds, ranges),
+            _ => slab::<i64>(&v.ds, ranges),
+        };
+    }
     match v.a.numpy_dtype {
         Some("|b1") => slab::<bool>(&v.ds, ranges),
         Some(_) => slab::<i8>(&v.ds, ranges),
@@ -508,12 +587,27 @@ fn read_tile(v: &Var, chunk: &[u64], coords: &[u64]) -> Result<Vec<u8>, String> 
     }
 }
 
-/// Reads the hyperslab `ranges` of `ds` (every element of a scalar) as `T`, in C order.
+/// Reads the hyperslab `ranges` of `ds` (every element of a scalar) as `T`, in C order,
+/// as `.tet` elements.
 fn slab<T: Element>(
     ds: &h5::Dataset,
     ranges: Vec<std::ops::Range<usize>>,
 ) -> Result<Vec<u8>, String> {
-    let values: Vec<T> = if ranges.is_empty() {
+    let values = values::<T>(ds, ranges)?;
+    let size = std::mem::size_of::<T>().max(1);
+    let mut out = Vec::with_capacity(values.len().saturating_mul(size));
+    for x in values {
+        x.put(&mut out);
+    }
+    Ok(out)
+}
+
+/// Reads the hyperslab `ranges` of `ds` (every element of a scalar) as `T`, in C order.
+fn values<T: h5::H5Type>(
+    ds: &h5::Dataset,
+    ranges: Vec<std::ops::Range<usize>>,
+) -> Result<Vec<T>, String> {
+    Ok(if ranges.is_empty() {
         ds.read_raw::<T>()
             .map_err(|e| format!("does not read: {e}"))?
     } else {
@@ -527,11 +621,5 @@ fn slab<T: Element>(
             .read_slice::<T, _, ndarray::IxDyn>(h5::Selection::from(sel))
             .map_err(|e| format!("does not read: {e}"))?;
         a.into_raw_vec_and_offset().0
-    };
-    let size = std::mem::size_of::<T>().max(1);
-    let mut out = Vec::with_capacity(values.len().saturating_mul(size));
-    for x in values {
-        x.put(&mut out);
-    }
-    Ok(out)
+    })
 }

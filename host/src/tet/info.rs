@@ -58,9 +58,10 @@ fn coord_value(v: &Values, i: usize) -> Value {
     }
 }
 
-/// `--metadata` as JSON: `metadata.file`, and per dataset of the file its `dims`,
-/// `coords` (axis, dimension, where it is stored, length, first and last values) and
-/// `attrs`; `error` when the metadata is unreadable.
+/// `--metadata` as JSON: `metadata.file`, per dataset of the file its `dims`, `coords`
+/// (axis, dimension, where it is stored, length, first and last values) and `attrs`, and
+/// `groups`, each source group's `attrs` (`tet_groups`, the root as `/`); `error` when
+/// the metadata is unreadable.
 pub fn metadata_json(file: &TetFile<'_>) -> Value {
     let m = match crate::tet::dims::metadata(file) {
         Ok(m) => m.unwrap_or_default(),
@@ -125,7 +126,16 @@ pub fn metadata_json(file: &TetFile<'_>) -> Value {
     let file_info = m.file.as_ref().map(|f| {
         json!({"tool": f.tool, "library_version": f.library_version, "created_at": f.created_at})
     });
-    json!({ "file": file_info, "datasets": out })
+    let groups: Vec<Value> = m
+        .groups
+        .iter()
+        .map(|(path, attrs)| {
+            let a: serde_json::Map<String, Value> =
+                attrs.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+            json!({ "group": path, "attrs": a })
+        })
+        .collect();
+    json!({ "file": file_info, "groups": groups, "datasets": out })
 }
 
 /// `--history` as JSON: the rows as written (objects, or legacy `[op, source, at]`
@@ -170,8 +180,18 @@ fn print_more(v: &Value) {
             );
         }
         let list = at(m, "datasets").as_array().cloned().unwrap_or_default();
-        if list.is_empty() && m.get("error").is_none() {
+        let groups = at(m, "groups").as_array().cloned().unwrap_or_default();
+        if list.is_empty() && groups.is_empty() && m.get("error").is_none() {
             println!("metadata:    no dimension names, coordinates or attrs");
+        }
+        for g in &groups {
+            println!(
+                "attrs of group {}:",
+                at(g, "group").as_str().unwrap_or_default()
+            );
+            for (k, val) in at(g, "attrs").as_object().into_iter().flatten() {
+                println!("  attr:   {k} = {}", val.as_str().unwrap_or_default());
+            }
         }
         for d in list {
             println!(

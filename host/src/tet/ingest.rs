@@ -141,36 +141,50 @@ pub(crate) fn chunk_of(
     Ok(chunk)
 }
 
-/// Adds attribute `key` = `text` of array `name` to `attrs`. CF allows several missing
-/// values in a list, where `.tet` marks with one value per attribute: the first becomes
-/// `missing_value` (said on standard error) and the list is kept as
-/// `missing_value_list`. (A Zarr store's list stays JSON, as `export` gives it back.)
+/// Adds attribute `key` = `text` of `what` `name` to `attrs`. CF allows several missing
+/// values in a list, and every one marks (as xarray masks them): the list is kept as
+/// `missing_value_list`, which the markers read ([`tet_alloc::tet::decode::cf_markers`]),
+/// and its first value as `missing_value`, for a reader that takes one number (said on
+/// standard error). A list of more than
+/// [`tet_alloc::tet::decode::MAX_MISSING_VALUES`] values is refused (exit 16), naming
+/// the attribute. (A Zarr store's list stays JSON, as `export` gives it back.)
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
 pub(crate) fn push_attr(
     attrs: &mut Vec<(String, String)>,
     key: String,
     text: String,
     input: &Path,
+    what: &str,
     name: &str,
-) {
+) -> Result<(), Fail> {
+    use tet_alloc::tet::decode::{marker_texts, MAX_MISSING_VALUES};
     if key != "missing_value" || !text.starts_with('[') {
         attrs.push((key, text));
-        return;
+        return Ok(());
     }
-    let first = text
-        .trim_matches(['[', ']'])
-        .split(',')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_string();
+    let values: Vec<String> = marker_texts(&key, &text).map(str::to_string).collect();
+    if values.len() > MAX_MISSING_VALUES {
+        return Err(Fail::usage(format!(
+            "{}: {what} '{name}': attribute missing_value holds {} values, more than the \
+             {MAX_MISSING_VALUES} .tet marks missing elements with",
+            input.display(),
+            values.len()
+        )));
+    }
+    let Some(first) = values.first().cloned() else {
+        // An empty list marks nothing: kept as it is.
+        attrs.push((key, text));
+        return Ok(());
+    };
     crate::errln!(
-        "tet-host: {}: '{name}': missing_value holds {text}; the first marks missing \
-         elements, the list is kept as missing_value_list",
+        "tet-host: {}: '{name}': missing_value holds {text}; each value marks missing \
+         elements (the list is kept as missing_value_list, its first value as \
+         missing_value)",
         input.display()
     );
     attrs.push(("missing_value_list".into(), text));
     attrs.push((key, first));
+    Ok(())
 }
 
 /// How a refusal of an array of an unsupported kind ends; left out where the array is
@@ -187,19 +201,11 @@ pub(crate) fn skip_reason(why: String) -> String {
     }
 }
 
-/// Refuses an array of a rank `.tet` cannot hold (a scalar, or more than
-/// [`tet_core::tet::MAX_NDIM`] axes) as unsupported (exit 16, which `--skip-unsupported`
-/// skips), naming it.
+/// Refuses an array of a rank `.tet` cannot hold (more than [`tet_core::tet::MAX_NDIM`]
+/// axes; a scalar is stored as one element, [`scalar_shape`]) as unsupported (exit 16,
+/// which `--skip-unsupported` skips), naming it.
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
 pub(crate) fn check_rank(input: &Path, what: &str, name: &str, rank: usize) -> Result<(), Fail> {
-    if rank == 0 {
-        return Err(Fail::usage(format!(
-            "{}: {what} '{name}' is a scalar, which .tet cannot hold (a dataset has 1 to {} \
-             axes){SKIP_HINT}",
-            input.display(),
-            tet_core::tet::MAX_NDIM
-        )));
-    }
     if rank > tet_core::tet::MAX_NDIM {
         return Err(Fail::usage(format!(
             "{}: {what} '{name}' has {rank} axes, more than .tet's {}{SKIP_HINT}",
@@ -342,6 +348,7 @@ pub(crate) fn new_metadata() -> Metadata {
             created_at: Some(super::now_rfc3339()),
         }),
         datasets: Vec::new(),
+        groups: Vec::new(),
     }
 }
 
@@ -597,6 +604,29 @@ pub(crate) struct LibArray {
     pub packed_as: Option<DType>,
     /// How `--unpack` decodes it (set by [`convert_library`]).
     pub decode: Option<Decoding>,
+    /// The source's signed integers are stored reinterpreted as unsigned (its
+    /// `_Unsigned = "true"`, [`apply_unsigned`]).
+    pub unsigned: bool,
+    /// The source is a scalar (rank 0), stored as `shape` `[1]` with the attribute
+    /// [`SCALAR_KEY`] so that `export` gives back a 0-d array ([`scalar_shape`]).
+    pub scalar: bool,
+}
+
+/// The attribute marking a dataset converted from a 0-d array (`"[]"`): `export` writes
+/// it back with shape `()` (`.npy` inputs record it the same way).
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) const SCALAR_KEY: &str = "numpy_shape";
+
+/// The `.tet` shape of a source array of shape `shape`, and whether it is a scalar: a
+/// 0-d array (a CF `crs` grid-mapping variable, a `height` coordinate) is `[1]`, as
+/// `.tet` datasets have 1 to 8 axes.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) fn scalar_shape(shape: Vec<u64>) -> (Vec<u64>, bool) {
+    if shape.is_empty() {
+        (vec![1], true)
+    } else {
+        (shape, false)
+    }
 }
 
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
@@ -605,6 +635,109 @@ impl LibArray {
     /// type to restore).
     fn numpy_dtype_kept(&self) -> Option<&'static str> {
         self.numpy_dtype.filter(|_| self.decode.is_none())
+    }
+}
+
+/// One source group's attributes for the footer's `tet_groups`
+/// ([`tet_alloc::tet::meta::Metadata::groups`]): its path and its attrs.
+pub(crate) type GroupAttrs = (String, Vec<(String, String)>);
+
+/// The entry of group `path` (`/` for the root) of `input` with attributes `attrs`, as
+/// `.tet` metadata holds them: a value over the 1024 bytes a reader takes (a long
+/// `history`) is left out and named on standard error; `None` when none is left.
+pub(crate) fn group_entry(
+    input: &Path,
+    path: &str,
+    attrs: Vec<(String, String)>,
+) -> Option<GroupAttrs> {
+    let limit = tet_alloc::tet::meta::MAX_STRING;
+    let kept: Vec<(String, String)> = attrs
+        .into_iter()
+        .filter(|(k, v)| {
+            let fits = k.len() <= limit && v.len() <= limit && !k.is_empty();
+            if !fits {
+                crate::errln!(
+                    "tet-host: {}: group '{path}': attribute '{k}' ({} bytes) is longer than \
+                     the {limit} bytes .tet metadata holds; not kept",
+                    input.display(),
+                    v.len()
+                );
+            }
+            fits
+        })
+        .collect();
+    (!kept.is_empty()).then(|| (path.to_string(), kept))
+}
+
+/// The attribute by which NetCDF-3, whose classic formats have no unsigned integer types,
+/// says a signed integer variable holds unsigned values (NetCDF's user guide).
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) const UNSIGNED_KEY: &str = "_Unsigned";
+
+/// The unsigned `.tet` type of a signed source integer of `bits` bits.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+fn unsigned_type(bits: u32) -> Option<DType> {
+    match bits {
+        8 => Some(DType::U8),
+        16 => Some(DType::U16),
+        32 => Some(DType::U32),
+        64 => Some(DType::U64),
+        _ => None,
+    }
+}
+
+/// A signed integer's decimal `text` as the unsigned integer of its `bits` bits (two's
+/// complement: -1 of a byte is 255); a value that is not a signed integer of that width
+/// (a fraction, a text, one already unsigned) is given back as it is.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+fn as_unsigned(text: &str, bits: u32) -> String {
+    let (Ok(v), Some(span)) = (text.trim().parse::<i128>(), 1i128.checked_shl(bits.min(64))) else {
+        return text.to_string();
+    };
+    let lowest = span.checked_div(2).map_or(0, |h| h.saturating_neg());
+    if (lowest..0).contains(&v) {
+        v.saturating_add(span).to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+/// NetCDF-3's unsigned integers: when `a`'s attrs say `_Unsigned = "true"` and its source
+/// type is a signed integer of `signed_bits` bits (`None`: not a signed integer), its
+/// stored bits are kept as the unsigned type of that width (`byte` as `u8`, not widened;
+/// `short` as `u16`), as netCDF4-python and xarray read them, and its missing-value
+/// markers (`_FillValue`, `missing_value`, a list of them) are reinterpreted the same
+/// way, as netCDF4-python does (xarray reinterprets `_FillValue` only); `_Unsigned`
+/// leaves `attrs` (the history row counts such arrays). The input's
+/// tile reader gives the stored bits unchanged when [`LibArray::unsigned`] is set.
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) fn apply_unsigned(a: &mut LibArray, signed_bits: Option<u32>) {
+    let says = a
+        .attrs
+        .iter()
+        .any(|(k, v)| k == UNSIGNED_KEY && v.trim().eq_ignore_ascii_case("true"));
+    let Some((bits, to)) = signed_bits.and_then(|b| Some((b, unsigned_type(b)?))) else {
+        return;
+    };
+    if !says {
+        return;
+    }
+    a.dtype = to;
+    a.numpy_dtype = None;
+    a.unsigned = true;
+    a.attrs.retain(|(k, _)| k != UNSIGNED_KEY);
+    for (k, v) in a.attrs.iter_mut() {
+        if !tet_alloc::tet::decode::MARKER_KEYS.contains(&k.as_str()) {
+            continue;
+        }
+        let items: Vec<String> = tet_alloc::tet::decode::marker_texts(k, v)
+            .map(|t| as_unsigned(t, bits))
+            .collect();
+        *v = if v.trim_start().starts_with('[') && k != "_FillValue" {
+            format!("[{}]", items.join(", "))
+        } else {
+            items.into_iter().next().unwrap_or_default()
+        };
     }
 }
 
@@ -626,7 +759,8 @@ pub(crate) struct LibKind {
 }
 
 /// The rest of a NetCDF or HDF5 conversion once the input's arrays are found: `--unpack`,
-/// the skipped list, the chunk plan, the footer metadata (`axes` adds the input's
+/// the skipped list, the chunk plan, the footer metadata (`groups`, the attributes of the
+/// input's groups, [`group_entry`]; `axes` adds the input's
 /// dimension names and coordinates, over the arrays as decoded) and the write, reading each tile with `read(var, chunk, coords)` (in turn:
 /// neither library reads on several threads) and decoding it.
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
@@ -642,6 +776,7 @@ pub(crate) fn convert_library<V: LibVar>(
     kind: &LibKind,
     vars: &mut [V],
     skipped: &[String],
+    groups: Vec<GroupAttrs>,
     axes: impl FnOnce(&[V], &mut Metadata),
     mut read: impl FnMut(&V, &[u64], &[u64]) -> Result<Vec<u8>, String>,
 ) -> Result<(), Fail> {
@@ -660,7 +795,11 @@ pub(crate) fn convert_library<V: LibVar>(
     }
     let vars: &[V] = vars;
     let decoded = vars.iter().filter(|v| v.array().decode.is_some()).count();
-    let extra = after_walk(input, vars.len(), skipped, decoded, kind.whats)?;
+    let mut extra = after_walk(input, vars.len(), skipped, decoded, kind.whats)?;
+    let unsigned = vars.iter().filter(|v| v.array().unsigned).count();
+    if unsigned > 0 {
+        extra.push(("unsigned".into(), unsigned.to_string()));
+    }
     let ranks: Vec<usize> = vars.iter().map(|v| v.array().shape.len()).collect();
     check_chunk_rank(o, &ranks, kind.whats)?;
     let mut planned = Vec::new();
@@ -685,6 +824,7 @@ pub(crate) fn convert_library<V: LibVar>(
     // The footer metadata: the input's axes (`axes`: dimension names, coordinates), each
     // array's attributes and restored type, then `--dims` and `--attr`.
     let mut m = new_metadata();
+    m.groups = groups;
     axes(vars, &mut m);
     for v in vars {
         let a = v.array();
@@ -695,11 +835,18 @@ pub(crate) fn convert_library<V: LibVar>(
             if let Some(d) = a.numpy_dtype_kept() {
                 e.set_attr("numpy_dtype", d);
             }
+            if a.scalar {
+                e.set_attr(SCALAR_KEY, "[]");
+            }
         });
     }
+    // A scalar has no axis a `--dims` of 1-D arrays names (`--dims NAME:..` still does).
     let ranks: Vec<(&str, usize)> = vars
         .iter()
-        .map(|v| (v.array().name.as_str(), v.array().shape.len()))
+        .map(|v| {
+            let a = v.array();
+            (a.name.as_str(), if a.scalar { 0 } else { a.shape.len() })
+        })
         .collect();
     apply_options(&mut m, &ranks, o, kind.what, "in the file")
         .map_err(|e| Fail::usage(format!("{}: {e}", input.display())))?;

@@ -7,12 +7,15 @@
 //! coordinate of the variables along that dimension, referenced as a coordinate dataset.
 //! CF packing (`scale_factor`, `add_offset`, `_FillValue`, `missing_value`) is kept as
 //! stored, with its attributes, which the `nan_*` reductions decode (docs/query.md,
-//! "Packed data"). A chunked variable keeps its chunk shape unless `--chunk` is given.
+//! "Packed data"). `_Unsigned = "true"` stores a signed variable's bits as the unsigned
+//! type of their width; a scalar variable is one element marked `numpy_shape = []`; the
+//! global and group attributes go to the footer's `tet_groups`. A chunked variable keeps
+//! its chunk shape unless `--chunk` is given.
 //! Data is read one output tile at a time, so memory is a batch of tiles.
 
 use std::path::Path;
 
-use tet_alloc::tet::meta::{Coord, Metadata};
+use tet_alloc::tet::meta::{Coord, Metadata, ROOT_GROUP};
 use tet_core::tet::DType;
 
 use crate::tet::convert::{ConvertOptions, LibraryOptions};
@@ -58,6 +61,18 @@ fn dtype_of(
         T::Float(FloatType::F64) => (DType::F64, "double", None),
         _ => return None,
     })
+}
+
+/// The width of a signed integer type, for `_Unsigned` ([`ingest::apply_unsigned`]).
+fn signed_bits(t: &netcdf::types::NcVariableType) -> Option<u32> {
+    use netcdf::types::{IntType, NcVariableType as T};
+    match t {
+        T::Int(IntType::I8) => Some(8),
+        T::Int(IntType::I16) => Some(16),
+        T::Int(IntType::I32) => Some(32),
+        T::Int(IntType::I64) => Some(64),
+        _ => None,
+    }
 }
 
 /// What a type `.tet` cannot hold is called.
@@ -139,6 +154,7 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
         .map(|d| u64::try_from(d.len()).unwrap_or(u64::MAX))
         .collect();
     ingest::check_rank(input, "variable", &name, shape.len())?;
+    let (shape, scalar) = ingest::scalar_shape(shape);
     let dims = v.dimensions().iter().map(|d| d.name()).collect();
     let dim_keys = v.dimensions().iter().map(dim_key).collect();
     let chunking = v.chunking().ok().flatten().map(|c| {
@@ -164,8 +180,9 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
                     a.name().to_string(),
                     attr_text(&val),
                     input,
+                    "variable",
                     &name,
-                );
+                )?;
             }
             Err(e) => {
                 return Err(Fail(
@@ -179,21 +196,21 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
             }
         }
     }
-    Ok(Var {
-        a: LibArray {
-            name,
-            source_type: nc_type,
-            dtype,
-            numpy_dtype,
-            shape,
-            chunking,
-            attrs,
-            packed_as,
-            decode: None,
-        },
-        dims,
-        dim_keys,
-    })
+    let mut a = LibArray {
+        name,
+        source_type: nc_type,
+        dtype,
+        numpy_dtype,
+        shape,
+        chunking,
+        attrs,
+        packed_as,
+        decode: None,
+        unsigned: false,
+        scalar,
+    };
+    ingest::apply_unsigned(&mut a, signed_bits(&t));
+    Ok(Var { a, dims, dim_keys })
 }
 
 /// The variables of `g` and (depth first) of its groups, with their paths.
@@ -226,6 +243,54 @@ fn walk(
     Ok(())
 }
 
+/// The attributes of a group (or, `path` `/`, the file's global attributes) as `.tet`
+/// attrs hold them; an attribute that does not read is the file's damage.
+fn attributes<'g>(
+    attrs: impl Iterator<Item = netcdf::Attribute<'g>>,
+    path: &str,
+    input: &Path,
+) -> Result<Vec<(String, String)>, Fail> {
+    let mut out = Vec::new();
+    for a in attrs {
+        let v = a.value().map_err(|e| {
+            Fail::damaged(format!(
+                "{}: group '{path}': attribute '{}' does not read: {e}",
+                input.display(),
+                a.name()
+            ))
+        })?;
+        out.push((a.name().to_string(), attr_text(&v)));
+    }
+    Ok(out)
+}
+
+/// The attributes of the groups under `g` (`prefix` its path, ending in `/`), depth
+/// first, for `tet_groups`.
+fn group_attributes(
+    g: &netcdf::Group<'_>,
+    prefix: &str,
+    depth: usize,
+    input: &Path,
+    out: &mut Vec<ingest::GroupAttrs>,
+) -> Result<(), Fail> {
+    if depth > MAX_DEPTH {
+        return Ok(());
+    }
+    for sub in g.groups() {
+        let path = format!("{prefix}{}", sub.name());
+        let attrs = attributes(sub.attributes(), &path, input)?;
+        out.extend(ingest::group_entry(input, &path, attrs));
+        group_attributes(
+            &sub,
+            &format!("{path}/"),
+            depth.saturating_add(1),
+            input,
+            out,
+        )?;
+    }
+    Ok(())
+}
+
 /// Each variable's `dim_names` and the coordinate variables of its dimensions (found in
 /// its own group or an enclosing one, CF's scoping), into the footer metadata `m`.
 fn axes(vars: &[(String, Var)], m: &mut Metadata) {
@@ -234,7 +299,8 @@ fn axes(vars: &[(String, Var)], m: &mut Metadata) {
         let base = v.a.name.rsplit('/').next().unwrap_or_default();
         v.a.shape.len() == 1 && v.dims.first().is_some_and(|d| d == base)
     };
-    for (prefix, v) in vars {
+    // A scalar has no dimension to name.
+    for (prefix, v) in vars.iter().filter(|(_, v)| !v.dims.is_empty()) {
         m.edit(&v.a.name, |e| {
             e.dim_names = Some(v.dims.clone());
             for (dim, key) in v.dims.iter().zip(&v.dim_keys) {
@@ -297,10 +363,18 @@ fn convert_inner(
             Err(f) => return Err(f),
         }
     }
-    if let Ok(groups) = file.groups() {
-        for g in groups {
+    // The global attributes (title, Conventions, history), then each group's.
+    let root = attributes(file.attributes(), ROOT_GROUP, input)?;
+    let mut groups: Vec<ingest::GroupAttrs> = ingest::group_entry(input, ROOT_GROUP, root)
+        .into_iter()
+        .collect();
+    if let Ok(gs) = file.groups() {
+        for g in gs {
             let p = format!("{}/", g.name());
             walk(&g, &p, 1, skip_unsupported, input, &mut vars, &mut skipped)?;
+            let attrs = attributes(g.attributes(), g.name().as_str(), input)?;
+            groups.extend(ingest::group_entry(input, &g.name(), attrs));
+            group_attributes(&g, &p, 1, input, &mut groups)?;
         }
     }
     let kind = LibKind {
@@ -316,6 +390,7 @@ fn convert_inner(
         &kind,
         &mut vars,
         &skipped,
+        groups,
         axes,
         |(_, v), chunk, coords| {
             with_variable(&file, &v.a.name, |var| read_tile(var, v, chunk, coords))
@@ -349,7 +424,8 @@ fn with_variable<R>(
 
 /// The `.tet` tile at grid `coords`: the region read through libnetcdf (native order,
 /// the library converts a big-endian file), as little-endian `.tet` elements (`byte`
-/// widened to `i16`).
+/// widened to `i16`; an `_Unsigned` variable's bits as they are, its `.tet` type being
+/// the unsigned one of their width).
 fn read_tile(
     var: &netcdf::Variable<'_>,
     v: &Var,
@@ -367,9 +443,13 @@ fn read_tile(
     if ranges.iter().any(|r| r.is_empty()) {
         return Ok(Vec::new());
     }
-    let raw = var
-        .get_raw_values(ranges.as_slice())
-        .map_err(|e| format!("does not read: {e}"))?;
+    let raw = if v.a.scalar {
+        // Its one element, at no index.
+        var.get_raw_values(..)
+    } else {
+        var.get_raw_values(ranges.as_slice())
+    }
+    .map_err(|e| format!("does not read: {e}"))?;
     let size = match v.a.numpy_dtype {
         Some(_) => 1,
         None => v.a.dtype.size(),

@@ -152,8 +152,7 @@ pub fn transform(path: &Path, bytes: &[u8], out: &Path, o: &TransformOptions) ->
         // The stored type's NumPy record no longer applies to a new type; a missing-value
         // marker would mark the images of other elements (marked ones are mapped too).
         let stale = (k == "numpy_dtype" && map.out_dtype() != ds.dtype())
-            || k == "_FillValue"
-            || k == "missing_value";
+            || tet_alloc::tet::decode::MARKER_KEYS.contains(&k.as_str());
         if stale {
             dropped.push(k.clone());
         }
@@ -170,6 +169,8 @@ pub fn transform(path: &Path, bytes: &[u8], out: &Path, o: &TransformOptions) ->
     let mut out_meta = Metadata {
         file: meta.file.clone(),
         datasets: vec![(ds.name().to_string(), dmeta)],
+        // The source's group attributes describe the file the dataset came from.
+        groups: meta.groups.clone(),
     };
     for c in &coord_names {
         if let Some(m) = meta.dataset(c) {

@@ -282,27 +282,7 @@ fn parse_array(
             )))
         }
     };
-    let mut attrs = Vec::new();
-    let mut json_attrs = Vec::new();
-    match m.get("attributes") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(a)) => {
-            for (k, v) in a {
-                match v {
-                    Value::String(s) => attrs.push((k.clone(), s.clone())),
-                    other => {
-                        attrs.push((k.clone(), other.to_string()));
-                        json_attrs.push(k.clone());
-                    }
-                }
-            }
-        }
-        Some(other) => {
-            return Err(Fail::damaged(format!(
-                "{at}: attributes: {other} is not an object"
-            )))
-        }
-    }
+    let (attrs, json_attrs) = attributes(m, &at)?;
     let fill = m
         .get("fill_value")
         .cloned()
@@ -324,13 +304,47 @@ fn parse_array(
     })
 }
 
-/// Every array under `dir` (node path `node`), depth first in name order.
+/// A node's attrs, and the keys of those kept as JSON text.
+type Attributes = (Vec<(String, String)>, Vec<String>);
+
+/// A node's `attributes` as `.tet` attrs: a string as it is, any other value as its JSON
+/// text, those keys listed second (for [`JSON_ATTRS_KEY`]). `at` names the node's
+/// `zarr.json` in the refusal of attributes that are not an object.
+fn attributes(m: &Map<String, Value>, at: &str) -> Result<Attributes, Fail> {
+    let mut attrs = Vec::new();
+    let mut json_attrs = Vec::new();
+    match m.get("attributes") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(a)) => {
+            for (k, v) in a {
+                match v {
+                    Value::String(s) => attrs.push((k.clone(), s.clone())),
+                    other => {
+                        attrs.push((k.clone(), other.to_string()));
+                        json_attrs.push(k.clone());
+                    }
+                }
+            }
+        }
+        Some(other) => {
+            return Err(Fail::damaged(format!(
+                "{at}: attributes: {other} is not an object"
+            )))
+        }
+    }
+    Ok((attrs, json_attrs))
+}
+
+/// Every array under `dir` (node path `node`), depth first in name order, into `out`;
+/// the attributes of each group into `groups` (the store's root as `/`, with
+/// [`JSON_ATTRS_KEY`] listing those not strings).
 fn walk(
     root: &Path,
     dir: &Path,
     node: &str,
     depth: usize,
     out: &mut Vec<Source>,
+    groups: &mut Vec<ingest::GroupAttrs>,
 ) -> Result<(), Fail> {
     let file = dir.join("zarr.json");
     let m = read_json(&file)?;
@@ -376,13 +390,29 @@ fn walk(
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect();
             children.sort();
+            let (mut attrs, json_attrs) = attributes(&m, &file.display().to_string())?;
+            if !json_attrs.is_empty() {
+                attrs.push((JSON_ATTRS_KEY.into(), Value::from(json_attrs).to_string()));
+            }
+            let path = match node.trim_start_matches('/') {
+                "" => tet_alloc::tet::meta::ROOT_GROUP,
+                p => p,
+            };
+            groups.extend(ingest::group_entry(root, path, attrs));
             for c in children {
                 let child = if node == "/" {
                     format!("/{c}")
                 } else {
                     format!("{node}/{c}")
                 };
-                walk(root, &dir.join(&c), &child, depth.saturating_add(1), out)?;
+                walk(
+                    root,
+                    &dir.join(&c),
+                    &child,
+                    depth.saturating_add(1),
+                    out,
+                    groups,
+                )?;
             }
             Ok(())
         }
@@ -403,9 +433,15 @@ fn product(v: &[u64]) -> Option<u64> {
 
 /// The footer metadata of the converted arrays: for each, `dim_names` from
 /// `dimension_names`, `attrs` from `attributes`, plus [`FILL_KEY`], [`JSON_ATTRS_KEY`]
-/// and `numpy_dtype` for the types `.tet` widens; then `--dims` and `--attr`.
-fn metadata(sources: &[Source], o: &ConvertOptions) -> Result<String, String> {
+/// and `numpy_dtype` for the types `.tet` widens; the groups' attributes (`tet_groups`);
+/// then `--dims` and `--attr`.
+fn metadata(
+    sources: &[Source],
+    groups: Vec<ingest::GroupAttrs>,
+    o: &ConvertOptions,
+) -> Result<String, String> {
     let mut m = ingest::new_metadata();
+    m.groups = groups;
     for s in sources {
         m.edit(&s.name, |e| {
             e.dim_names.clone_from(&s.dims);
@@ -445,7 +481,8 @@ fn convert_inner(
 ) -> Result<(), Fail> {
     ingest::check_start(input, output, o, "a Zarr store's arrays")?;
     let mut sources = Vec::new();
-    walk(input, input, "/", 0, &mut sources)?;
+    let mut groups = Vec::new();
+    walk(input, input, "/", 0, &mut sources, &mut groups)?;
     if let Some(want) = array {
         let want = want.trim_matches('/');
         sources.retain(|s| {
@@ -461,6 +498,15 @@ fn convert_inner(
             )));
         }
     }
+    // The root's attributes, and those of the groups holding a converted array.
+    groups.retain(|(path, _)| {
+        path == tet_alloc::tet::meta::ROOT_GROUP
+            || sources.iter().any(|s| {
+                s.name
+                    .strip_prefix(path.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+            })
+    });
     if sources.is_empty() {
         return Err(Fail::usage(format!(
             "{}: no arrays in the store",
@@ -508,8 +554,8 @@ fn convert_inner(
             chunk,
         });
     }
-    let meta =
-        metadata(&sources, o).map_err(|e| Fail::usage(format!("{}: {e}", input.display())))?;
+    let meta = metadata(&sources, groups, o)
+        .map_err(|e| Fail::usage(format!("{}: {e}", input.display())))?;
     let provenance = Provenance {
         from: "zarr",
         descrs: sources
@@ -726,8 +772,26 @@ fn array_json(
     m
 }
 
-fn group_json() -> Value {
-    json!({ "zarr_format": 3, "node_type": "group", "attributes": {} })
+/// The `zarr.json` of group `path` (`/` for the store's root), with the attributes the
+/// footer keeps for it (`tet_groups`): the texts [`JSON_ATTRS_KEY`] lists as the JSON
+/// values they were, the others as strings.
+fn group_json(meta: &tet_alloc::tet::meta::Metadata, path: &str) -> Value {
+    let attrs = meta.group(path).unwrap_or_default();
+    let json_attrs: Vec<String> = attrs
+        .iter()
+        .find(|(k, _)| k == JSON_ATTRS_KEY)
+        .and_then(|(_, v)| serde_json::from_str::<Vec<String>>(v).ok())
+        .unwrap_or_default();
+    let mut a = Map::new();
+    for (k, v) in attrs.iter().filter(|(k, _)| k != JSON_ATTRS_KEY) {
+        let value = if json_attrs.contains(k) {
+            serde_json::from_str::<Value>(v).unwrap_or_else(|_| json!(v))
+        } else {
+            json!(v)
+        };
+        a.insert(k.clone(), value);
+    }
+    json!({ "zarr_format": 3, "node_type": "group", "attributes": a })
 }
 
 fn write_json(dir: &Path, v: &Value) -> Result<(), Fail> {
@@ -858,7 +922,7 @@ fn export_into(
     budget: u64,
     tmp: &Path,
 ) -> Result<(), Fail> {
-    write_json(tmp, &group_json())?;
+    write_json(tmp, &group_json(meta, tet_alloc::tet::meta::ROOT_GROUP))?;
     let store = Arc::new(
         FilesystemStore::new(tmp)
             .map_err(|e| Fail::operational(format!("cannot write {}: {e}", tmp.display())))?,
@@ -886,10 +950,12 @@ fn export_into(
             )));
         }
         let mut dir = tmp.to_path_buf();
-        for p in parts.iter().take(parts.len().saturating_sub(1)) {
+        let groups = parts.len().saturating_sub(1);
+        for (i, p) in parts.iter().take(groups).enumerate() {
             dir.push(p);
             if !dir.join("zarr.json").is_file() {
-                write_json(&dir, &group_json())?;
+                let path = parts.get(..=i).unwrap_or_default().join("/");
+                write_json(&dir, &group_json(meta, &path))?;
             }
         }
         let dm = meta.dataset(name).unwrap_or(&empty);
