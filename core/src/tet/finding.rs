@@ -55,7 +55,7 @@ codes! {
     MetadataShape = "metadata-shape", Error, "The footer `metadata` is not in the shapes readers take (`datasets[name]` with `dim_names`, `coords`, `tet_coords`, `attrs`), or passes a reader's cap (8 names, 65536 labels, 1 KiB strings).";
     MetadataDims = "metadata-dims", Error, "A dataset's `dim_names` does not give one nonempty, unique, non-numeric name per axis.";
     MetadataCoords = "metadata-coords", Error, "A coordinate names no axis, is not as long as its axis, or references a dataset that is missing or not 1-D.";
-    MetadataAttrs = "metadata-attrs", Warning, "A dataset's `_FillValue` or `missing_value` attr is not a number.";
+    MetadataAttrs = "metadata-attrs", Warning, "A dataset's `_FillValue` or `missing_value` (each value of a list, at most 9) is not a number its elements can equal, or its packing is not finite.";
     ChunkChecksum = "chunk-checksum", Error, "A chunk's stored bytes do not match its checksum table entry (CRC-32C).";
     VerifyIncomplete = "verify-incomplete", Error, "The caller's scratch buffer was too small to check coverage and overlap.";
     ZstdFrame = "zstd-frame", Error, "A zstd payload is not one well-formed frame (bad magic, reserved bit, truncated or corrupt block, dictionary, empty span).";
