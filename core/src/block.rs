@@ -113,8 +113,9 @@ pub trait BlockDeviceMut: BlockDevice {
     /// Writes the consecutive blocks from `lba` from `buf`, whose length is a multiple
     /// of [`BLOCK_SIZE`] (a partial last block fails, as `Invalid`, before anything is
     /// written). One device call on devices that can (a file: one `pwrite`); this
-    /// default writes a block at a time, in order. A cut may leave any prefix of the
-    /// blocks written, and tear the block it stops in as [`BlockDeviceMut`] says.
+    /// default writes a block at a time, in order. Until [`BlockDeviceMut::flush`], a cut
+    /// may leave any of the run's blocks written and not the others (a file's page cache
+    /// writes back in no set order), each torn at most as [`BlockDeviceMut`] says.
     /// Left out of `dyn BlockDeviceMut`'s vtable (`Self: Sized`), as
     /// [`BlockDevice::read_blocks`] is.
     fn write_blocks(&self, lba: u64, buf: &[u8]) -> Result<()>

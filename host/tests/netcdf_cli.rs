@@ -55,6 +55,11 @@ fn write_nc4(path: &Path) {
     f.add_dimension("lon", 2).unwrap();
     f.add_attribute("title", "a test file").unwrap();
     f.add_attribute("Conventions", "CF-1.8").unwrap();
+    // NC_STRING attributes: one string is a text, several a list.
+    f.add_attribute("source", vec!["model run 7".to_string()])
+        .unwrap();
+    f.add_attribute("authors", vec!["a".to_string(), "b".to_string()])
+        .unwrap();
     // A global attribute longer than .tet metadata holds is left out, named.
     f.add_attribute("history", "x".repeat(1500)).unwrap();
     {
@@ -124,7 +129,7 @@ fn netcdf4_variables_dims_coords_attrs_and_values() {
     assert_eq!(c, 0, "{e}");
     for want in [
         // The global and group attributes (tet_groups).
-        "attrs of group /:\n  attr:   title = a test file\n  attr:   Conventions = CF-1.8\nattrs of group obs:\n  attr:   network = alpha\n  attr:   stations = [3, 4]\n",
+        "attrs of group /:\n  attr:   title = a test file\n  attr:   Conventions = CF-1.8\n  attr:   source = model run 7\n  attr:   authors = [\"a\",\"b\"]\nattrs of group obs:\n  attr:   network = alpha\n  attr:   stations = [3, 4]\n",
         "metadata of tas:",
         "  dims:   (time, lat, lon)",
         "  coord:  time (dataset time), 4 value(s), 0.0 .. 18.0",
@@ -363,7 +368,7 @@ fn long_missing_value_lists_are_refused() {
     assert_eq!(c, 16, "{e}");
     assert!(
         e.contains(
-            "long.nc: variable 'many': attribute missing_value holds 9 values, more than the 8"
+            "long.nc: variable 'many': attribute missing_value holds 9 distinct values, more than the 8 (besides _FillValue)"
         ),
         "{e}"
     );

@@ -681,7 +681,8 @@ impl fmt::Display for CfError {
 pub const MARKER_KEYS: [&str; 3] = ["_FillValue", "missing_value", "missing_value_list"];
 
 /// What [`CfError::must_be`] says of a list longer than [`Markers`] holds.
-const TOO_MANY: &str = "a list .tet can mark with (at most 8 values, 9 with _FillValue)";
+const TOO_MANY: &str =
+    "a list .tet can mark with (at most 9 distinct markers, _FillValue and missing_value together)";
 
 /// The values a marker attr's `text` holds: each item of a list (`[-1, -2]`), else the
 /// text itself. Only `missing_value` and `missing_value_list` may be lists.
@@ -1278,7 +1279,7 @@ mod tests {
         let a = [("missing_value_list", "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]")];
         let e = cf_markers(attrs(&a)).unwrap_err();
         assert_eq!(e.key, "missing_value_list");
-        assert!(e.to_string().contains("at most 8 values"), "{e}");
+        assert!(e.to_string().contains("at most 9 distinct markers"), "{e}");
         // Nine in all, the fill among them, fit.
         let a = [
             ("_FillValue", "0"),

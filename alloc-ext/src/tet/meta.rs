@@ -1315,7 +1315,7 @@ mod tests {
         assert_eq!(p.len(), 1, "{p:?}");
         assert!(
             p[0].to_string()
-                .contains("attr missing_value_list = \"[1, 2, 3, 4, 5, 6, 7, 8, 9]\" is not a list .tet can mark with (at most 8 values, 9 with _FillValue)"),
+                .contains("attr missing_value_list = \"[1, 2, 3, 4, 5, 6, 7, 8, 9]\" is not a list .tet can mark with (at most 9 distinct markers, _FillValue and missing_value together)"),
             "{}",
             p[0]
         );

@@ -355,7 +355,7 @@ impl Acc {
 
     /// The accumulator [`Acc::add_sum_block`] builds from blocks whose sums were added to
     /// `fsum` in order: `counted` elements in all, `nan` of them NaN. The same bits as
-    /// the blocks added one by one, from 24 bytes a cell kept instead of an `Acc`.
+    /// the blocks added one by one, from 32 bytes a cell kept instead of an `Acc`.
     pub fn of_sum_blocks(op: Reduce, fsum: FSum, counted: u64, nan: u64) -> Acc {
         let mut a = Acc::new();
         a.add_sum_block(op, 0.0, counted, nan);

@@ -163,12 +163,16 @@ pub(crate) fn push_attr(
         return Ok(());
     }
     let values: Vec<String> = marker_texts(&key, &text).map(str::to_string).collect();
-    if values.len() > MAX_MISSING_VALUES {
+    let mut distinct: Vec<&str> = values.iter().map(String::as_str).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() > MAX_MISSING_VALUES {
         return Err(Fail::usage(format!(
-            "{}: {what} '{name}': attribute missing_value holds {} values, more than the \
-             {MAX_MISSING_VALUES} .tet marks missing elements with",
+            "{}: {what} '{name}': attribute missing_value holds {} distinct values, more \
+             than the {MAX_MISSING_VALUES} (besides _FillValue) .tet marks missing elements \
+             with{SKIP_HINT}",
             input.display(),
-            values.len()
+            distinct.len()
         )));
     }
     let Some(first) = values.first().cloned() else {
@@ -651,8 +655,27 @@ pub(crate) fn group_entry(
     attrs: Vec<(String, String)>,
 ) -> Option<GroupAttrs> {
     let limit = tet_alloc::tet::meta::MAX_STRING;
+    if path.len() > limit {
+        crate::errln!(
+            "tet-host: {}: the attributes of group '{path}' are not kept: its path ({} bytes) \
+             is longer than the {limit} bytes .tet metadata holds",
+            input.display(),
+            path.len()
+        );
+        return None;
+    }
+    let most = tet_alloc::tet::meta::MAX_ATTRS;
+    if attrs.len() > most {
+        crate::errln!(
+            "tet-host: {}: group '{path}' has {} attributes; .tet metadata holds {most} a \
+             group: the first {most} are kept",
+            input.display(),
+            attrs.len()
+        );
+    }
     let kept: Vec<(String, String)> = attrs
         .into_iter()
+        .take(most)
         .filter(|(k, v)| {
             let fits = k.len() <= limit && v.len() <= limit && !k.is_empty();
             if !fits {
@@ -667,6 +690,25 @@ pub(crate) fn group_entry(
         })
         .collect();
     (!kept.is_empty()).then(|| (path.to_string(), kept))
+}
+
+/// The groups of `groups` that `.tet` metadata holds: the first
+/// [`tet_alloc::tet::meta::MAX_DATASETS`] of them, the rest named on standard error.
+pub(crate) fn capped_groups(input: &Path, mut groups: Vec<GroupAttrs>) -> Vec<GroupAttrs> {
+    let most = tet_alloc::tet::meta::MAX_DATASETS;
+    if groups.len() > most {
+        crate::errln!(
+            "tet-host: {}: {} groups carry attributes; .tet metadata holds {most}: the \
+             attributes of the groups after '{}' are not kept",
+            input.display(),
+            groups.len(),
+            groups
+                .get(most.saturating_sub(1))
+                .map_or("", |g| g.0.as_str())
+        );
+        groups.truncate(most);
+    }
+    groups
 }
 
 /// The attribute by which NetCDF-3, whose classic formats have no unsigned integer types,
@@ -715,7 +757,8 @@ pub(crate) fn apply_unsigned(a: &mut LibArray, signed_bits: Option<u32>) {
     let says = a
         .attrs
         .iter()
-        .any(|(k, v)| k == UNSIGNED_KEY && v.trim().eq_ignore_ascii_case("true"));
+        // Exactly as netCDF4-python tests it ("true" or "True"; xarray takes "true").
+        .any(|(k, v)| k == UNSIGNED_KEY && matches!(v.as_str(), "true" | "True"));
     let Some((bits, to)) = signed_bits.and_then(|b| Some((b, unsigned_type(b)?))) else {
         return;
     };
@@ -824,7 +867,7 @@ pub(crate) fn convert_library<V: LibVar>(
     // The footer metadata: the input's axes (`axes`: dimension names, coordinates), each
     // array's attributes and restored type, then `--dims` and `--attr`.
     let mut m = new_metadata();
-    m.groups = groups;
+    m.groups = capped_groups(input, groups);
     axes(vars, &mut m);
     for v in vars {
         let a = v.array();
@@ -885,4 +928,44 @@ pub(crate) fn convert_library<V: LibVar>(
             })
             .collect()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::restriction, reason = "tests fail by panicking")]
+    use super::*;
+
+    #[test]
+    fn group_attributes_are_capped_as_tet_metadata_holds_them() {
+        let input = Path::new("in.nc");
+        let limit = tet_alloc::tet::meta::MAX_STRING;
+        let most = tet_alloc::tet::meta::MAX_ATTRS;
+        let many: Vec<(String, String)> = (0..most + 6)
+            .map(|i| (format!("a{i}"), i.to_string()))
+            .collect();
+        let (path, kept) = group_entry(input, "obs", many).unwrap();
+        assert_eq!(path, "obs");
+        assert_eq!(kept.len(), most);
+        assert_eq!(kept.last().unwrap().0, format!("a{}", most - 1));
+        // A value over the string cap is left out, the others kept.
+        let long = vec![
+            ("history".to_string(), "x".repeat(limit + 1)),
+            ("title".to_string(), "t".to_string()),
+        ];
+        let (_, kept) = group_entry(input, "/", long).unwrap();
+        assert_eq!(kept, vec![("title".to_string(), "t".to_string())]);
+        // A group whose path is past the cap keeps nothing.
+        let deep = "g/".repeat(limit);
+        assert!(group_entry(input, &deep, vec![("k".into(), "v".into())]).is_none());
+        // At most as many groups as datasets entries.
+        let groups: Vec<GroupAttrs> = (0..tet_alloc::tet::meta::MAX_DATASETS + 3)
+            .map(|i| (format!("g{i}"), vec![("k".to_string(), "v".to_string())]))
+            .collect();
+        let capped = capped_groups(input, groups);
+        assert_eq!(capped.len(), tet_alloc::tet::meta::MAX_DATASETS);
+        assert_eq!(
+            capped.last().unwrap().0,
+            format!("g{}", tet_alloc::tet::meta::MAX_DATASETS - 1)
+        );
+    }
 }

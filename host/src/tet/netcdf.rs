@@ -119,7 +119,11 @@ fn attr_text(v: &netcdf::AttributeValue) -> String {
         A::Longlongs(v) => list(v),
         A::Floats(v) => list(v),
         A::Doubles(v) => list(v),
-        A::Strs(v) => serde_json::to_string(v).unwrap_or_default(),
+        // One NC_STRING is a text, as netCDF4-python gives it (a `str`); several, a list.
+        A::Strs(v) => match v.as_slice() {
+            [one] => one.clone(),
+            _ => serde_json::to_string(v).unwrap_or_default(),
+        },
     }
 }
 
@@ -184,6 +188,9 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
                     &name,
                 )?;
             }
+            Err(netcdf::Error::TypeUnknown(t)) => {
+                unkept(input, &format!("variable '{name}'"), &a, t)
+            }
             Err(e) => {
                 return Err(Fail(
                     Exit::Problems,
@@ -244,7 +251,9 @@ fn walk(
 }
 
 /// The attributes of a group (or, `path` `/`, the file's global attributes) as `.tet`
-/// attrs hold them; an attribute that does not read is the file's damage.
+/// attrs hold them. One of a user-defined type (enum, compound, opaque, variable-length),
+/// which libnetcdf's reader does not give as a value, is named on standard error and
+/// left out; an attribute that does not read otherwise is the file's damage.
 fn attributes<'g>(
     attrs: impl Iterator<Item = netcdf::Attribute<'g>>,
     path: &str,
@@ -252,16 +261,35 @@ fn attributes<'g>(
 ) -> Result<Vec<(String, String)>, Fail> {
     let mut out = Vec::new();
     for a in attrs {
-        let v = a.value().map_err(|e| {
-            Fail::damaged(format!(
-                "{}: group '{path}': attribute '{}' does not read: {e}",
-                input.display(),
-                a.name()
-            ))
-        })?;
+        let v = match a.value() {
+            Ok(v) => v,
+            Err(netcdf::Error::TypeUnknown(t)) => {
+                unkept(input, &format!("group '{path}'"), &a, t);
+                continue;
+            }
+            Err(e) => {
+                return Err(Fail::damaged(format!(
+                    "{}: group '{path}': attribute '{}' does not read: {e}",
+                    input.display(),
+                    a.name()
+                )))
+            }
+        };
         out.push((a.name().to_string(), attr_text(&v)));
     }
     Ok(out)
+}
+
+/// Says on standard error that attribute `a` of `owner` (its NetCDF type number `t`, a
+/// user-defined type) is not kept.
+fn unkept(input: &Path, owner: &str, a: &netcdf::Attribute<'_>, t: i32) {
+    crate::errln!(
+        "tet-host: {}: {owner}: attribute '{}' is of a user-defined type (NetCDF type {t}: \
+         an enum, compound, opaque or variable-length type), which .tet attrs cannot hold; \
+         not kept",
+        input.display(),
+        a.name()
+    );
 }
 
 /// The attributes of the groups under `g` (`prefix` its path, ending in `/`), depth

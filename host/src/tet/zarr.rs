@@ -554,7 +554,7 @@ fn convert_inner(
             chunk,
         });
     }
-    let meta = metadata(&sources, groups, o)
+    let meta = metadata(&sources, ingest::capped_groups(input, groups), o)
         .map_err(|e| Fail::usage(format!("{}: {e}", input.display())))?;
     let provenance = Provenance {
         from: "zarr",

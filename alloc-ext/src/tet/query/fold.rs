@@ -304,8 +304,11 @@ impl MergePiece<'_> {
             }
             (Later::Sums(s, k, count), into) => absorb_sums(into, self.op, s, k, count),
             // A box of totals takes only plain sums: a stripe of an operation of the
-            // float sum kernel folds into plain sums ([`Group::empty_box`]).
-            (Later::Cells(_), Into::Totals(_)) => {}
+            // float sum kernel folds into plain sums ([`Group::empty_box`]), by the same
+            // test that gave the group its totals.
+            (Later::Cells(_), Into::Totals(_)) => {
+                debug_assert!(false, "a box of accumulators merged into one of totals");
+            }
         }
     }
 }
