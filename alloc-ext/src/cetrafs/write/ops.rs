@@ -16,7 +16,7 @@ use tet_core::checksum::crc32c_skipping;
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 use super::dir::{check_name, Found};
-use super::tree::{cut, lookup, Ext};
+use super::tree::{cut, initialize, lookup, Ext};
 use super::txn::Txn;
 use super::{Errno, WriteError, Writer};
 
@@ -706,7 +706,17 @@ impl<D: BlockDeviceMut> Writer<D> {
                     Self::put(t, p, b);
                     l = l.saturating_add(1);
                 }
-                Some((_, true)) => return Err(Errno::EINVAL.into()),
+                Some((p, true)) => {
+                    // A block of an uninitialized extent reads as zeros whatever it
+                    // holds, until the commit marks it initialized: its new contents
+                    // (zeros where the write does not reach) go straight to the
+                    // device before that, as new data does (section 15).
+                    let mut b: Block = [0; BLOCK_SIZE];
+                    patch(&mut b, l);
+                    Self::put_data(t, p, b);
+                    initialize(&mut m.exts, l);
+                    l = l.saturating_add(1);
+                }
                 None => {
                     let mut n = 0u64;
                     while l.saturating_add(n) <= last

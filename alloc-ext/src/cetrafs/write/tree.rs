@@ -306,6 +306,39 @@ pub(super) fn lookup(exts: &[Ext], logical: u64) -> Option<(u64, bool)> {
         })
 }
 
+/// Makes logical block `logical` of an uninitialized extent of `exts` an initialized
+/// extent of its own, the rest of the extent staying uninitialized on either side
+/// ([`Writer::store_map`] merges it with initialized neighbours). Nothing changes when
+/// the block is not in an uninitialized extent.
+pub(super) fn initialize(exts: &mut Vec<Ext>, logical: u64) {
+    let Some(i) = exts
+        .iter()
+        .position(|e| e.uninit && logical >= e.logical && logical < e.end())
+    else {
+        return;
+    };
+    let e = exts.swap_remove(i);
+    let before = logical.saturating_sub(e.logical);
+    let after = e.end().saturating_sub(logical).saturating_sub(1);
+    if before > 0 {
+        exts.push(Ext { len: before, ..e });
+    }
+    exts.push(Ext {
+        logical,
+        len: 1,
+        physical: e.physical.saturating_add(before),
+        uninit: false,
+    });
+    if after > 0 {
+        exts.push(Ext {
+            logical: logical.saturating_add(1),
+            len: after,
+            physical: e.physical.saturating_add(before).saturating_add(1),
+            uninit: true,
+        });
+    }
+}
+
 /// Cuts every mapping at or past logical block `from`; returns the physical runs cut.
 pub(super) fn cut(exts: &mut Vec<Ext>, from: u64) -> Vec<(u64, u64)> {
     let mut freed = Vec::new();
