@@ -843,3 +843,70 @@ fn group_attributes_are_kept_and_written_back() {
     assert_eq!(groups[0]["group"], "/");
     assert_eq!(groups[0]["attrs"]["title"], "a store");
 }
+
+/// xarray keeps a float `_FillValue` of a Zarr v3 array as the base64 of its
+/// little-endian f64 bytes: such a store converts with the number, and an export writes
+/// the CF attributes back as xarray reads them (the base64 for a float `_FillValue`, JSON
+/// numbers for the others, a `missing_value` list as one array).
+#[test]
+fn xarray_fill_values_convert_and_cf_attributes_export_as_xarray_reads_them() {
+    let d = dir("xarray-fill");
+    let store = d.join("x.zarr");
+    copy_array("temperature", &store.join("tas"));
+    std::fs::write(
+        store.join("zarr.json"),
+        serde_json::json!({"zarr_format": 3, "node_type": "group", "attributes": {}}).to_string(),
+    )
+    .unwrap();
+    let meta_path = store.join("tas/zarr.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
+    // NaN, as xarray writes a float32 variable's default fill.
+    meta["attributes"] = serde_json::json!({"units": "K", "_FillValue": "AAAAAAAA+H8="});
+    std::fs::write(&meta_path, meta.to_string()).unwrap();
+    let tet = d.join("x.tet");
+    let (code, err) = run(
+        &d,
+        &["convert", store.to_str().unwrap(), tet.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (_, o, _) = common::run(&["info", "--metadata", tet.to_str().unwrap()], &d);
+    let info = String::from_utf8(o).unwrap();
+    assert!(info.contains("attr:   _FillValue = nan"), "{info}");
+    // Packing and a marker list set as texts, as a NetCDF source keeps them.
+    let edited = d.join("edited.tet");
+    let (code, err) = run(
+        &d,
+        &[
+            "convert",
+            store.to_str().unwrap(),
+            edited.to_str().unwrap(),
+            "--attr",
+            "tas:scale_factor=0.5",
+            "--attr",
+            "tas:missing_value=-1",
+            "--attr",
+            "tas:missing_value_list=[-1, -2]",
+            "--attr",
+            "tas:comment=0.5",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let back = d.join("back.zarr");
+    let (code, err) = run(
+        &d,
+        &["export", edited.to_str().unwrap(), back.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    let got: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(back.join("tas/zarr.json")).unwrap())
+            .unwrap();
+    let a = &got["attributes"];
+    assert_eq!(a["_FillValue"], serde_json::json!("AAAAAAAA+H8="), "{a}");
+    assert_eq!(a["scale_factor"], serde_json::json!(0.5), "{a}");
+    assert_eq!(a["missing_value"], serde_json::json!([-1, -2]), "{a}");
+    assert!(a.get("missing_value_list").is_none(), "{a}");
+    // Not a CF number: the text stays a string.
+    assert_eq!(a["comment"], serde_json::json!("0.5"), "{a}");
+    assert_eq!(a["units"], serde_json::json!("K"), "{a}");
+}

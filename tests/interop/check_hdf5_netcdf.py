@@ -269,6 +269,17 @@ convert(mvl, out, "--unpack")
 got = tetrs.open(out)["q"][...]
 check(got.dtype == xq.dtype and np.array_equal(got, xq, equal_nan=True),
       f"missing_value list --unpack: {got} against xarray's {xq}")
+# Exported to Zarr, the packed variable opens in xarray with the file's decoded values:
+# the fill, scale and marker list written back as the numbers xarray reads.
+zq = os.path.join(WORK, "mvlist.zarr")
+shutil.rmtree(zq, ignore_errors=True)
+r = subprocess.run([TET, "export", os.path.join(WORK, "mvlist.tet"), zq],
+                   capture_output=True, text=True)
+check(r.returncode == 0, f"export mvlist.tet to Zarr: {r.stderr}")
+with xr.open_zarr(zq, consolidated=False) as xz:
+    zv = xz["q"].values
+check(np.array_equal(zv, xq, equal_nan=True),
+      f"xarray reads the exported Zarr as the NetCDF file: {zv} against {xq}")
 
 # NetCDF-3's unsigned bytes and shorts (_Unsigned = "true" on a signed variable of a
 # classic file): stored as their unsigned view, as netCDF4-python reads them (its auto

@@ -318,6 +318,9 @@ fn attributes(m: &Map<String, Value>, at: &str) -> Result<Attributes, Fail> {
         Some(Value::Object(a)) => {
             for (k, v) in a {
                 match v {
+                    Value::String(s) if k == "_FillValue" => {
+                        attrs.push((k.clone(), xarray_fill(s).unwrap_or_else(|| s.clone())));
+                    }
                     Value::String(s) => attrs.push((k.clone(), s.clone())),
                     other => {
                         attrs.push((k.clone(), other.to_string()));
@@ -333,6 +336,74 @@ fn attributes(m: &Map<String, Value>, at: &str) -> Result<Attributes, Fail> {
         }
     }
     Ok((attrs, json_attrs))
+}
+
+/// The number a `_FillValue` attribute text stands for when xarray wrote it: xarray keeps
+/// a float `_FillValue` of a Zarr v3 array as the base64 of its little-endian `f64`
+/// bytes (`"AAAAAAAA+H8="` is NaN), and of 4 bytes an `f32`. `None` for any other text
+/// (a number as text is already one).
+fn xarray_fill(text: &str) -> Option<String> {
+    use base64::Engine as _;
+    if text.parse::<f64>().is_ok() {
+        return None;
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .ok()?;
+    let v = match bytes.as_slice() {
+        [a, b, c, d, e, f, g, h] => f64::from_le_bytes([*a, *b, *c, *d, *e, *f, *g, *h]),
+        [a, b, c, d] => f64::from(f32::from_le_bytes([*a, *b, *c, *d])),
+        _ => return None,
+    };
+    Some(if v.is_nan() {
+        "nan".into()
+    } else {
+        v.to_string()
+    })
+}
+
+/// A CF attribute of an array of Zarr type `ztype`, kept as text (from NetCDF, HDF5 or
+/// an option), as xarray reads it back from a Zarr v3 store: `_FillValue` a JSON integer
+/// for an integer array, and for a float one the base64 of its little-endian `f64`
+/// bytes (xarray's encoding); `missing_value` (a list as a JSON array: `list` is the
+/// `missing_value_list` kept beside it), `scale_factor`, `add_offset`, `valid_min`,
+/// `valid_max` and `valid_range` JSON numbers. `None` for other keys, or a text that
+/// is not numbers (kept as a string).
+fn cf_attr_json(key: &str, text: &str, ztype: &str, list: Option<&str>) -> Option<Value> {
+    use base64::Engine as _;
+    let number = |t: &str| -> Option<Value> {
+        let t = t.trim();
+        if let Ok(i) = t.parse::<i64>() {
+            return Some(Value::from(i));
+        }
+        if let Ok(u) = t.parse::<u64>() {
+            return Some(Value::from(u));
+        }
+        let f = t.parse::<f64>().ok()?;
+        serde_json::Number::from_f64(f).map(Value::Number)
+    };
+    let numbers = |t: &str| -> Option<Value> {
+        match t.trim().strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+            Some(inner) => inner
+                .split(',')
+                .map(number)
+                .collect::<Option<Vec<Value>>>()
+                .map(Value::Array),
+            None => number(t),
+        }
+    };
+    match key {
+        "_FillValue" if ztype.starts_with("float") => {
+            let f = text.trim().parse::<f64>().ok()?;
+            Some(Value::from(
+                base64::engine::general_purpose::STANDARD.encode(f.to_le_bytes()),
+            ))
+        }
+        "_FillValue" => number(text),
+        "missing_value" => numbers(list.unwrap_or(text)),
+        "scale_factor" | "add_offset" | "valid_min" | "valid_max" | "valid_range" => numbers(text),
+        _ => None,
+    }
 }
 
 /// Every array under `dir` (node path `node`), depth first in name order, into `out`;
@@ -987,6 +1058,11 @@ fn export_into(
             .unwrap_or_default();
         let mut attrs = Map::new();
         let mut fill = default_fill(ztype);
+        let list = dm
+            .attrs
+            .iter()
+            .find(|(k, _)| k == "missing_value_list")
+            .map(|(_, v)| v.as_str());
         for (k, v) in &dm.attrs {
             match k.as_str() {
                 FILL_KEY => {
@@ -995,12 +1071,15 @@ fn export_into(
                     }
                 }
                 JSON_ATTRS_KEY | "numpy_dtype" | "numpy_shape" => {}
+                // The whole list goes out as `missing_value`, as CF writes it.
+                "missing_value_list" if !json_attrs.contains(k) => {}
                 _ if json_attrs.contains(k) => {
                     let parsed = serde_json::from_str::<Value>(v).unwrap_or_else(|_| json!(v));
                     attrs.insert(k.clone(), parsed);
                 }
                 _ => {
-                    attrs.insert(k.clone(), json!(v));
+                    let cf = cf_attr_json(k, v, ztype, list.filter(|_| k == "missing_value"));
+                    attrs.insert(k.clone(), cf.unwrap_or_else(|| json!(v)));
                 }
             }
         }
