@@ -560,3 +560,72 @@ fn scalar_variables_convert_and_export_as_0_d() {
         );
     }
 }
+
+/// A NetCDF-3 file cut short inside its data (libnetcdf reads the missing part as stale
+/// bytes, without an error) is refused as cut short, exit 4, naming both lengths; whole
+/// files of each NetCDF-3 format, with several record variables of mixed sizes, convert.
+#[test]
+fn netcdf3_files_cut_inside_their_data_are_refused() {
+    let _one = serial();
+    let d = dir();
+    for (tag, opts, magic) in [
+        ("cdf1", netcdf::Options::empty(), 1u8),
+        ("cdf2", netcdf::Options::_64BIT_OFFSET, 2),
+        ("cdf5", netcdf::Options::_64BIT_DATA, 5),
+    ] {
+        let path = d.join(format!("{tag}.nc"));
+        {
+            let mut f = netcdf::create_with(&path, opts).unwrap();
+            f.add_unlimited_dimension("t").unwrap();
+            f.add_dimension("y", 20).unwrap();
+            f.add_dimension("x", 100).unwrap();
+            f.add_attribute("title", "cut test").unwrap();
+            f.add_variable::<f32>("v", &["y", "x"]).unwrap();
+            // Record variables of 3 shorts, 1 byte and 100 doubles per record.
+            f.add_variable::<i16>("s", &["t", "x"]).unwrap();
+            f.add_variable::<i8>("b", &["t"]).unwrap();
+            f.add_variable::<f64>("r", &["t", "x"]).unwrap();
+            f.enddef().unwrap();
+            let v: Vec<f32> = (0..2000).map(|i| i as f32).collect();
+            f.variable_mut("v").unwrap().put_values(&v, ..).unwrap();
+            for t in 0..4usize {
+                let s: Vec<i16> = (0..100).map(|i| (i + t) as i16).collect();
+                f.variable_mut("s")
+                    .unwrap()
+                    .put_values(&s, (t..t + 1, ..))
+                    .unwrap();
+                f.variable_mut("b")
+                    .unwrap()
+                    .put_values(&[t as i8], t..t + 1)
+                    .unwrap();
+                let r: Vec<f64> = (0..100).map(|i| (i * t) as f64).collect();
+                f.variable_mut("r")
+                    .unwrap()
+                    .put_values(&r, (t..t + 1, ..))
+                    .unwrap();
+            }
+        }
+        let whole = std::fs::read(&path).unwrap();
+        assert_eq!(&whole[..4], [b'C', b'D', b'F', magic], "{tag}");
+        let (c, _, e) = run(&[
+            "convert",
+            &format!("{tag}.nc"),
+            &format!("{tag}.tet"),
+            "--force",
+        ]);
+        assert_eq!(c, 0, "{tag} whole: {e}");
+        for cut in [whole.len() - 1, whole.len() - 900, whole.len() / 2] {
+            let name = format!("{tag}-cut.nc");
+            std::fs::write(d.join(&name), &whole[..cut]).unwrap();
+            let out = format!("{tag}-cut.tet");
+            let (c, _, e) = run(&["convert", &name, &out, "--force"]);
+            assert_eq!(c, 4, "{tag} cut to {cut} of {}: {e}", whole.len());
+            assert!(
+                e.contains(&format!("{name}: cut short"))
+                    && e.contains(&format!("the file has {cut} bytes")),
+                "{e}"
+            );
+            assert!(!d.join(&out).exists());
+        }
+    }
+}

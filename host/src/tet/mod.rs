@@ -8,6 +8,8 @@ use tet_core::tet::{Code, ExecutionSettings, Finding, TetFile};
 
 use crate::Exit;
 
+#[cfg(feature = "netcdf")]
+mod cdf3;
 pub mod codec;
 pub mod convert;
 pub mod dims;

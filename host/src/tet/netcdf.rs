@@ -360,6 +360,33 @@ fn axes(vars: &[(String, Var)], m: &mut Metadata) {
     }
 }
 
+/// The most of a NetCDF-3 file's first bytes read for its header (a header longer than
+/// this, with thousands of attributes, is not checked).
+const HEADER_MOST: u64 = 16 << 20;
+
+/// Refuses a NetCDF-3 file shorter than its header says its data runs (cut short: exit
+/// 4, naming both lengths), which libnetcdf would read as stale bytes without an error.
+/// A NetCDF-4 file, or a header this does not read to its end, is not checked here.
+fn check_length(input: &Path) -> Result<(), Fail> {
+    use std::io::Read;
+    let Ok(f) = std::fs::File::open(input) else {
+        return Ok(());
+    };
+    let len = f.metadata().map_or(0, |m| m.len());
+    let mut head = Vec::new();
+    if f.take(HEADER_MOST).read_to_end(&mut head).is_err() {
+        return Ok(());
+    }
+    match super::cdf3::data_end(&head) {
+        Some(end) if end > len => Err(Fail::damaged(format!(
+            "{}: cut short: its header puts variable data up to byte {end}, and the file \
+             has {len} bytes",
+            input.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// `tet-host convert FILE.nc OUT.tet`.
 pub fn convert(input: &Path, output: &Path, lib: LibraryOptions, o: &ConvertOptions) -> Exit {
     ingest::finish(convert_inner(input, output, lib, o))
@@ -379,6 +406,7 @@ fn convert_inner(
             format!("{}: not a readable NetCDF file: {e}", input.display()),
         )
     })?;
+    check_length(input)?;
     let mut vars = Vec::new();
     let mut skipped = Vec::new();
     // The root's variables, then its groups' (a classic file has no groups).
