@@ -580,6 +580,8 @@ fn netcdf3_files_cut_inside_their_data_are_refused() {
             f.add_dimension("y", 20).unwrap();
             f.add_dimension("x", 100).unwrap();
             f.add_attribute("title", "cut test").unwrap();
+            // A header longer than the first 64 KiB read of it.
+            f.add_attribute("notes", "n".repeat(70_000)).unwrap();
             f.add_variable::<f32>("v", &["y", "x"]).unwrap();
             // Record variables of 3 shorts, 1 byte and 100 doubles per record.
             f.add_variable::<i16>("s", &["t", "x"]).unwrap();
@@ -614,7 +616,7 @@ fn netcdf3_files_cut_inside_their_data_are_refused() {
             "--force",
         ]);
         assert_eq!(c, 0, "{tag} whole: {e}");
-        for cut in [whole.len() - 1, whole.len() - 900, whole.len() / 2] {
+        for cut in [whole.len() - 1, whole.len() - 900, whole.len() - 5000] {
             let name = format!("{tag}-cut.nc");
             std::fs::write(d.join(&name), &whole[..cut]).unwrap();
             let out = format!("{tag}-cut.tet");

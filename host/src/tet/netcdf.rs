@@ -360,8 +360,10 @@ fn axes(vars: &[(String, Var)], m: &mut Metadata) {
     }
 }
 
-/// The most of a NetCDF-3 file's first bytes read for its header (a header longer than
-/// this, with thousands of attributes, is not checked).
+/// The first bytes of a NetCDF-3 file read for its header, and the most read when the
+/// header runs past them (a header longer than that, with thousands of attributes, is
+/// not checked).
+const HEADER_FIRST: u64 = 64 << 10;
 const HEADER_MOST: u64 = 16 << 20;
 
 /// Refuses a NetCDF-3 file shorter than its header says its data runs (cut short: exit
@@ -374,10 +376,20 @@ fn check_length(input: &Path) -> Result<(), Fail> {
     };
     let len = f.metadata().map_or(0, |m| m.len());
     let mut head = Vec::new();
-    if f.take(HEADER_MOST).read_to_end(&mut head).is_err() {
+    let mut f = f.take(HEADER_FIRST);
+    if f.read_to_end(&mut head).is_err() || !head.starts_with(b"CDF") {
         return Ok(());
     }
-    match super::cdf3::data_end(&head) {
+    let mut end = super::cdf3::data_end(&head);
+    if end.is_none() && tet_core::arith::u64_of(head.len()) == HEADER_FIRST {
+        // A header longer than the first read: the rest of it, up to the most.
+        f.set_limit(HEADER_MOST.saturating_sub(HEADER_FIRST));
+        if f.read_to_end(&mut head).is_err() {
+            return Ok(());
+        }
+        end = super::cdf3::data_end(&head);
+    }
+    match end {
         Some(end) if end > len => Err(Fail::damaged(format!(
             "{}: cut short: its header puts variable data up to byte {end}, and the file \
              has {len} bytes",

@@ -1063,6 +1063,7 @@ fn export_into(
             .iter()
             .find(|(k, _)| k == "missing_value_list")
             .map(|(_, v)| v.as_str());
+        let has_missing = dm.attrs.iter().any(|(k, _)| k == "missing_value");
         for (k, v) in &dm.attrs {
             match k.as_str() {
                 FILL_KEY => {
@@ -1071,8 +1072,9 @@ fn export_into(
                     }
                 }
                 JSON_ATTRS_KEY | "numpy_dtype" | "numpy_shape" => {}
-                // The whole list goes out as `missing_value`, as CF writes it.
-                "missing_value_list" if !json_attrs.contains(k) => {}
+                // The whole list goes out as `missing_value`, as CF writes it (as itself
+                // when there is no `missing_value` to carry it).
+                "missing_value_list" if !json_attrs.contains(k) && has_missing => {}
                 _ if json_attrs.contains(k) => {
                     let parsed = serde_json::from_str::<Value>(v).unwrap_or_else(|_| json!(v));
                     attrs.insert(k.clone(), parsed);
