@@ -76,7 +76,31 @@ pub fn check_output(output: &Path, inputs: &[&Path], force: bool) -> Result<(), 
         crate::say!("{} exists; pass --force to replace it", output.display());
         return Err(Exit::Usage);
     }
+    if let Err(why) = check_parent(output) {
+        crate::say!("{why}");
+        return Err(Exit::Operational);
+    }
     Ok(())
+}
+
+/// Refuses to create `output` in a directory that is not there (exit 8 where it is
+/// said), before a command reads its input: the temporary file beside it could not be
+/// created, and a directory is never made for it.
+pub fn check_parent(output: &Path) -> Result<(), String> {
+    let dir = dir_of(output);
+    match std::fs::metadata(&dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!(
+            "cannot create {}: {} is not a directory",
+            output.display(),
+            dir.display()
+        )),
+        Err(e) => Err(format!(
+            "cannot create {}: directory {}: {e}",
+            output.display(),
+            dir.display()
+        )),
+    }
 }
 
 /// The file-system steps of an atomic replace.

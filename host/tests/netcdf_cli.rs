@@ -515,11 +515,32 @@ fn scalar_variables_convert_and_export_as_0_d() {
     let crs = &o[o.find("metadata of crs:").unwrap()..];
     assert!(!crs.starts_with("metadata of crs:\n  dims:"), "{o}");
     for want in [
+        "  shape:  () in the source (export gives it back so)",
         "  attr:   grid_mapping_name = latitude_longitude",
         "  attr:   semi_major_axis = 6378137",
-        "  attr:   numpy_shape = []",
     ] {
         assert!(crs.contains(want), "missing {want:?} in\n{o}");
+    }
+    // The marker is bookkeeping for export, not one of the file's attributes.
+    assert!(!o.contains("numpy_shape"), "{o}");
+    // To Zarr: 0-d arrays, as the source had them.
+    #[cfg(feature = "zarr")]
+    {
+        let (c, _, e) = run(&["export", "sc.tet", "sc.zarr", "--force"]);
+        assert_eq!(c, 0, "{e}");
+        for name in ["crs", "height"] {
+            let j: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(d.join("sc.zarr").join(name).join("zarr.json")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(j["shape"], serde_json::json!([]), "{name}: {j}");
+            assert!(j["attributes"].get("numpy_shape").is_none(), "{j}");
+        }
+        let tas: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(d.join("sc.zarr/tas/zarr.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(tas["shape"], serde_json::json!([2]));
     }
     assert!(o.contains("  attr:   grid_mapping = crs"), "{o}");
     assert_eq!(
@@ -629,5 +650,118 @@ fn netcdf3_files_cut_inside_their_data_are_refused() {
             );
             assert!(!d.join(&out).exists());
         }
+    }
+}
+
+/// What a CF file holds that `.tet` has no place for, said as it is: a `missing_value` no
+/// element can equal (1e20 on a `short`) is kept with a warning; under `--unpack` a list
+/// is said as decoded, and `null_count` points at `nan_count`; a group of attributes only
+/// is kept; a `history` of several lines keeps `info`'s layout; a file whose every
+/// variable is skipped says so.
+#[test]
+fn cf_oddities_are_kept_or_said() {
+    let _one = serial();
+    let d = dir();
+    {
+        let mut f = netcdf::create(d.join("odd.nc")).unwrap();
+        f.add_attribute(
+            "history",
+            "2020-01-01 made\n2021-02-03 regridded\n2022 fixed",
+        )
+        .unwrap();
+        f.add_dimension("n", 4).unwrap();
+        let mut v = f.add_variable::<i16>("t", &["n"]).unwrap();
+        v.put_attribute("missing_value", 1e20f64).unwrap();
+        v.put_values(&[1i16, 2, 3, 4], ..).unwrap();
+        let mut v = f.add_variable::<i32>("l", &["n"]).unwrap();
+        v.put_attribute("missing_value", vec![-1i32, -2]).unwrap();
+        v.put_values(&[-1i32, 5, -2, 7], ..).unwrap();
+        let mut g = f.add_group("about").unwrap();
+        g.add_attribute("institution", "here").unwrap();
+    }
+    let (c, _, e) = run(&["convert", "odd.nc", "odd.tet", "--force"]);
+    assert_eq!(c, 0, "{e}");
+    assert!(
+        e.contains(
+            "odd.nc: warning: 't': attr missing_value = \"100000000000000000000\" is outside \
+             the range of i16 (-32768 ..= 32767), so no element can be it; kept as the file \
+             has it (it marks no element)"
+        ),
+        "{e}"
+    );
+    assert!(
+        e.contains("variable 'l': missing_value holds [-1, -2]; each value marks missing elements (the list is kept as missing_value_list"),
+        "{e}"
+    );
+    // The marker matches nothing: every element counts, as xarray reads the file.
+    assert_eq!(
+        query("odd.tet", r#"{"dataset": "t", "nan_sum": []}"#),
+        "t nan_sum = 10.0\n"
+    );
+    assert_eq!(
+        query("odd.tet", r#"{"dataset": "l", "null_count": []}"#),
+        "l null_count = 2\n"
+    );
+    let (_, o, _) = run(&["info", "odd.tet", "--metadata"]);
+    assert!(
+        o.contains(
+            "attrs of group /:\n  attr:   history = 2020-01-01 made\n                    2021-02-03 regridded\n                    2022 fixed\n"
+        ),
+        "{o}"
+    );
+    assert!(
+        o.contains("attrs of group about:\n  attr:   institution = here\n"),
+        "{o}"
+    );
+    // --unpack: the list is decoded, and said so; null_count then points at nan_count.
+    let (c, _, e) = run(&["convert", "odd.nc", "oddu.tet", "--force", "--unpack"]);
+    assert_eq!(c, 0, "{e}");
+    assert!(
+        e.contains("variable 'l': missing_value holds [-1, -2]; --unpack made every element equal to one of them NaN"),
+        "{e}"
+    );
+    assert!(!e.contains("missing_value_list"), "{e}");
+    let (c, _, e) = run(&[
+        "query",
+        "-t",
+        "oddu.tet",
+        r#"{"dataset": "l", "null_count": []}"#,
+    ]);
+    assert_eq!(c, 16, "{e}");
+    assert!(e.contains("convert --unpack decoded its markers"), "{e}");
+    assert!(e.contains("which nan_count counts"), "{e}");
+    assert_eq!(
+        query("oddu.tet", r#"{"dataset": "l", "nan_count": []}"#),
+        "l nan_count = 2\n"
+    );
+    // Every variable skipped: not "no numeric variables".
+    {
+        let mut f = netcdf::create(d.join("text.nc")).unwrap();
+        f.add_dimension("n", 2).unwrap();
+        f.add_string_variable("names", &["n"]).unwrap();
+    }
+    let (c, _, e) = run(&[
+        "convert",
+        "text.nc",
+        "text.tet",
+        "--force",
+        "--skip-unsupported",
+    ]);
+    assert_eq!(c, 16, "{e}");
+    assert!(e.contains("skipped: "), "{e}");
+    assert!(
+        e.contains("text.nc: nothing left to convert: of its variables, 1 skipped (listed above) and none converted"),
+        "{e}"
+    );
+    assert!(!d.join("text.tet").exists());
+    #[cfg(feature = "zarr")]
+    {
+        let (c, _, e) = run(&["export", "odd.tet", "odd.zarr", "--force"]);
+        assert_eq!(c, 0, "{e}");
+        let j: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(d.join("odd.zarr/about/zarr.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(j["attributes"]["institution"], "here", "{j}");
     }
 }

@@ -100,6 +100,33 @@ fn zarr_python_store_converts_with_values_names_and_attributes() {
     let (_, o, _) = common::run(&["info", "--metadata", tet.to_str().unwrap()], &d);
     let text = String::from_utf8(o).unwrap();
     assert_eq!(text.matches("attr:   _FillValue = ").count(), 1, "{text}");
+    // The list of JSON attributes is bookkeeping: not shown, and `export --coords` gives
+    // the attributes back as the JSON they were.
+    assert!(!text.contains("zarr_json_attrs"), "{text}");
+    assert!(text.contains("  attr:   flags = [1,2]\n"), "{text}");
+    let out = d.join("temperature-coords.npy");
+    let (code, err) = run(
+        &d,
+        &[
+            "export",
+            tet.to_str().unwrap(),
+            out.to_str().unwrap(),
+            "--dataset",
+            "temperature",
+            "--coords",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let side: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(d.join("temperature-coords.npy.coords.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        side["attrs"],
+        serde_json::json!({"units": "K", "long_name": "air temperature", "scale": 2.5,
+            "flags": [1, 2], "zarr_fill_value": "NaN"}),
+        "{side}"
+    );
 }
 
 #[test]
@@ -823,6 +850,59 @@ fn group_attributes_are_kept_and_written_back() {
         read(&back.join("nested/deeper"))["attributes"],
         serde_json::json!({})
     );
+    // A group of attributes only, no array in it, is kept and written back.
+    let only = d.join("only.zarr");
+    copy_array("small", &only.join("small"));
+    std::fs::write(only.join("zarr.json"), root.to_string()).unwrap();
+    std::fs::create_dir_all(only.join("about/inner")).unwrap();
+    let about = serde_json::json!({
+        "zarr_format": 3,
+        "node_type": "group",
+        "attributes": {"institution": "here", "n": 4},
+    });
+    std::fs::write(only.join("about/inner/zarr.json"), about.to_string()).unwrap();
+    std::fs::write(
+        only.join("about/zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "group"}"#,
+    )
+    .unwrap();
+    let only_tet = d.join("only.tet");
+    let only_back = d.join("only-back.zarr");
+    for args in [
+        vec![
+            "convert",
+            only.to_str().unwrap(),
+            only_tet.to_str().unwrap(),
+        ],
+        vec![
+            "export",
+            only_tet.to_str().unwrap(),
+            only_back.to_str().unwrap(),
+        ],
+    ] {
+        let (code, err) = run(&d, &args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+    }
+    assert_eq!(
+        read(&only_back.join("about/inner"))["attributes"],
+        about["attributes"]
+    );
+    assert_eq!(read(&only_back.join("about"))["node_type"], "group");
+    // `export --dataset` writes the one array and the groups on its path only.
+    let one_back = d.join("one-back.zarr");
+    let (code, err) = run(
+        &d,
+        &[
+            "export",
+            only_tet.to_str().unwrap(),
+            one_back.to_str().unwrap(),
+            "--dataset",
+            "small/int8",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(one_back.join("small/int8/zarr.json").is_file());
+    assert!(!one_back.join("about").exists());
     // --array small: the root's attributes, not the other group's.
     let one = d.join("one.tet");
     let (code, err) = run(
@@ -909,4 +989,45 @@ fn xarray_fill_values_convert_and_cf_attributes_export_as_xarray_reads_them() {
     // Not a CF number: the text stays a string.
     assert_eq!(a["comment"], serde_json::json!("0.5"), "{a}");
     assert_eq!(a["units"], serde_json::json!("K"), "{a}");
+}
+
+/// An output in a directory that is not there is refused before the input is read
+/// (exit 8, naming the directory), and no directory is made for it.
+#[test]
+fn an_output_in_a_missing_directory_is_refused_first() {
+    let d = dir("nodir");
+    let store = d.join("s.zarr");
+    copy_array("small", &store.join("small"));
+    std::fs::write(
+        store.join("zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#,
+    )
+    .unwrap();
+    let tet = d.join("s.tet");
+    let (code, err) = run(
+        &d,
+        &["convert", store.to_str().unwrap(), tet.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    // A damaged input: the output's directory is what is said, so nothing was read.
+    std::fs::write(d.join("bad.npy"), b"\x93NUMPY not really").unwrap();
+    for args in [
+        vec!["export", "s.tet", "gone/out.zarr"],
+        vec!["export", "s.tet", "gone/out.npy", "--dataset", "small/int8"],
+        vec!["convert", "s.zarr", "gone/out.tet"],
+        vec!["convert", "bad.npy", "gone/out.tet"],
+    ] {
+        let (code, err) = run(&d, &args);
+        assert_eq!(code, 8, "{args:?}: {err}");
+        assert!(
+            err.contains("cannot create gone/out.") && err.contains("directory gone:"),
+            "{args:?}: {err}"
+        );
+        assert!(!d.join("gone").exists(), "{args:?} made the directory");
+    }
+    // A file where the directory should be.
+    std::fs::write(d.join("plain"), b"x").unwrap();
+    let (code, err) = run(&d, &["export", "s.tet", "plain/out.zarr"]);
+    assert_eq!(code, 8, "{err}");
+    assert!(err.contains("plain is not a directory"), "{err}");
 }

@@ -281,6 +281,38 @@ with xr.open_zarr(zq, consolidated=False) as xz:
 check(np.array_equal(zv, xq, equal_nan=True),
       f"xarray reads the exported Zarr as the NetCDF file: {zv} against {xq}")
 
+# A scalar exported to Zarr is 0-d again, as xarray reads the NetCDF file, with the
+# global attributes on the root group.
+zs = os.path.join(WORK, "nc4.zarr")
+shutil.rmtree(zs, ignore_errors=True)
+r = subprocess.run([TET, "export", os.path.join(WORK, "nc4-netcdf.tet"), zs],
+                   capture_output=True, text=True)
+check(r.returncode == 0, f"export nc4-netcdf.tet to Zarr: {r.stderr}")
+with xr.open_zarr(zs, consolidated=False) as xz, xr.open_dataset(nc, engine="netcdf4") as xd:
+    check(xz["crs"].shape == () == xd["crs"].shape and int(xz["crs"].values) == int(xd["crs"].values),
+          f"the scalar crs through Zarr: {xz['crs'].shape} {xz['crs'].values}")
+    check(xz.attrs.get("title") == xd.attrs["title"], f"global attributes through Zarr: {xz.attrs}")
+
+# A missing_value no element can equal (1e20 on a short, as some CF files hold) is kept
+# with a warning and marks nothing, as xarray decodes the file.
+odd = os.path.join(WORK, "odd.nc")
+with netCDF4.Dataset(odd, "w", format="NETCDF4") as f:
+    f.createDimension("n", 4)
+    v = f.createVariable("t", "i2", ("n",))
+    v.missing_value = np.float64(1e20)
+    v.set_auto_maskandscale(False)
+    v[:] = [1, 2, 3, 4]
+with xr.open_dataset(odd, engine="netcdf4") as xd:
+    xo = xd["t"].values
+out = os.path.join(WORK, "odd.tet")
+err = convert(odd, out)
+check("warning: 't': attr missing_value" in err and "it marks no element" in err,
+      f"an unreachable marker is said: {err}")
+r = subprocess.run([TET, "query", "-t", out, json.dumps({"dataset": "t", "nan_mean": []}), "-q"],
+                   capture_output=True, text=True)
+check(r.stdout == f"t nan_mean = {float(np.nanmean(xo.astype('f8')))!r}\n",
+      f"an unreachable marker masks nothing: {r.stdout!r} {r.stderr} against xarray's {xo}")
+
 # NetCDF-3's unsigned bytes and shorts (_Unsigned = "true" on a signed variable of a
 # classic file): stored as their unsigned view, as netCDF4-python reads them (its auto
 # scale on, its mask off), the markers reinterpreted; --unpack as netCDF4-python

@@ -364,7 +364,10 @@ pub fn convert(input: &Path, output: &Path, o: &ConvertOptions) -> Exit {
         })
         .collect();
     // The metadata's rules, checked before any data is written.
-    let problem = crate::tet::ingest::check_metadata(&metadata, &specs, in_options);
+    // A marker no element can equal, which a file's own attributes may hold, is here one
+    // the user typed (`--attr _FillValue=1.5` on integers): refused as the slip it is.
+    let problem = crate::tet::ingest::check_metadata(&metadata, &specs, in_options)
+        .and_then(|w| w.first().map_or(Ok(()), |p| Err(in_options(p))));
     if let Err(e) = problem {
         crate::say!("{}: {e}", input.display());
         return Exit::Usage;

@@ -14,6 +14,49 @@ use tet_core::tet::{DType, Dataset, TetFile};
 
 use super::query_doc::{AxisRef, QueryDoc};
 
+/// The attribute listing (as a JSON array of names) the attributes whose Zarr values
+/// were not strings: `.tet` keeps them as their JSON text, `export` gives them back as
+/// JSON.
+pub const JSON_ATTRS_KEY: &str = "zarr_json_attrs";
+
+/// The attribute recording the source's Zarr `fill_value` (its JSON text).
+pub const FILL_KEY: &str = "zarr_fill_value";
+
+/// The attribute marking a dataset converted from a 0-d array (`"[]"`): `export` writes
+/// it back with shape `()`.
+pub const SCALAR_KEY: &str = "numpy_shape";
+
+/// The attributes `convert` keeps for `export` to restore the source, not the source's
+/// own: left out where attributes are shown (`info --metadata`, `export --coords`).
+const BOOKKEEPING: [&str; 2] = [JSON_ATTRS_KEY, SCALAR_KEY];
+
+/// `attrs` as a user reads them: without the bookkeeping keys, and, with `json`, the
+/// values [`JSON_ATTRS_KEY`] lists and [`FILL_KEY`] as the JSON they were in the source
+/// (others, and all of them without `json`, as their texts).
+pub fn user_attrs(
+    attrs: &[(String, String)],
+    json: bool,
+) -> serde_json::Map<String, serde_json::Value> {
+    use serde_json::Value;
+    let listed: Vec<String> = attrs
+        .iter()
+        .find(|(k, _)| k == JSON_ATTRS_KEY)
+        .and_then(|(_, v)| serde_json::from_str(v).ok())
+        .unwrap_or_default();
+    attrs
+        .iter()
+        .filter(|(k, _)| !BOOKKEEPING.contains(&k.as_str()))
+        .map(|(k, v)| {
+            let value = if json && (listed.contains(k) || k == FILL_KEY) {
+                serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.clone()))
+            } else {
+                Value::String(v.clone())
+            };
+            (k.clone(), value)
+        })
+        .collect()
+}
+
 /// A query with its names resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resolved {
@@ -376,9 +419,18 @@ pub fn resolve(
             let m = match explicit {
                 Some(m) => Markers::from(*m),
                 None => marker().map_err(Refusal::damaged)?.ok_or_else(|| {
+                    // `convert --unpack` made the markers NaN and moved them aside.
+                    let decoded = dm
+                        .and_then(|d| d.attr(crate::tet::ingest::DECODED_KEY))
+                        .map_or(String::new(), |t| {
+                            format!(
+                                "; convert --unpack decoded its markers ({t}) to NaN, \
+                                 which nan_count counts"
+                            )
+                        });
                     format!(
                         "null_count needs a \"fill\" in the query or a _FillValue or \
-                         missing_value attr on dataset {:?}, which has neither",
+                         missing_value attr on dataset {:?}, which has neither{decoded}",
                         ds.name()
                     )
                 })?,

@@ -80,21 +80,13 @@ fn coords_json(
         if let tet_alloc::tet::meta::Coord::Dataset(name) = c {
             entry.insert("dataset".into(), json!(name));
             if let Some(cm) = m.dataset(name).filter(|cm| !cm.attrs.is_empty()) {
-                let a: serde_json::Map<String, serde_json::Value> = cm
-                    .attrs
-                    .iter()
-                    .map(|(k, v)| (k.clone(), json!(v)))
-                    .collect();
+                let a = crate::tet::dims::user_attrs(&cm.attrs, true);
                 entry.insert("attrs".into(), serde_json::Value::Object(a));
             }
         }
         coords.insert(key, serde_json::Value::Object(entry));
     }
-    let attrs: serde_json::Map<String, serde_json::Value> = dm
-        .attrs
-        .iter()
-        .map(|(k, v)| (k.clone(), json!(v)))
-        .collect();
+    let attrs = crate::tet::dims::user_attrs(&dm.attrs, true);
     Ok(json!({
         "dataset": ds.name(),
         "dims": dm.dim_names,

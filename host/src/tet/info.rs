@@ -111,17 +111,21 @@ pub fn metadata_json(file: &TetFile<'_>) -> Value {
             }
             coords.push(e);
         }
-        let attrs: serde_json::Map<String, Value> = dm
-            .attrs
-            .iter()
-            .map(|(k, v)| (k.clone(), json!(v)))
-            .collect();
-        out.push(json!({
+        let attrs = crate::tet::dims::user_attrs(&dm.attrs, false);
+        let mut entry = json!({
             "dataset": ds.name(),
             "dims": dm.dim_names,
             "coords": coords,
             "attrs": attrs,
-        }));
+        });
+        // A 0-d source, stored as one element: its shape as the source had it.
+        if let Some(s) = dm
+            .attr(crate::tet::dims::SCALAR_KEY)
+            .and_then(|t| serde_json::from_str::<Vec<u64>>(t).ok())
+        {
+            set(&mut entry, "source_shape", json!(s));
+        }
+        out.push(entry);
     }
     let file_info = m.file.as_ref().map(|f| {
         json!({"tool": f.tool, "library_version": f.library_version, "created_at": f.created_at})
@@ -165,6 +169,25 @@ pub fn history_json(file: &TetFile<'_>) -> Value {
     )
 }
 
+/// One attribute line of `info --metadata`; a value of several lines (a NetCDF
+/// `history`) goes on, each line under the first, so the listing keeps its layout.
+fn print_attr(key: &str, value: &Value) {
+    let text = value
+        .as_str()
+        .map_or_else(|| value.to_string(), str::to_string);
+    let mut lines = text.lines();
+    println!("  attr:   {key} = {}", lines.next().unwrap_or_default());
+    let pad = " ".repeat(
+        "  attr:   "
+            .len()
+            .saturating_add(key.len())
+            .saturating_add(3),
+    );
+    for l in lines {
+        println!("{pad}{l}");
+    }
+}
+
 fn print_more(v: &Value) {
     if let Some(m) = v.get("metadata") {
         if let Some(e) = m.get("error") {
@@ -190,7 +213,7 @@ fn print_more(v: &Value) {
                 at(g, "group").as_str().unwrap_or_default()
             );
             for (k, val) in at(g, "attrs").as_object().into_iter().flatten() {
-                println!("  attr:   {k} = {}", val.as_str().unwrap_or_default());
+                print_attr(k, val);
             }
         }
         for d in list {
@@ -201,6 +224,13 @@ fn print_more(v: &Value) {
             if let Some(n) = at(&d, "dims").as_array() {
                 let n: Vec<&str> = n.iter().filter_map(Value::as_str).collect();
                 println!("  dims:   ({})", n.join(", "));
+            }
+            if let Some(s) = at(&d, "source_shape").as_array() {
+                let s: Vec<String> = s.iter().map(ToString::to_string).collect();
+                println!(
+                    "  shape:  ({}) in the source (export gives it back so)",
+                    s.join(", ")
+                );
             }
             for c in at(&d, "coords").as_array().into_iter().flatten() {
                 let name = at(c, "dim")
@@ -228,7 +258,7 @@ fn print_more(v: &Value) {
                 }
             }
             for (k, val) in at(&d, "attrs").as_object().into_iter().flatten() {
-                println!("  attr:   {k} = {}", val.as_str().unwrap_or_default());
+                print_attr(k, val);
             }
         }
     }

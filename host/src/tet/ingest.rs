@@ -180,15 +180,45 @@ pub(crate) fn push_attr(
         attrs.push((key, text));
         return Ok(());
     };
-    crate::errln!(
-        "tet-host: {}: '{name}': missing_value holds {text}; each value marks missing \
-         elements (the list is kept as missing_value_list, its first value as \
-         missing_value)",
-        input.display()
-    );
+    // Said by [`say_lists`] once `--unpack` has or has not decoded it.
     attrs.push(("missing_value_list".into(), text));
     attrs.push((key, first));
     Ok(())
+}
+
+/// Says on standard error what became of each `missing_value` list of `what` `name`
+/// ([`push_attr`]): kept as `missing_value_list` with its first value as
+/// `missing_value`, or decoded to NaN by `--unpack` (in [`DECODED_KEY`]).
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+fn say_lists(input: &Path, what: &str, a: &LibArray) {
+    let list = |attrs: &[(String, String)]| {
+        attrs
+            .iter()
+            .find(|(k, _)| k == "missing_value_list")
+            .map(|(_, v)| v.clone())
+    };
+    let decoded = a
+        .attrs
+        .iter()
+        .find(|(k, _)| k == DECODED_KEY)
+        .and_then(|(_, v)| serde_json::from_str::<serde_json::Value>(v).ok())
+        .and_then(|j| Some(j.get("missing_value_list")?.as_str()?.to_string()));
+    if let Some(l) = list(&a.attrs) {
+        crate::errln!(
+            "tet-host: {}: {what} '{}': missing_value holds {l}; each value marks missing \
+             elements (the list is kept as missing_value_list, its first value as \
+             missing_value)",
+            input.display(),
+            a.name
+        );
+    } else if let Some(l) = decoded {
+        crate::errln!(
+            "tet-host: {}: {what} '{}': missing_value holds {l}; --unpack made every \
+             element equal to one of them NaN",
+            input.display(),
+            a.name
+        );
+    }
 }
 
 /// How a refusal of an array of an unsupported kind ends; left out where the array is
@@ -234,6 +264,14 @@ fn after_walk(
     for why in skipped {
         crate::errln!("tet-host: skipped: {why}");
     }
+    if found == 0 && !skipped.is_empty() {
+        return Err(Fail::usage(format!(
+            "{}: nothing left to convert: of its {noun}, {} skipped (listed above) and none \
+             converted",
+            input.display(),
+            skipped.len()
+        )));
+    }
     if found == 0 {
         return Err(Fail::usage(format!(
             "{}: no numeric {noun} to convert",
@@ -261,8 +299,7 @@ const CF_KEYS: [&str; 5] = [
 ];
 
 /// The attribute keeping, as a JSON object of their texts, the CF attributes `--unpack`
-/// decoded.
-#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+/// decoded (read by `query`'s `null_count` hint in every build).
 pub(crate) const DECODED_KEY: &str = "cf_decoded";
 
 /// How `--unpack` decodes one array: its stored type and the decoding.
@@ -407,13 +444,16 @@ pub(crate) fn apply_options(
 
 /// Checks footer metadata `meta` against the datasets it describes before any data is
 /// written (the writer checks again when it finishes): the format's rules
-/// ([`tet_alloc::tet::meta::check_typed`]) and what the other implementation reads
-/// ([`interop::check_metadata`]). A broken rule is said by `explain`.
+/// ([`tet_alloc::tet::meta::check`]) and what the other implementation reads
+/// ([`interop::check_metadata`]). A broken rule is said by `explain`. A missing-value
+/// marker no element of its dataset's type can equal (`missing_value = 1e20` on an
+/// `int16`, which CF files do hold) breaks no rule: it marks nothing, as xarray reads
+/// it, and `verify` warns of it. It is kept, and returned to be said as a warning.
 pub(crate) fn check_metadata(
     meta: &str,
     specs: &[DatasetSpec<'_>],
     explain: impl Fn(&Problem) -> String,
-) -> Result<(), String> {
+) -> Result<Vec<Problem>, String> {
     let shape_of = |name: &str| {
         specs
             .iter()
@@ -422,10 +462,13 @@ pub(crate) fn check_metadata(
     };
     let dtype_of = |name: &str| specs.iter().find(|d| d.name == name).map(|d| d.dtype);
     let m = tet_alloc::tet::meta::parse(meta.as_bytes(), 0).map_err(|e| e.message)?;
-    if let Some(p) = tet_alloc::tet::meta::check_typed(&m, &shape_of, &dtype_of).first() {
+    let rules = tet_alloc::tet::meta::check(&m, &shape_of);
+    if let Some(p) = rules.first() {
         return Err(explain(p));
     }
-    interop::check_metadata(meta).map_err(|e| format!("metadata: {e}"))
+    interop::check_metadata(meta).map_err(|e| format!("metadata: {e}"))?;
+    // What the typed check adds to the rules: the markers no element can equal.
+    Ok(tet_alloc::tet::meta::check_typed(&m, &shape_of, &dtype_of))
 }
 
 /// Where the converted arrays came from, for the history row.
@@ -467,7 +510,14 @@ pub(crate) fn write(
             chunk_shape: &a.chunk,
         })
         .collect();
-    check_metadata(&meta, &specs, ToString::to_string).map_err(in_input)?;
+    for w in check_metadata(&meta, &specs, ToString::to_string).map_err(in_input)? {
+        crate::errln!(
+            "tet-host: {}: warning: '{}': {}; kept as the file has it (it marks no element)",
+            input.display(),
+            w.dataset,
+            w.message
+        );
+    }
     let out = AtomicFile::create(output, RealFs).map_err(|e| {
         Fail::operational(format!(
             "cannot create a file beside {}: {e}",
@@ -616,10 +666,8 @@ pub(crate) struct LibArray {
     pub scalar: bool,
 }
 
-/// The attribute marking a dataset converted from a 0-d array (`"[]"`): `export` writes
-/// it back with shape `()` (`.npy` inputs record it the same way).
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
-pub(crate) const SCALAR_KEY: &str = "numpy_shape";
+pub(crate) use crate::tet::dims::SCALAR_KEY;
 
 /// The `.tet` shape of a source array of shape `shape`, and whether it is a scalar: a
 /// 0-d array (a CF `crs` grid-mapping variable, a `height` coordinate) is `[1]`, as
@@ -837,6 +885,9 @@ pub(crate) fn convert_library<V: LibVar>(
         }
     }
     let vars: &[V] = vars;
+    for v in vars {
+        say_lists(input, kind.what, v.array());
+    }
     let decoded = vars.iter().filter(|v| v.array().decode.is_some()).count();
     let mut extra = after_walk(input, vars.len(), skipped, decoded, kind.whats)?;
     let unsigned = vars.iter().filter(|v| v.array().unsigned).count();

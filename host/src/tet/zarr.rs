@@ -35,12 +35,7 @@ const MAX_METADATA: u64 = 16 << 20;
 /// The deepest group nesting walked.
 const MAX_DEPTH: usize = 32;
 
-/// The attribute recording the source's Zarr `fill_value` (its JSON text).
-pub const FILL_KEY: &str = "zarr_fill_value";
-/// The attribute listing (as a JSON array of names) the attributes whose Zarr values
-/// were not strings: `.tet` keeps them as their JSON text, `export` gives them back as
-/// JSON.
-pub const JSON_ATTRS_KEY: &str = "zarr_json_attrs";
+pub use crate::tet::dims::{FILL_KEY, JSON_ATTRS_KEY};
 
 /// Whether `path` is a Zarr v3 store: a directory with a `zarr.json`.
 pub fn is_store(path: &Path) -> bool {
@@ -569,15 +564,18 @@ fn convert_inner(
             )));
         }
     }
-    // The root's attributes, and those of the groups holding a converted array.
-    groups.retain(|(path, _)| {
-        path == tet_alloc::tet::meta::ROOT_GROUP
-            || sources.iter().any(|s| {
-                s.name
-                    .strip_prefix(path.as_str())
-                    .is_some_and(|r| r.starts_with('/'))
-            })
-    });
+    // Every group's attributes, those of a group without arrays too; with --array, the
+    // root's and those of the groups holding a converted array.
+    if array.is_some() {
+        groups.retain(|(path, _)| {
+            path == tet_alloc::tet::meta::ROOT_GROUP
+                || sources.iter().any(|s| {
+                    s.name
+                        .strip_prefix(path.as_str())
+                        .is_some_and(|r| r.starts_with('/'))
+                })
+        });
+    }
     if sources.is_empty() {
         return Err(Fail::usage(format!(
             "{}: no arrays in the store",
@@ -924,6 +922,7 @@ fn export_checked(
             out.display()
         )));
     }
+    crate::atomic::check_parent(out).map_err(Fail::operational)?;
     if exists && !is_store(out) {
         // --force replaces a Zarr store, never another directory or file.
         return Err(Fail::usage(format!(
@@ -959,7 +958,17 @@ fn export_checked(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "out.zarr".into());
     let tmp = parent.join(format!(".{base}.tmp-{}", std::process::id()));
-    let result = export_into(path, &file, &names, &meta, footer.as_ref(), budget, &tmp);
+    let all = dataset.is_none();
+    let result = export_into(
+        path,
+        &file,
+        &names,
+        &meta,
+        footer.as_ref(),
+        budget,
+        &tmp,
+        all,
+    );
     if let Err(e) = result {
         let _ = std::fs::remove_dir_all(&tmp);
         return Err(e);
@@ -992,6 +1001,7 @@ fn export_into(
     footer: Option<&Value>,
     budget: u64,
     tmp: &Path,
+    all: bool,
 ) -> Result<(), Fail> {
     write_json(tmp, &group_json(meta, tet_alloc::tet::meta::ROOT_GROUP))?;
     let store = Arc::new(
@@ -1010,25 +1020,9 @@ fn export_into(
             .dataset(name)
             .map_err(|e| Fail::damaged(format!("{}: dataset '{name}': {e}", path.display())))?;
         // Groups for a slash-separated name.
-        let parts: Vec<&str> = name.split('/').collect();
-        if parts
-            .iter()
-            .any(|p| p.is_empty() || *p == "." || *p == "..")
-        {
-            return Err(Fail::usage(format!(
-                "{}: dataset '{name}' is not a Zarr node path (empty, '.' or '..' part)",
-                path.display()
-            )));
-        }
-        let mut dir = tmp.to_path_buf();
-        let groups = parts.len().saturating_sub(1);
-        for (i, p) in parts.iter().take(groups).enumerate() {
-            dir.push(p);
-            if !dir.join("zarr.json").is_file() {
-                let path = parts.get(..=i).unwrap_or_default().join("/");
-                write_json(&dir, &group_json(meta, &path))?;
-            }
-        }
+        let parts = node_path(path, "dataset", name)?;
+        let groups = parts.split_last().map_or(&[][..], |(_, g)| g);
+        write_groups(&mut tmp.to_path_buf(), groups, meta)?;
         let dm = meta.dataset(name).unwrap_or(&empty);
         let src = crate::tet::export::numpy_source(footer, name);
         let shape: Vec<u64> = ds.shape().collect();
@@ -1086,12 +1080,19 @@ fn export_into(
             }
         }
         let node_dir = tmp.join(name);
+        // A 0-d source (one element marked `numpy_shape = []`) goes back 0-d.
+        let scalar = shape == [1] && dm.attr(crate::tet::dims::SCALAR_KEY) == Some("[]");
+        let (zshape, zchunk): (&[u64], &[u64]) = if scalar {
+            (&[], &[])
+        } else {
+            (shape.as_slice(), chunk.as_slice())
+        };
         write_json(
             &node_dir,
             &array_json(
                 ztype,
-                &shape,
-                &chunk,
+                zshape,
+                zchunk,
                 zstd,
                 fill,
                 dm.dim_names.as_ref(),
@@ -1137,6 +1138,11 @@ fn export_into(
                     path.display()
                 )));
             }
+            let (start, extent) = if scalar {
+                (Vec::new(), Vec::new())
+            } else {
+                (start, extent)
+            };
             let subset = ArraySubset::new_with_start_shape(start, extent)
                 .map_err(|e| Fail::operational(format!("{}: {e}", node_dir.display())))?;
             let size = if matches!(ztype, "bool" | "int8") {
@@ -1154,6 +1160,63 @@ fn export_into(
     }
     if let Some(b) = bar {
         b.finish_and_clear();
+    }
+    // A group the footer keeps attributes for and no exported array is in (a NetCDF
+    // group of attributes only) is written too, when every dataset is exported.
+    if all {
+        for (group, _) in &meta.groups {
+            if group == tet_alloc::tet::meta::ROOT_GROUP {
+                continue;
+            }
+            let parts = node_path(path, "group", group)?;
+            // Not inside an array (a Zarr array has no children).
+            let in_array = (1..=parts.len()).any(|n| {
+                let prefix = parts.get(..n).unwrap_or_default().join("/");
+                names.contains(&prefix)
+            });
+            if in_array {
+                crate::errln!(
+                    "tet-host: {}: warning: group '{group}' is at or under a dataset's \
+                     path; its attributes are not exported",
+                    path.display()
+                );
+                continue;
+            }
+            write_groups(&mut tmp.to_path_buf(), &parts, meta)?;
+        }
+    }
+    Ok(())
+}
+
+/// The parts of `name`, the slash-separated path of a `what` (dataset or group) of
+/// `path`, refused (exit 16) when one is empty, `.` or `..`.
+fn node_path<'a>(path: &Path, what: &str, name: &'a str) -> Result<Vec<&'a str>, Fail> {
+    let parts: Vec<&str> = name.split('/').collect();
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || *p == "." || *p == "..")
+    {
+        return Err(Fail::usage(format!(
+            "{}: {what} '{name}' is not a Zarr node path (empty, '.' or '..' part)",
+            path.display()
+        )));
+    }
+    Ok(parts)
+}
+
+/// Writes the groups `parts` names under `dir`, each inside the one before, those not
+/// written yet; `dir` ends at the last.
+fn write_groups(
+    dir: &mut std::path::PathBuf,
+    parts: &[&str],
+    meta: &tet_alloc::tet::meta::Metadata,
+) -> Result<(), Fail> {
+    for (i, p) in parts.iter().enumerate() {
+        dir.push(p);
+        if !dir.join("zarr.json").is_file() {
+            let path = parts.get(..=i).unwrap_or_default().join("/");
+            write_json(dir, &group_json(meta, &path))?;
+        }
     }
     Ok(())
 }
