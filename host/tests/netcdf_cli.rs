@@ -358,11 +358,12 @@ fn long_missing_value_lists_are_refused() {
     let path = d.join("long.nc");
     {
         let mut f = netcdf::create(&path).unwrap();
-        f.add_dimension("n", 2).unwrap();
+        f.add_dimension("n", 4).unwrap();
         let mut v = f.add_variable::<i32>("many", &["n"]).unwrap();
         v.put_attribute("missing_value", (1..=9).collect::<Vec<i32>>())
             .unwrap();
-        v.put_values(&[1, 2], ..).unwrap();
+        v.put_attribute("_FillValue", 20i32).unwrap();
+        v.put_values(&[1, 9, 10, 20], ..).unwrap();
     }
     let (c, _, e) = run(&["convert", "long.nc", "long.tet", "--force"]);
     assert_eq!(c, 16, "{e}");
@@ -372,7 +373,31 @@ fn long_missing_value_lists_are_refused() {
         ),
         "{e}"
     );
+    assert!(e.contains("(--unpack decodes them all to NaN)"), "{e}");
     assert!(!d.join("long.tet").exists());
+    // --unpack masks with every value, past the ones .tet's markers hold too.
+    let (c, _, e) = run(&["convert", "long.nc", "long.tet", "--force", "--unpack"]);
+    assert_eq!(c, 0, "{e}");
+    let out = d.join("long.npy");
+    let (c, _, e) = run(&[
+        "export",
+        "long.tet",
+        "--dataset",
+        "many",
+        out.to_str().unwrap(),
+        "--force",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let b = std::fs::read(&out).unwrap();
+    let got: Vec<f64> = b[b.len() - 32..]
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert!(
+        got[0].is_nan() && got[1].is_nan() && got[3].is_nan(),
+        "{got:?}"
+    );
+    assert_eq!(got[2], 10.0, "{got:?}");
 }
 
 /// NetCDF-3's unsigned bytes and shorts (`_Unsigned = "true"` on a signed variable of a

@@ -710,6 +710,40 @@ pub fn marker_texts<'a>(key: &str, text: &'a str) -> impl Iterator<Item = &'a st
 /// attr.
 pub fn cf_markers<'a>(attr: impl Fn(&str) -> Option<&'a str>) -> Result<Option<Markers>, CfError> {
     let mut markers: Option<Markers> = None;
+    each_cf_marker(attr, |key, text, m| {
+        markers = Some(match markers {
+            None => Markers::from(m),
+            Some(have) => have.with(m).ok_or_else(|| CfError {
+                key,
+                text: text.into(),
+                must_be: TOO_MANY,
+            })?,
+        });
+        Ok(())
+    })?;
+    Ok(markers)
+}
+
+/// Every missing-value marker of a dataset whose attrs are `attr`, as [`cf_markers`]
+/// finds them, each once, without its limit: `convert --unpack` masks a longer
+/// `missing_value` list with [`CfDecode::extra`].
+pub fn cf_marker_list<'a>(attr: impl Fn(&str) -> Option<&'a str>) -> Result<Vec<Marker>, CfError> {
+    let mut all: Vec<Marker> = Vec::new();
+    each_cf_marker(attr, |_, _, m| {
+        if !all.iter().any(|have| have.same(m)) {
+            all.push(m);
+        }
+        Ok(())
+    })?;
+    Ok(all)
+}
+
+/// Calls `f(key, text, marker)` for each value of each [`MARKER_KEYS`] attr in turn; a
+/// value that is not a number is refused, naming the attr.
+fn each_cf_marker<'a>(
+    attr: impl Fn(&str) -> Option<&'a str>,
+    mut f: impl FnMut(&'static str, &str, Marker) -> Result<(), CfError>,
+) -> Result<(), CfError> {
     for key in MARKER_KEYS {
         let Some(text) = attr(key) else { continue };
         for item in marker_texts(key, text) {
@@ -722,17 +756,47 @@ pub fn cf_markers<'a>(attr: impl Fn(&str) -> Option<&'a str>) -> Result<Option<M
                     "a number or a list of numbers"
                 },
             })?;
-            markers = Some(match markers {
-                None => Markers::from(m),
-                Some(have) => have.with(m).ok_or_else(|| CfError {
-                    key,
-                    text: text.into(),
-                    must_be: TOO_MANY,
-                })?,
-            });
+            f(key, text, m)?;
         }
     }
-    Ok(markers)
+    Ok(())
+}
+
+/// Calls `hit(i)` for each element `i` of `tile` (little-endian elements of `dtype`)
+/// equal to one of `markers`, compared as [`Markers`] compares them: an integer marker
+/// exactly, a float one in the element type's precision, NaN with every NaN.
+pub fn each_marked(tile: &[u8], dtype: DType, markers: &[Marker], mut hit: impl FnMut(usize)) {
+    let mut i = 0usize;
+    if !dtype.is_float() {
+        each_int(tile, dtype, |v| {
+            if markers.iter().any(|m| m.is_int(v)) {
+                hit(i);
+            }
+            i = i.saturating_add(1);
+        });
+        return;
+    }
+    let targets: Vec<Marker> = markers.iter().map(|m| m.in_precision(dtype)).collect();
+    let mut one = |v: f64| {
+        if targets.iter().any(|m| m.is_float(v)) {
+            hit(i);
+        }
+        i = i.saturating_add(1);
+    };
+    macro_rules! floats {
+        ($t:ty, $n:literal, $to:expr) => {
+            for e in tile.chunks_exact($n) {
+                if let Ok(b) = <[u8; $n]>::try_from(e) {
+                    one($to(<$t>::from_le_bytes(b)));
+                }
+            }
+        };
+    }
+    match dtype {
+        DType::F16 => floats!(half::f16, 2, |v: half::f16| v.to_f64()),
+        DType::F32 => floats!(f32, 4, f64::from),
+        _ => floats!(f64, 8, |v: f64| v),
+    }
 }
 
 /// The CF packing of a dataset whose attrs are `attr`: `(scale_factor, add_offset)`,
@@ -759,7 +823,7 @@ pub fn cf_packing<'a>(
 /// CF decoding of a whole dataset into floats, as xarray's `decode_cf` reads a packed or
 /// marked variable: the elements through [`Mask::Unpack`] or [`Mask::Missing`], stored
 /// as [`CfDecode::to`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CfDecode {
     /// What is applied to each element.
     pub mask: Mask,
@@ -767,6 +831,10 @@ pub struct CfDecode {
     /// (`packed_as`), else `f32` for integers of at most 16 bits and `f64` for wider ones;
     /// a float dataset that is only marked keeps its type (NaN at the markers).
     pub to: DType,
+    /// The markers past the [`MAX_MARKERS`] that `mask` holds (a long `missing_value`
+    /// list): each element equal to one is NaN too, set by a pass of its own
+    /// ([`each_marked`]).
+    pub extra: Vec<Marker>,
 }
 
 impl CfDecode {
@@ -778,7 +846,16 @@ impl CfDecode {
         attr: impl Fn(&str) -> Option<&'a str>,
         packed_as: Option<DType>,
     ) -> Result<Option<CfDecode>, CfError> {
-        let markers = cf_markers(&attr)?;
+        let all = cf_marker_list(&attr)?;
+        let (held, extra) = all.split_at(all.len().min(MAX_MARKERS));
+        let extra = extra.to_vec();
+        let markers = held
+            .iter()
+            .try_fold(None::<Markers>, |m, &x| match m {
+                None => Some(Some(Markers::from(x))),
+                Some(have) => have.with(x).map(Some),
+            })
+            .flatten();
         let narrow = stored.size() <= 2;
         if let Some((scale, offset)) = cf_packing(&attr)? {
             let to = match packed_as {
@@ -791,9 +868,10 @@ impl CfDecode {
                 scale,
                 offset,
             });
-            return Ok(Some(CfDecode { mask, to }));
+            return Ok(Some(CfDecode { mask, to, extra }));
         }
-        let Some(m) = markers.filter(|m| !(stored.is_float() && m.only_nan())) else {
+        let only_nan = |m: &Markers| stored.is_float() && m.only_nan() && extra.is_empty();
+        let Some(m) = markers.filter(|m| !only_nan(m)) else {
             return Ok(None);
         };
         let to = match stored {
@@ -804,6 +882,7 @@ impl CfDecode {
         Ok(Some(CfDecode {
             mask: Mask::Missing(m),
             to,
+            extra,
         }))
     }
 
@@ -815,15 +894,37 @@ impl CfDecode {
         let masked = self.mask.tile_dtype(stored);
         if masked == self.to {
             out.extend_from_slice(scratch);
-            return;
-        }
-        // The masked tile is f64 here (an integer or an unpacked dataset); only f32 is
-        // narrower.
-        for e in scratch.chunks_exact(8) {
-            if let Ok(b) = <[u8; 8]>::try_from(e) {
-                out.extend_from_slice(&nearest_f32(f64::from_le_bytes(b)).to_le_bytes());
+        } else {
+            // The masked tile is f64 here (an integer or an unpacked dataset); only f32
+            // is narrower.
+            for e in scratch.chunks_exact(8) {
+                if let Ok(b) = <[u8; 8]>::try_from(e) {
+                    out.extend_from_slice(&nearest_f32(f64::from_le_bytes(b)).to_le_bytes());
+                }
             }
         }
+        if self.extra.is_empty() {
+            return;
+        }
+        let (nan16, nan32, nan64) = (
+            half::f16::NAN.to_le_bytes(),
+            f32::NAN.to_le_bytes(),
+            f64::NAN.to_le_bytes(),
+        );
+        let nan: &[u8] = match self.to {
+            DType::F16 => &nan16,
+            DType::F32 => &nan32,
+            _ => &nan64,
+        };
+        let size = nan.len();
+        each_marked(tile, stored, &self.extra, |i| {
+            let at = i
+                .checked_mul(size)
+                .and_then(|a| Some(a..a.checked_add(size)?));
+            if let Some(e) = at.and_then(|r| out.get_mut(r)) {
+                e.copy_from_slice(nan);
+            }
+        });
     }
 }
 
@@ -1209,6 +1310,63 @@ mod tests {
 
     fn attrs<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a str> + 'a {
         move |k| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| *v)
+    }
+
+    /// A list longer than [`Markers`] holds decodes with every value marking (the ones
+    /// past it in `extra`), for integers, packed integers and floats alike: NaN exactly
+    /// where `np.isin(a, [fill, *missing])` is true.
+    #[test]
+    fn a_long_missing_value_list_decodes_with_every_value() {
+        let list: alloc::vec::Vec<i32> = (1..=12).map(|i| -i).collect();
+        let text = alloc::format!(
+            "[{}]",
+            list.iter()
+                .map(|v| v.to_string())
+                .collect::<alloc::vec::Vec<_>>()
+                .join(", ")
+        );
+        let values: alloc::vec::Vec<i32> = (-14..6).collect();
+        let marked = |v: i32| v == 99 || list.contains(&v);
+        for (extra, packed) in [(&[][..], None), (&[("scale_factor", "0.5")][..], Some(0.5))] {
+            let mut a = alloc::vec![("_FillValue", "99"), ("missing_value_list", text.as_str())];
+            a.extend_from_slice(extra);
+            assert!(cf_markers(attrs(&a)).is_err(), "more than Markers holds");
+            let cf = CfDecode::of(DType::I32, attrs(&a), None).unwrap().unwrap();
+            assert_eq!(cf.extra.len(), 13 - MAX_MARKERS);
+            assert_eq!(cf.to, DType::F64);
+            let tile: alloc::vec::Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let (mut scratch, mut out) = (alloc::vec::Vec::new(), alloc::vec::Vec::new());
+            cf.apply(&tile, DType::I32, &mut scratch, &mut out);
+            let got: alloc::vec::Vec<f64> = out
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            assert_eq!(got.len(), values.len());
+            for (v, g) in values.iter().zip(&got) {
+                if marked(*v) {
+                    assert!(g.is_nan(), "{v} is marked: {got:?}");
+                } else {
+                    assert_eq!(*g, f64::from(*v) * packed.unwrap_or(1.0), "{v}");
+                }
+            }
+        }
+        // Floats keep their type; a marker is compared in the element's precision.
+        let a = [("missing_value_list", "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0.1]")];
+        let cf = CfDecode::of(DType::F32, attrs(&a), None).unwrap().unwrap();
+        assert_eq!((cf.to, cf.extra.len()), (DType::F32, 2));
+        let f = [0.1f32, 10.0, 11.0, 1.0, -0.0];
+        let tile: alloc::vec::Vec<u8> = f.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let (mut scratch, mut out) = (alloc::vec::Vec::new(), alloc::vec::Vec::new());
+        cf.apply(&tile, DType::F32, &mut scratch, &mut out);
+        let got: alloc::vec::Vec<f32> = out
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert!(
+            got[0].is_nan() && got[1].is_nan() && got[3].is_nan(),
+            "{got:?}"
+        );
+        assert_eq!((got[2], got[4]), (11.0, 0.0));
     }
 
     /// Every value of a `missing_value` list marks, with `_FillValue`, each once; the

@@ -231,7 +231,12 @@ fn dimensions(ds: &h5::Dataset, rank: usize) -> Result<Option<Axes>, String> {
 
 /// A dataset's description, or why it is not converted (exit 16, so `--skip-unsupported`
 /// can skip it).
-fn describe(ds: h5::Dataset, name: String, input: &Path) -> Result<Option<Var>, Fail> {
+fn describe(
+    ds: h5::Dataset,
+    name: String,
+    input: &Path,
+    lib: LibraryOptions,
+) -> Result<Option<Var>, Fail> {
     // A NetCDF dimension without a coordinate variable: libnetcdf stores it as a scale of
     // zeros. It names axes; it is not a variable.
     let phony = text_attr(&ds, "CLASS").is_some_and(|c| c == "DIMENSION_SCALE")
@@ -299,7 +304,9 @@ fn describe(ds: h5::Dataset, name: String, input: &Path) -> Result<Option<Var>, 
             };
         }
         match read {
-            Ok(Some(text)) => ingest::push_attr(&mut attrs, key, text, input, "dataset", &name)?,
+            Ok(Some(text)) => {
+                ingest::push_attr(&mut attrs, key, text, input, "dataset", &name, lib.unpack)?
+            }
             Ok(None) => crate::errln!(
                 "tet-host: {}: dataset '{name}': attribute '{key}' is of a type .tet attrs \
                  cannot hold (a reference or a compound); not kept",
@@ -373,7 +380,7 @@ fn walk(
     g: &h5::Group,
     prefix: &str,
     ancestors: &mut Vec<h5::LocationToken>,
-    skip: bool,
+    lib: LibraryOptions,
     input: &Path,
     found: &mut Found,
 ) -> Result<(), Fail> {
@@ -402,7 +409,7 @@ fn walk(
     for member in names {
         let path = format!("{prefix}{member}");
         let described = if let Ok(ds) = g.dataset(&member) {
-            describe(ds, path, input)
+            describe(ds, path, input, lib)
         } else if let Ok(sub) = g.group(&member) {
             // A hard link back to a group above it is a cycle: its datasets are
             // converted once, under their first path.
@@ -416,7 +423,7 @@ fn walk(
                 continue;
             }
             ancestors.extend(token);
-            let walked = walk(&sub, &format!("{path}/"), ancestors, skip, input, found);
+            let walked = walk(&sub, &format!("{path}/"), ancestors, lib, input, found);
             if token.is_some() {
                 ancestors.pop();
             }
@@ -433,7 +440,9 @@ fn walk(
         match described {
             Ok(Some(v)) => found.vars.push(v),
             Ok(None) => {}
-            Err(Fail(Exit::Usage, why)) if skip => found.skipped.push(ingest::skip_reason(why)),
+            Err(Fail(Exit::Usage, why)) if lib.skip_unsupported => {
+                found.skipped.push(ingest::skip_reason(why))
+            }
             Err(f) => return Err(f),
         }
     }
@@ -486,14 +495,7 @@ fn convert_inner(
     let mut found = Found::default();
     let mut ancestors: Vec<h5::LocationToken> =
         file.loc_info().map(|i| i.token).into_iter().collect();
-    walk(
-        &file,
-        "",
-        &mut ancestors,
-        lib.skip_unsupported,
-        input,
-        &mut found,
-    )?;
+    walk(&file, "", &mut ancestors, lib, input, &mut found)?;
     let Found {
         mut vars,
         skipped,

@@ -145,9 +145,10 @@ pub(crate) fn chunk_of(
 /// values in a list, and every one marks (as xarray masks them): the list is kept as
 /// `missing_value_list`, which the markers read ([`tet_alloc::tet::decode::cf_markers`]),
 /// and its first value as `missing_value`, for a reader that takes one number (said on
-/// standard error). A list of more than
+/// standard error). Kept so, a list of more than
 /// [`tet_alloc::tet::decode::MAX_MISSING_VALUES`] values is refused (exit 16), naming
-/// the attribute. (A Zarr store's list stays JSON, as `export` gives it back.)
+/// the attribute; with `unpack` (`--unpack` decodes it, with every value) any length is
+/// taken. (A Zarr store's list stays JSON, as `export` gives it back.)
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]
 pub(crate) fn push_attr(
     attrs: &mut Vec<(String, String)>,
@@ -156,6 +157,7 @@ pub(crate) fn push_attr(
     input: &Path,
     what: &str,
     name: &str,
+    unpack: bool,
 ) -> Result<(), Fail> {
     use tet_alloc::tet::decode::{marker_texts, MAX_MISSING_VALUES};
     if key != "missing_value" || !text.starts_with('[') {
@@ -166,11 +168,11 @@ pub(crate) fn push_attr(
     let mut distinct: Vec<&str> = values.iter().map(String::as_str).collect();
     distinct.sort_unstable();
     distinct.dedup();
-    if distinct.len() > MAX_MISSING_VALUES {
+    if distinct.len() > MAX_MISSING_VALUES && !unpack {
         return Err(Fail::usage(format!(
             "{}: {what} '{name}': attribute missing_value holds {} distinct values, more \
              than the {MAX_MISSING_VALUES} (besides _FillValue) .tet marks missing elements \
-             with{SKIP_HINT}",
+             with (--unpack decodes them all to NaN){SKIP_HINT}",
             input.display(),
             distinct.len()
         )));

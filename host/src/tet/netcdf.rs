@@ -138,7 +138,12 @@ fn dim_key(d: &netcdf::Dimension<'_>) -> String {
 }
 
 /// A variable's description, or why it is not converted.
-fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var, Fail> {
+fn describe(
+    v: &netcdf::Variable<'_>,
+    prefix: &str,
+    input: &Path,
+    lib: LibraryOptions,
+) -> Result<Var, Fail> {
     let name = format!("{prefix}{}", v.name());
     let t = v.vartype();
     let Some((dtype, nc_type, numpy_dtype)) = dtype_of(&t) else {
@@ -186,6 +191,7 @@ fn describe(v: &netcdf::Variable<'_>, prefix: &str, input: &Path) -> Result<Var,
                     input,
                     "variable",
                     &name,
+                    lib.unpack,
                 )?;
             }
             Err(netcdf::Error::TypeUnknown(t)) => {
@@ -225,7 +231,7 @@ fn walk(
     g: &netcdf::Group<'_>,
     prefix: &str,
     depth: usize,
-    skip: bool,
+    lib: LibraryOptions,
     input: &Path,
     out: &mut Vec<(String, Var)>,
     skipped: &mut Vec<String>,
@@ -237,15 +243,17 @@ fn walk(
         ));
     }
     for v in g.variables() {
-        match describe(&v, prefix, input) {
+        match describe(&v, prefix, input, lib) {
             Ok(var) => out.push((prefix.to_string(), var)),
-            Err(Fail(Exit::Usage, why)) if skip => skipped.push(ingest::skip_reason(why)),
+            Err(Fail(Exit::Usage, why)) if lib.skip_unsupported => {
+                skipped.push(ingest::skip_reason(why))
+            }
             Err(f) => return Err(f),
         }
     }
     for sub in g.groups() {
         let p = format!("{prefix}{}/", sub.name());
-        walk(&sub, &p, depth.saturating_add(1), skip, input, out, skipped)?;
+        walk(&sub, &p, depth.saturating_add(1), lib, input, out, skipped)?;
     }
     Ok(())
 }
@@ -423,7 +431,7 @@ fn convert_inner(
     let mut skipped = Vec::new();
     // The root's variables, then its groups' (a classic file has no groups).
     for v in file.variables() {
-        match describe(&v, "", input) {
+        match describe(&v, "", input, lib) {
             Ok(var) => vars.push((String::new(), var)),
             Err(Fail(Exit::Usage, why)) if skip_unsupported => {
                 skipped.push(ingest::skip_reason(why))
@@ -439,7 +447,7 @@ fn convert_inner(
     if let Ok(gs) = file.groups() {
         for g in gs {
             let p = format!("{}/", g.name());
-            walk(&g, &p, 1, skip_unsupported, input, &mut vars, &mut skipped)?;
+            walk(&g, &p, 1, lib, input, &mut vars, &mut skipped)?;
             let attrs = attributes(g.attributes(), g.name().as_str(), input)?;
             groups.extend(ingest::group_entry(input, &g.name(), attrs));
             group_attributes(&g, &p, 1, input, &mut groups)?;
