@@ -425,6 +425,11 @@ fn dispatch(command: Command) -> Exit {
                     );
                     return Exit::Usage;
                 }
+                // The output is checked before the input is read.
+                if let Err((code, why)) = tet::zarr::check_export_output(&file, &output, force) {
+                    tet_host::say!("{why}");
+                    return code;
+                }
                 return with_input_mode(&file, memory.no_mmap, |b| {
                     tet::zarr::export(
                         &file,
@@ -440,6 +445,10 @@ fn dispatch(command: Command) -> Exit {
                 tet_host::say!("export to .npy needs --dataset NAME");
                 return Exit::Usage;
             };
+            if let Err(why) = tet_host::atomic::check_parent(&output) {
+                tet_host::say!("{why}");
+                return Exit::Operational;
+            }
             tet_host::input::with_opened(&file, memory.no_mmap, |input| {
                 tet::export::export_streaming(
                     &file,

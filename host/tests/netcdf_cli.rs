@@ -701,11 +701,47 @@ fn cf_oddities_are_kept_or_said() {
         let mut v = f.add_variable::<i32>("l", &["n"]).unwrap();
         v.put_attribute("missing_value", vec![-1i32, -2]).unwrap();
         v.put_values(&[-1i32, 5, -2, 7], ..).unwrap();
+        let mut v = f.add_variable::<i16>("pk", &["n"]).unwrap();
+        v.put_attribute("scale_factor", 0.5f64).unwrap();
+        v.put_attribute("comment", "c".repeat(2000)).unwrap();
+        v.put_values(&[1i16, 2, 3, 4], ..).unwrap();
+        let mut v = f.add_variable::<i32>("huge", &["n"]).unwrap();
+        v.put_attribute("missing_value", (1..=300).map(|i| -i).collect::<Vec<i32>>())
+            .unwrap();
+        v.put_values(&[-1i32, 5, -300, 7], ..).unwrap();
         let mut g = f.add_group("about").unwrap();
         g.add_attribute("institution", "here").unwrap();
     }
-    let (c, _, e) = run(&["convert", "odd.nc", "odd.tet", "--force"]);
+    // Kept as stored, 300 values are past what .tet marks with: --skip-unsupported.
+    let (c, _, e) = run(&[
+        "convert",
+        "odd.nc",
+        "odd.tet",
+        "--force",
+        "--skip-unsupported",
+    ]);
     assert_eq!(c, 0, "{e}");
+    assert!(
+        e.contains("variable 'pk': attribute 'comment' (2000 bytes) is longer than the 1024 bytes .tet metadata holds; not kept"),
+        "{e}"
+    );
+    assert!(e.contains("skipped: ") && e.contains("'huge'"), "{e}");
+    // A marker typed with --attr is a slip, refused as for a .npy input.
+    let (c, _, e) = run(&[
+        "convert",
+        "odd.nc",
+        "slip.tet",
+        "--force",
+        "--skip-unsupported",
+        "--attr",
+        "pk:_FillValue=1e9",
+    ]);
+    assert_eq!(c, 16, "{e}");
+    assert!(
+        e.contains("--attr: attr _FillValue = \"1e9\" is outside the range of i16"),
+        "{e}"
+    );
+    assert!(!d.join("slip.tet").exists());
     assert!(
         e.contains(
             "odd.nc: warning: 't': attr missing_value = \"100000000000000000000\" is outside \
@@ -753,8 +789,31 @@ fn cf_oddities_are_kept_or_said() {
         r#"{"dataset": "l", "null_count": []}"#,
     ]);
     assert_eq!(c, 16, "{e}");
-    assert!(e.contains("convert --unpack decoded its markers"), "{e}");
-    assert!(e.contains("which nan_count counts"), "{e}");
+    assert!(
+        e.contains(
+            "convert --unpack decoded its markers (missing_value) to NaN, which nan_count counts"
+        ),
+        "{e}"
+    );
+    // Packed only, nothing marked: no word of markers.
+    let (c, _, e) = run(&[
+        "query",
+        "-t",
+        "oddu.tet",
+        r#"{"dataset": "pk", "null_count": []}"#,
+    ]);
+    assert_eq!(c, 16, "{e}");
+    assert!(!e.contains("--unpack"), "{e}");
+    // The 300-value list decoded whole, its length kept.
+    assert_eq!(
+        query("oddu.tet", r#"{"dataset": "huge", "nan_count": []}"#),
+        "huge nan_count = 2\n"
+    );
+    let (_, o, _) = run(&["info", "oddu.tet", "--metadata"]);
+    assert!(
+        o.contains(r#""missing_value_list":"300 values (too long to keep)""#),
+        "{o}"
+    );
     assert_eq!(
         query("oddu.tet", r#"{"dataset": "l", "nan_count": []}"#),
         "l nan_count = 2\n"

@@ -100,9 +100,18 @@ fn zarr_python_store_converts_with_values_names_and_attributes() {
     let (_, o, _) = common::run(&["info", "--metadata", tet.to_str().unwrap()], &d);
     let text = String::from_utf8(o).unwrap();
     assert_eq!(text.matches("attr:   _FillValue = ").count(), 1, "{text}");
-    // The list of JSON attributes is bookkeeping: not shown, and `export --coords` gives
-    // the attributes back as the JSON they were.
+    // The list of JSON attributes is bookkeeping: not shown (for groups either), and
+    // `export --coords` and `info --json` give the attributes back as the JSON they were.
     assert!(!text.contains("zarr_json_attrs"), "{text}");
+    let j: serde_json::Value = serde_json::from_str(&info).unwrap();
+    let temp = j["metadata"]["datasets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["dataset"] == "temperature")
+        .unwrap();
+    assert_eq!(temp["attrs"]["flags"], serde_json::json!([1, 2]), "{temp}");
+    assert_eq!(temp["attrs"]["scale"], serde_json::json!(2.5), "{temp}");
     assert!(text.contains("  attr:   flags = [1,2]\n"), "{text}");
     let out = d.join("temperature-coords.npy");
     let (code, err) = run(
@@ -825,6 +834,7 @@ fn group_attributes_are_kept_and_written_back() {
     assert_eq!(c, 0, "{}{e}", String::from_utf8_lossy(&o));
     let (_, o, _) = common::run(&["info", "--metadata", tet.to_str().unwrap()], &d);
     let info = String::from_utf8(o).unwrap();
+    assert!(!info.contains("zarr_json_attrs"), "{info}");
     for want in [
         "attrs of group /:\n  attr:   title = a store\n  attr:   Conventions = CF-1.8\n  attr:   version = 3\n  attr:   flags = [1,2]\n",
         "attrs of group nested:\n  attr:   station = x\n  attr:   depth = 2.5\n",
@@ -1030,4 +1040,123 @@ fn an_output_in_a_missing_directory_is_refused_first() {
     let (code, err) = run(&d, &["export", "s.tet", "plain/out.zarr"]);
     assert_eq!(code, 8, "{err}");
     assert!(err.contains("plain is not a directory"), "{err}");
+}
+
+/// A `.npy` file of `descr` and `shape` (a NumPy tuple, `()` for 0-d) holding `data`.
+fn npy_file(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+    let mut h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    b.extend_from_slice(h.as_bytes());
+    b.extend_from_slice(data);
+    b
+}
+
+/// A 0-d array goes to Zarr 0-d (without dimension names, even when `--dims` gave it
+/// one), and a store's 0-d array converts back as the one-element dataset `export`
+/// gives back 0-d; the whole trip keeps the value.
+#[test]
+fn zero_d_arrays_go_to_zarr_and_back() {
+    let d = dir("zero-d");
+    std::fs::write(
+        d.join("zero.npy"),
+        npy_file("<f8", "()", &2.5f64.to_le_bytes()),
+    )
+    .unwrap();
+    for args in [
+        vec!["convert", "zero.npy", "z.tet", "--dims", "h"],
+        vec!["export", "z.tet", "z.zarr"],
+        vec!["convert", "z.zarr", "back.tet"],
+        vec!["export", "back.tet", "back.npy", "--dataset", "zero"],
+    ] {
+        let (code, err) = run(&d, &args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+    }
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("z.zarr/zero/zarr.json")).unwrap())
+            .unwrap();
+    assert_eq!(j["shape"], serde_json::json!([]), "{j}");
+    assert!(j.get("dimension_names").is_none(), "{j}");
+    let (descr, data) = npy(&d.join("back.npy"));
+    assert_eq!(descr, "<f8");
+    assert_eq!(data, 2.5f64.to_le_bytes());
+    let b = std::fs::read(d.join("back.npy")).unwrap();
+    assert!(String::from_utf8_lossy(&b[..80]).contains("'shape': ()"));
+    let (_, o, _) = common::run(&["info", "--metadata", "back.tet"], &d);
+    let o = String::from_utf8(o).unwrap();
+    assert!(o.contains("  shape:  () in the source"), "{o}");
+    // A shape the marker claims but export does not restore is not shown.
+    std::fs::write(d.join("five.npy"), npy_file("<f4", "(5,)", &[0u8; 20])).unwrap();
+    let (code, err) = run(
+        &d,
+        &[
+            "convert",
+            "five.npy",
+            "five.tet",
+            "--attr",
+            "numpy_shape=[2,3]",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (_, o, _) = common::run(&["info", "--metadata", "five.tet"], &d);
+    assert!(!String::from_utf8(o).unwrap().contains("in the source"));
+}
+
+/// `export --force` replaces a store whole, so it refuses a store holding anything of
+/// the user's, the input above all; through a symbolic link, or named `.` from inside
+/// it, the store itself is replaced and nothing is left behind.
+#[test]
+fn export_force_never_deletes_what_is_not_the_store() {
+    let d = dir("force");
+    let store = d.join("s.zarr");
+    copy_array("small", &store.join("small"));
+    std::fs::write(
+        store.join("zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#,
+    )
+    .unwrap();
+    let (code, err) = run(&d, &["convert", "s.zarr", "s.tet"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = run(&d, &["export", "s.tet", "out.zarr"]);
+    assert_eq!(code, 0, "{err}");
+    // A note of the user's in the store: refused, kept.
+    std::fs::write(d.join("out.zarr/README"), b"mine").unwrap();
+    let (code, err) = run(&d, &["export", "s.tet", "out.zarr", "--force"]);
+    assert_eq!(code, 16, "{err}");
+    assert!(err.contains("holds") && err.contains("README"), "{err}");
+    assert_eq!(std::fs::read(d.join("out.zarr/README")).unwrap(), b"mine");
+    std::fs::remove_file(d.join("out.zarr/README")).unwrap();
+    // The input inside the store.
+    std::fs::copy(d.join("s.tet"), d.join("out.zarr/small/inside.tet")).unwrap();
+    let (code, err) = run(
+        &d,
+        &["export", "out.zarr/small/inside.tet", "out.zarr", "--force"],
+    );
+    assert_eq!(code, 16, "{err}");
+    assert!(err.contains("is inside"), "{err}");
+    assert!(d.join("out.zarr/small/inside.tet").is_file());
+    std::fs::remove_file(d.join("out.zarr/small/inside.tet")).unwrap();
+    // Through a link: the store it names is replaced, the link stays a link.
+    std::os::unix::fs::symlink("out.zarr", d.join("link.zarr")).unwrap();
+    let (code, err) = run(&d, &["export", "s.tet", "link.zarr", "--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::symlink_metadata(d.join("link.zarr"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(d.join("out.zarr/small/int8/zarr.json").is_file());
+    // `.` from inside the store.
+    let (code, _, e) = common::run(&["export", "../s.tet", ".", "--force"], &d.join("out.zarr"));
+    assert_eq!(code, 0, "{e}");
+    let left: Vec<String> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(d.join("out.zarr/zarr.json").is_file());
 }

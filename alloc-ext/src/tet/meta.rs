@@ -838,6 +838,10 @@ pub fn check_typed(
         if let Some(dtype) = dtype_of(name) {
             for key in crate::tet::decode::MARKER_KEYS {
                 let Some(text) = d.attr(key) else { continue };
+                // `missing_value` beside a list is the list's first value, said with it.
+                if key == "missing_value" && d.attr("missing_value_list").is_some() {
+                    continue;
+                }
                 for item in crate::tet::decode::marker_texts(key, text) {
                     let Some(why) = marker_unrepresentable(item, dtype) else {
                         continue;

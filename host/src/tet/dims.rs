@@ -420,14 +420,29 @@ pub fn resolve(
                 Some(m) => Markers::from(*m),
                 None => marker().map_err(Refusal::damaged)?.ok_or_else(|| {
                     // `convert --unpack` made the markers NaN and moved them aside.
-                    let decoded = dm
+                    let decoded: Vec<String> = dm
                         .and_then(|d| d.attr(crate::tet::ingest::DECODED_KEY))
-                        .map_or(String::new(), |t| {
-                            format!(
-                                "; convert --unpack decoded its markers ({t}) to NaN, \
-                                 which nan_count counts"
-                            )
-                        });
+                        .and_then(|t| {
+                            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(t)
+                                .ok()
+                        })
+                        .map(|j| {
+                            ["_FillValue", "missing_value"]
+                                .into_iter()
+                                .filter(|k| j.contains_key(*k))
+                                .map(str::to_string)
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let decoded = if decoded.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; convert --unpack decoded its markers ({}) to NaN, which \
+                             nan_count counts",
+                            decoded.join(", ")
+                        )
+                    };
                     format!(
                         "null_count needs a \"fill\" in the query or a _FillValue or \
                          missing_value attr on dataset {:?}, which has neither{decoded}",

@@ -59,9 +59,11 @@ fn coord_value(v: &Values, i: usize) -> Value {
 }
 
 /// `--metadata` as JSON: `metadata.file`, per dataset of the file its `dims`, `coords`
-/// (axis, dimension, where it is stored, length, first and last values) and `attrs`, and
-/// `groups`, each source group's `attrs` (`tet_groups`, the root as `/`); `error` when
-/// the metadata is unreadable.
+/// (axis, dimension, where it is stored, length, first and last values), `attrs` and,
+/// for a 0-d source, `source_shape` `[]`, and `groups`, each source group's `attrs`
+/// (`tet_groups`, the root as `/`); `error` when the metadata is unreadable. The attrs
+/// are the source's as [`crate::tet::dims::user_attrs`] gives them: a Zarr store's
+/// non-string values as their JSON, the bookkeeping for `export` left out.
 pub fn metadata_json(file: &TetFile<'_>) -> Value {
     let m = match crate::tet::dims::metadata(file) {
         Ok(m) => m.unwrap_or_default(),
@@ -111,7 +113,7 @@ pub fn metadata_json(file: &TetFile<'_>) -> Value {
             }
             coords.push(e);
         }
-        let attrs = crate::tet::dims::user_attrs(&dm.attrs, false);
+        let attrs = crate::tet::dims::user_attrs(&dm.attrs, true);
         let mut entry = json!({
             "dataset": ds.name(),
             "dims": dm.dim_names,
@@ -119,11 +121,10 @@ pub fn metadata_json(file: &TetFile<'_>) -> Value {
             "attrs": attrs,
         });
         // A 0-d source, stored as one element: its shape as the source had it.
-        if let Some(s) = dm
-            .attr(crate::tet::dims::SCALAR_KEY)
-            .and_then(|t| serde_json::from_str::<Vec<u64>>(t).ok())
-        {
-            set(&mut entry, "source_shape", json!(s));
+        // (Only where `export` restores it.)
+        let one = ds.shape().collect::<Vec<u64>>() == [1];
+        if one && dm.attr(crate::tet::dims::SCALAR_KEY) == Some("[]") {
+            set(&mut entry, "source_shape", json!([]));
         }
         out.push(entry);
     }
@@ -134,8 +135,7 @@ pub fn metadata_json(file: &TetFile<'_>) -> Value {
         .groups
         .iter()
         .map(|(path, attrs)| {
-            let a: serde_json::Map<String, Value> =
-                attrs.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+            let a = crate::tet::dims::user_attrs(attrs, true);
             json!({ "group": path, "attrs": a })
         })
         .collect();
@@ -180,7 +180,7 @@ fn print_attr(key: &str, value: &Value) {
     let pad = " ".repeat(
         "  attr:   "
             .len()
-            .saturating_add(key.len())
+            .saturating_add(key.chars().count())
             .saturating_add(3),
     );
     for l in lines {

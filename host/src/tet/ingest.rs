@@ -161,6 +161,18 @@ pub(crate) fn push_attr(
 ) -> Result<(), Fail> {
     use tet_alloc::tet::decode::{marker_texts, MAX_MISSING_VALUES};
     if key != "missing_value" || !text.starts_with('[') {
+        // A value over what `.tet` metadata holds (a long `comment`) is left out, named,
+        // as a group's is; the markers and packing never are (they are numbers).
+        let limit = tet_alloc::tet::meta::MAX_STRING;
+        if key.len() > limit || text.len() > limit {
+            crate::errln!(
+                "tet-host: {}: {what} '{name}': attribute '{key}' ({} bytes) is longer than \
+                 the {limit} bytes .tet metadata holds; not kept",
+                input.display(),
+                key.len().max(text.len())
+            );
+            return Ok(());
+        }
         attrs.push((key, text));
         return Ok(());
     }
@@ -357,10 +369,30 @@ fn unpacking(
         }
         !cf_key
     });
-    attrs.push((
-        DECODED_KEY.into(),
-        serde_json::Value::Object(decoded).to_string(),
-    ));
+    // A list too long for the metadata is decoded whole and kept as its length.
+    let limit = tet_alloc::tet::meta::MAX_STRING;
+    let mut text = serde_json::Value::Object(decoded.clone()).to_string();
+    if text.len() > limit {
+        let n = decoded
+            .get("missing_value_list")
+            .and_then(serde_json::Value::as_str)
+            .map_or(0, |l| {
+                tet_alloc::tet::decode::marker_texts("missing_value", l).count()
+            });
+        decoded.insert(
+            "missing_value_list".into(),
+            serde_json::Value::String(format!("{n} values (too long to keep)")),
+        );
+        text = serde_json::Value::Object(decoded).to_string();
+        crate::errln!(
+            "tet-host: {}: {what} '{name}': its missing_value list of {n} values, all \
+             decoded, is too long for {DECODED_KEY}, which keeps its length",
+            input.display()
+        );
+    }
+    if text.len() <= limit {
+        attrs.push((DECODED_KEY.into(), text));
+    }
     Ok(Some(Decoding { stored, cf }))
 }
 
@@ -513,6 +545,18 @@ pub(crate) fn write(
         })
         .collect();
     for w in check_metadata(&meta, &specs, ToString::to_string).map_err(in_input)? {
+        // A marker the user gave with --attr is a slip, refused as for a .npy input.
+        let typed = o.meta.attrs.iter().any(|arg| {
+            let (ds, rest) = crate::tet::convert::target(arg);
+            let key = rest.split_once('=').map_or(rest, |(k, _)| k).trim();
+            ds.is_none_or(|d| d == w.dataset) && w.message.starts_with(&format!("attr {key} = "))
+        });
+        if typed {
+            return Err(in_input(format!(
+                "--attr: {} (dataset {:?})",
+                w.message, w.dataset
+            )));
+        }
         crate::errln!(
             "tet-host: {}: warning: '{}': {}; kept as the file has it (it marks no element)",
             input.display(),

@@ -62,6 +62,9 @@ struct Source {
     /// Whether its stored chunks are zstd frames (with a content checksum) of the bytes a
     /// `.tet` tile holds ([`frames_copyable`]).
     frames: bool,
+    /// A 0-d array: `shape` and `chunk` are `[1]` (a `.tet` dataset has at least one
+    /// axis), read as the array's one element and marked `numpy_shape = []`.
+    scalar: bool,
 }
 
 /// A codec entry of `codecs`: its name and configuration (an entry may be the bare name);
@@ -215,7 +218,7 @@ fn parse_array(
              (it holds bool, int8 .. int64, uint8 .. uint64, float16, float32, float64)"
         )));
     };
-    let shape = u64_list(m, "shape", &file)?;
+    let mut shape = u64_list(m, "shape", &file)?;
     let grid = m
         .get("chunk_grid")
         .and_then(Value::as_object)
@@ -233,7 +236,7 @@ fn parse_array(
         .get("configuration")
         .and_then(Value::as_object)
         .ok_or_else(|| Fail::damaged(format!("{at}: chunk_grid.configuration: missing")))?;
-    let chunk = u64_list(conf, "chunk_shape", &file).map_err(|Fail(x, e)| {
+    let mut chunk = u64_list(conf, "chunk_shape", &file).map_err(|Fail(x, e)| {
         Fail(
             x,
             e.replace("chunk_shape", "chunk_grid.configuration.chunk_shape"),
@@ -282,7 +285,21 @@ fn parse_array(
         .get("fill_value")
         .cloned()
         .ok_or_else(|| Fail::damaged(format!("{at}: fill_value: missing")))?;
-    let frames = frames_copyable(m, &zarr_type);
+    // A 0-d array (zarr-python's `zarr.create_array(shape=())`) is one element.
+    let scalar = shape.is_empty();
+    if scalar {
+        shape = vec![1];
+        chunk = vec![1];
+    }
+    if shape.len() > tet_core::tet::MAX_NDIM {
+        return Err(Fail::usage(format!(
+            "{at}: array '{name}' has {} axes, more than .tet's {}",
+            shape.len(),
+            tet_core::tet::MAX_NDIM
+        )));
+    }
+    let dims = dims.filter(|_| !scalar);
+    let frames = !scalar && frames_copyable(m, &zarr_type);
     Ok(Source {
         name,
         node,
@@ -296,6 +313,7 @@ fn parse_array(
         json_attrs,
         fill,
         frames,
+        scalar,
     })
 }
 
@@ -524,6 +542,9 @@ fn metadata(
             if let Some((_, Some(descr))) = dtype_of(&s.zarr_type) {
                 e.set_attr("numpy_dtype", descr);
             }
+            if s.scalar {
+                e.set_attr(crate::tet::dims::SCALAR_KEY, "[]");
+            }
         });
     }
     let ranks: Vec<(&str, usize)> = sources
@@ -731,6 +752,11 @@ fn read_tile<T: zarrs::storage::ReadableStorageTraits + ?Sized + 'static>(
     if product(&shape) == Some(0) {
         return Ok(Vec::new());
     }
+    if s.scalar {
+        // The one element of a 0-d array is its whole (empty) subset.
+        start.clear();
+        shape.clear();
+    }
     let dir = s.file.parent().unwrap_or(&s.file);
     let where_ = || {
         format!(
@@ -900,6 +926,107 @@ pub fn export(
     }
 }
 
+/// The checks of a Zarr export's output `out` of input `path`, made before the input is
+/// read: not the input, not existing without `force`, in a directory that is there, and,
+/// to be replaced, a Zarr store holding nothing else (`--force` removes the old store
+/// whole, so a file of the user's inside it, the input among them, is refused). Gives
+/// the path to write: a symbolic link to a store is followed, and a directory named
+/// through `.` or `..` is resolved, so the store itself is replaced. A refusal is exit 16,
+/// a missing directory exit 8.
+pub fn check_export_output(
+    path: &Path,
+    out: &Path,
+    force: bool,
+) -> Result<PathBuf, (Exit, String)> {
+    let usage = |m: String| Err((Exit::Usage, m));
+    let mut out = out.to_path_buf();
+    if std::fs::metadata(&out).is_ok_and(|m| m.is_dir()) {
+        if let Ok(real) = std::fs::canonicalize(&out) {
+            out = real;
+        }
+    }
+    if crate::atomic::same_file(&out, path) {
+        return usage(format!(
+            "the output {} is the input {} (the same file); write to another path",
+            out.display(),
+            path.display()
+        ));
+    }
+    let exists = std::fs::symlink_metadata(&out).is_ok();
+    if exists && !force {
+        return usage(format!(
+            "{} exists; pass --force to replace it",
+            out.display()
+        ));
+    }
+    crate::atomic::check_parent(&out).map_err(|m| (Exit::Operational, m))?;
+    if !exists {
+        return Ok(out);
+    }
+    if !is_store(&out) {
+        // --force replaces a Zarr store, never another directory or file.
+        return usage(format!(
+            "{} exists and is not a Zarr store (no zarr.json); not replacing it",
+            out.display()
+        ));
+    }
+    if std::fs::canonicalize(path).is_ok_and(|p| p.starts_with(&out)) {
+        return usage(format!(
+            "the input {} is inside {}, which --force would replace; write to another path",
+            path.display(),
+            out.display()
+        ));
+    }
+    if let Some(foreign) = foreign_entry(&out, 0) {
+        return usage(format!(
+            "{} holds {}, which is not part of the Zarr store; not replacing it (move it \
+             out, or write to another path)",
+            out.display(),
+            foreign.display()
+        ));
+    }
+    Ok(out)
+}
+
+/// The first entry under the Zarr group directory `dir` that is not a node of the store
+/// (a `zarr.json`, or a directory of a group or array): an array's directory holds its
+/// chunks and is not looked into. `None` when there is none. A group nested past
+/// [`MAX_DEPTH`] counts as foreign.
+fn foreign_entry(dir: &Path, depth: usize) -> Option<PathBuf> {
+    if depth > MAX_DEPTH {
+        return Some(dir.to_path_buf());
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Some(dir.to_path_buf());
+    };
+    for e in entries {
+        let Ok(e) = e else {
+            return Some(dir.to_path_buf());
+        };
+        let p = e.path();
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        if !is_dir {
+            if e.file_name() == "zarr.json" {
+                continue;
+            }
+            return Some(p);
+        }
+        let node = std::fs::read(p.join("zarr.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+        match node.as_ref().and_then(|n| n.get("node_type")?.as_str()) {
+            Some("array") => {}
+            Some("group") => {
+                if let Some(f) = foreign_entry(&p, depth.saturating_add(1)) {
+                    return Some(f);
+                }
+            }
+            _ => return Some(p),
+        }
+    }
+    None
+}
+
 fn export_checked(
     path: &Path,
     bytes: &[u8],
@@ -908,28 +1035,8 @@ fn export_checked(
     budget: Option<u64>,
     force: bool,
 ) -> Result<(), Fail> {
-    if crate::atomic::same_file(out, path) {
-        return Err(Fail::usage(format!(
-            "the output {} is the input {} (the same file); write to another path",
-            out.display(),
-            path.display()
-        )));
-    }
+    let out = &check_export_output(path, out, force).map_err(|(e, m)| Fail(e, m))?;
     let exists = std::fs::symlink_metadata(out).is_ok();
-    if exists && !force {
-        return Err(Fail::usage(format!(
-            "{} exists; pass --force to replace it",
-            out.display()
-        )));
-    }
-    crate::atomic::check_parent(out).map_err(Fail::operational)?;
-    if exists && !is_store(out) {
-        // --force replaces a Zarr store, never another directory or file.
-        return Err(Fail::usage(format!(
-            "{} exists and is not a Zarr store (no zarr.json); not replacing it",
-            out.display()
-        )));
-    }
     let file = crate::tet::open_tet(path, bytes).map_err(|e| Fail(e, String::new()))?;
     let names: Vec<String> = match dataset {
         Some(d) => {
@@ -975,8 +1082,13 @@ fn export_checked(
     }
     let old = parent.join(format!(".{base}.old-{}", std::process::id()));
     if exists {
-        std::fs::rename(out, &old)
-            .map_err(|e| Fail::operational(format!("cannot replace {}: {e}", out.display())))?;
+        if let Err(e) = std::fs::rename(out, &old) {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(Fail::operational(format!(
+                "cannot replace {}: {e}",
+                out.display()
+            )));
+        }
     }
     if let Err(e) = std::fs::rename(&tmp, out) {
         let _ = exists && std::fs::rename(&old, out).is_ok();
@@ -1095,7 +1207,7 @@ fn export_into(
                 zchunk,
                 zstd,
                 fill,
-                dm.dim_names.as_ref(),
+                dm.dim_names.as_ref().filter(|_| !scalar),
                 attrs,
             ),
         )?;
