@@ -163,15 +163,17 @@ impl Bins {
         // NumPy: `((x - first) / (last - first)) * n` truncated, the last edge in the last
         // bin, then one step down or up where the edges say so.
         let f = ((x - self.first) / (self.last - self.first)) * usize_f64(self.n);
+        // `f >= 0` here; truncated through `i64` (one instruction, where a conversion to
+        // `usize` takes several), the last edge in the last bin.
         #[allow(
             clippy::as_conversions,
             clippy::cast_possible_truncation,
             clippy::cast_sign_loss
         )]
-        let mut i = (f as usize).min(self.n);
-        if i == self.n {
-            i = i.saturating_sub(1);
-        }
+        let mut i = (f as i64).clamp(
+            0,
+            i64::try_from(self.n).unwrap_or(i64::MAX).saturating_sub(1),
+        ) as usize;
         if self.edges.get(i).is_some_and(|e| x < *e) {
             i = i.saturating_sub(1);
         }
@@ -181,6 +183,99 @@ impl Bins {
             i = i.saturating_add(1);
         }
         i
+    }
+}
+
+/// Sets of counts [`Scatter`] increments in turn: a run of equal slots (a smooth field,
+/// whose neighbours share a bin) is then four short chains of increments through memory
+/// instead of one long one.
+const SETS: usize = 4;
+
+/// The most slots a histogram takes the blocked path with: its [`SETS`] sets of `u32`
+/// counts stay in L2.
+const MAX_FAST_SLOTS: usize = 1 << 14;
+
+impl Bins {
+    /// Whether a histogram of these bins counts long runs in [`SETS`] sets of counts
+    /// ([`Scatter`]): their counts stay small.
+    fn fast(&self) -> bool {
+        self.slots() <= MAX_FAST_SLOTS
+    }
+}
+
+/// Counts of one output cell kept in [`SETS`] sets of `u32`, for the runs [`Bins::fast`]
+/// takes, added to the cell's counts when the cell changes, before a set could overflow,
+/// and at the end of a chunk.
+struct Scatter {
+    /// `SETS` sets of `slots` counts.
+    sets: Vec<u32>,
+    slots: usize,
+    /// The cell's first slot in the counts, while counts are held.
+    base: Option<usize>,
+    /// Elements counted since the last flush.
+    held: u64,
+}
+
+impl Scatter {
+    fn new(slots: usize) -> Scatter {
+        Scatter {
+            sets: vec![0; slots.saturating_mul(SETS)],
+            slots,
+            base: None,
+            held: 0,
+        }
+    }
+
+    /// Adds the held counts to `counts` and clears them.
+    fn flush(&mut self, counts: &mut [u64]) {
+        let Some(base) = self.base.take() else { return };
+        for set in self.sets.chunks_exact_mut(self.slots) {
+            let cell = counts.get_mut(base..).unwrap_or_default();
+            for (c, h) in cell.iter_mut().zip(set.iter_mut()) {
+                *c = c.wrapping_add(u64::from(*h));
+                *h = 0;
+            }
+        }
+        self.held = 0;
+    }
+
+    /// Counts the contiguous `f32` (`size` 4) or `f64` (`size` 8) elements of `bytes` for
+    /// the cell at `base`, four at a time, one into each set.
+    fn add(&mut self, bytes: &[u8], size: usize, bins: &Bins, base: usize, counts: &mut [u64]) {
+        if self.base != Some(base) || self.held > u64::from(u32::MAX >> 1) {
+            self.flush(counts);
+            self.base = Some(base);
+        }
+        let slots = self.slots;
+        let (a, rest) = self.sets.split_at_mut(slots);
+        let (b, rest) = rest.split_at_mut(slots);
+        let (c, d) = rest.split_at_mut(slots);
+        let bump = |set: &mut [u32], x: f64| {
+            if let Some(k) = set.get_mut(bins.slot(x)) {
+                *k = k.wrapping_add(1);
+            }
+        };
+        let read = |e: &[u8]| -> f64 {
+            if size == 4 {
+                f64::from(e.try_into().map_or(0.0, f32::from_le_bytes))
+            } else {
+                e.try_into().map_or(0.0, f64::from_le_bytes)
+            }
+        };
+        let mut quads = bytes.chunks_exact(size.saturating_mul(SETS));
+        for q in quads.by_ref() {
+            let mut e = q.chunks_exact(size);
+            for set in [&mut *a, &mut *b, &mut *c, &mut *d] {
+                if let Some(x) = e.next() {
+                    bump(set, read(x));
+                }
+            }
+        }
+        for x in quads.remainder().chunks_exact(size) {
+            bump(a, read(x));
+        }
+        let n = bytes.len().checked_div(size).unwrap_or(0);
+        self.held = self.held.saturating_add(u64_of(n));
     }
 }
 
@@ -243,7 +338,27 @@ impl ChunkRange {
 pub fn chunk_range(plan: &ReadPlan<'_>, part: &ChunkPart, tile: &[u8]) -> ChunkRange {
     let dtype = plan.dtype();
     let mut r = ChunkRange::default();
+    let size = match dtype {
+        tet_core::tet::DType::F32 => 4,
+        tet_core::tet::DType::F64 => 8,
+        _ => 0,
+    };
     for_each_run(&plan.dataset, &plan.selection, part, |run| {
+        if size != 0 && run.tile_stride == 1 {
+            let start = usize::try_from(run.tile_index.saturating_mul(u64_of(size)));
+            let len = usize::try_from(run.count.saturating_mul(u64_of(size)));
+            if let (Ok(start), Ok(len)) = (start, len) {
+                let bytes = tile
+                    .get(start..start.saturating_add(len))
+                    .unwrap_or_default();
+                r.merge(&if size == 4 {
+                    range_f32(bytes)
+                } else {
+                    range_f64(bytes)
+                });
+                return;
+            }
+        }
         let (lo, hi, nan) = fold_f64(
             dtype,
             tile,
@@ -255,6 +370,81 @@ pub fn chunk_range(plan: &ReadPlan<'_>, part: &ChunkPart, tile: &[u8]) -> ChunkR
         );
         r = ChunkRange { lo, hi, nan };
     });
+    r
+}
+
+/// Lanes of [`range_f32`] and [`range_f64`]: independent minima and maxima the compiler
+/// keeps in vector registers.
+const LANES: usize = 16;
+
+/// The [`ChunkRange`] of contiguous little-endian `f32` elements, in [`LANES`] lanes
+/// (exact: a minimum is the same in any order, and `f32` to `f64` keeps every value).
+fn range_f32(bytes: &[u8]) -> ChunkRange {
+    let mut lo = [f32::INFINITY; LANES];
+    let mut hi = [f32::NEG_INFINITY; LANES];
+    let mut nan = [false; LANES];
+    let mut blocks = bytes.chunks_exact(LANES.saturating_mul(4));
+    for b in blocks.by_ref() {
+        for (j, e) in b.chunks_exact(4).enumerate() {
+            let v = e.try_into().map_or(0.0, f32::from_le_bytes);
+            if let (Some(l), Some(h), Some(n)) = (lo.get_mut(j), hi.get_mut(j), nan.get_mut(j)) {
+                *l = l.min(v);
+                *h = h.max(v);
+                *n |= v.is_nan();
+            }
+        }
+    }
+    let mut r = ChunkRange::default();
+    for e in blocks.remainder().chunks_exact(4) {
+        let v = f64::from(e.try_into().map_or(0.0, f32::from_le_bytes));
+        r.merge(&ChunkRange {
+            lo: v,
+            hi: v,
+            nan: v.is_nan(),
+        });
+    }
+    for ((l, h), n) in lo.iter().zip(&hi).zip(&nan) {
+        r.merge(&ChunkRange {
+            lo: f64::from(*l),
+            hi: f64::from(*h),
+            nan: *n,
+        });
+    }
+    r
+}
+
+/// [`range_f32`] for `f64` elements.
+fn range_f64(bytes: &[u8]) -> ChunkRange {
+    let mut lo = [f64::INFINITY; LANES];
+    let mut hi = [f64::NEG_INFINITY; LANES];
+    let mut nan = [false; LANES];
+    let mut blocks = bytes.chunks_exact(LANES.saturating_mul(8));
+    for b in blocks.by_ref() {
+        for (j, e) in b.chunks_exact(8).enumerate() {
+            let v = e.try_into().map_or(0.0, f64::from_le_bytes);
+            if let (Some(l), Some(h), Some(n)) = (lo.get_mut(j), hi.get_mut(j), nan.get_mut(j)) {
+                *l = l.min(v);
+                *h = h.max(v);
+                *n |= v.is_nan();
+            }
+        }
+    }
+    let mut r = ChunkRange::default();
+    for e in blocks.remainder().chunks_exact(8) {
+        let v = e.try_into().map_or(0.0, f64::from_le_bytes);
+        r.merge(&ChunkRange {
+            lo: v,
+            hi: v,
+            nan: v.is_nan(),
+        });
+    }
+    for ((l, h), n) in lo.iter().zip(&hi).zip(&nan) {
+        r.merge(&ChunkRange {
+            lo: *l,
+            hi: *h,
+            nan: *n,
+        });
+    }
     r
 }
 
@@ -301,6 +491,16 @@ pub fn histogram_chunk(
     let slots = bins.slots();
     let sel_shape = plan.selection.shape();
     let last_kept = axes.kept(ndim.saturating_sub(1));
+    // Contiguous f32/f64 runs of one cell take the blocked path (when the run is long
+    // enough to pay for a flush of the sets).
+    let size = match dtype {
+        tet_core::tet::DType::F32 => 4,
+        tet_core::tet::DType::F64 => 8,
+        _ => 0,
+    };
+    let blocked = size != 0 && !last_kept && bins.fast();
+    let min_run = u64_of(slots.saturating_mul(SETS));
+    let mut scatter: Option<Scatter> = None;
     for_each_run(&plan.dataset, &plan.selection, part, |r| {
         // The output cell of the run's first element.
         let mut cell = 0u64;
@@ -313,6 +513,19 @@ pub fn histogram_chunk(
             .unwrap_or(usize::MAX)
             .saturating_mul(slots);
         let step = if last_kept { slots } else { 0 };
+        if blocked && r.tile_stride == 1 && r.count >= min_run {
+            let start = usize::try_from(r.tile_index.saturating_mul(u64_of(size)));
+            let len = usize::try_from(r.count.saturating_mul(u64_of(size)));
+            if let (Ok(start), Ok(len)) = (start, len) {
+                let bytes = tile
+                    .get(start..start.saturating_add(len))
+                    .unwrap_or_default();
+                scatter
+                    .get_or_insert_with(|| Scatter::new(slots))
+                    .add(bytes, size, bins, base, counts);
+                return;
+            }
+        }
         // The position by value: kept in a register through the run.
         fold_f64(
             dtype,
@@ -329,6 +542,9 @@ pub fn histogram_chunk(
             },
         );
     });
+    if let Some(mut s) = scatter {
+        s.flush(counts);
+    }
 }
 
 /// A histogram on one thread: `h`'s range (or the selection's, found first), then every
@@ -369,4 +585,123 @@ pub(super) fn histogram<'f, B: FrameBackend>(
         values: counts.into_iter().map(Value::U64).collect(),
         nothing_left: None,
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::restriction, reason = "tests fail by panicking")]
+mod tests {
+    use super::*;
+
+    /// Values on, beside and between the edges of `bins`, out of range, NaN and ±inf.
+    fn probes(b: &Bins, seed: &mut u64) -> Vec<f64> {
+        let mut v = alloc::vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.0];
+        for e in b.edges() {
+            v.extend([*e, f64::from_bits(e.to_bits().wrapping_add(1))]);
+            v.push(f64::from_bits(e.to_bits().wrapping_sub(1)));
+        }
+        let (first, last) = b.range();
+        for _ in 0..2000 {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            let u = (*seed >> 11) as f64 / (1u64 << 53) as f64;
+            v.push(first + (last - first) * (u * 1.2 - 0.1));
+        }
+        v
+    }
+
+    /// The laned range passes equal a plain fold, with NaN anywhere and every length.
+    #[test]
+    fn laned_ranges_equal_a_plain_fold() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for len in [0usize, 1, 5, 16, 17, 33, 100, 1000] {
+            for nan_at in [None, Some(0), Some(len / 2), Some(len.saturating_sub(1))] {
+                let mut xs: Vec<f64> = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        (seed >> 20) as f64 / 1e9 - 4000.0
+                    })
+                    .collect();
+                if let Some(k) = nan_at.filter(|k| *k < len) {
+                    xs[k] = f64::NAN;
+                }
+                let plain = |xs: &[f64]| {
+                    let mut r = ChunkRange::default();
+                    for v in xs {
+                        r.merge(&ChunkRange {
+                            lo: *v,
+                            hi: *v,
+                            nan: v.is_nan(),
+                        });
+                    }
+                    r
+                };
+                let b64: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
+                assert_eq!(range_f64(&b64), plain(&xs), "{len} {nan_at:?}");
+                let x32: Vec<f64> = xs.iter().map(|x| f64::from(*x as f32)).collect();
+                let b32: Vec<u8> = xs.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect();
+                let (a, b) = (range_f32(&b32), plain(&x32));
+                assert_eq!((a.lo, a.hi, a.nan), (b.lo, b.hi, b.nan), "{len} {nan_at:?}");
+            }
+        }
+    }
+
+    /// The [`Scatter`] counts equal counting each value's [`Bins::slot`], over bins of
+    /// every count and ranges of several scales, values on and beside every edge.
+    #[test]
+    fn scatter_counts_equal_the_scalar_ones() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for (lo, hi) in [
+            (0.0, 1.0),
+            (-3.5, 7.25),
+            (1e-300, 3e-300),
+            (-1e12, 1e12),
+            (5.0, 5.0),
+            (0.1, 0.3),
+        ] {
+            for n in [1u32, 2, 3, 7, 10, 64, 100, 1000, 4093] {
+                let b = Bins::new(n, lo, hi).unwrap();
+                if !b.fast() {
+                    continue;
+                }
+                let xs = probes(&b, &mut seed);
+                // f32 and f64 bytes through Scatter, with a flush between two cells.
+                for size in [4usize, 8] {
+                    let bytes: Vec<u8> = if size == 4 {
+                        xs.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect()
+                    } else {
+                        xs.iter().flat_map(|x| x.to_le_bytes()).collect()
+                    };
+                    let slots = b.slots();
+                    let mut want = alloc::vec![0u64; 2 * slots];
+                    for (k, e) in bytes.chunks_exact(size).enumerate() {
+                        let x = if size == 4 {
+                            f64::from(f32::from_le_bytes(e.try_into().unwrap()))
+                        } else {
+                            f64::from_le_bytes(e.try_into().unwrap())
+                        };
+                        want[(k % 2) * slots + b.slot(x)] += 1;
+                    }
+                    // (Each element a run of its own: a flush per element, so few bins.)
+                    if n <= 100 {
+                        let mut counts = alloc::vec![0u64; 2 * slots];
+                        let mut sc = Scatter::new(slots);
+                        for (k, e) in bytes.chunks_exact(size).enumerate() {
+                            sc.add(e, size, &b, (k % 2) * slots, &mut counts);
+                        }
+                        sc.flush(&mut counts);
+                        assert_eq!(counts, want, "{n} bins, size {size}");
+                    }
+                    let mut counts = alloc::vec![0u64; slots];
+                    let mut sc = Scatter::new(slots);
+                    sc.add(&bytes, size, &b, 0, &mut counts);
+                    sc.flush(&mut counts);
+                    let whole: Vec<u64> = (0..slots).map(|s| want[s] + want[slots + s]).collect();
+                    assert_eq!(counts, whole, "{n} bins, size {size}, one run");
+                }
+            }
+        }
+    }
 }
