@@ -9,7 +9,12 @@
 //! Files are opened as `tet-host query` opens them (each chunk checked against the
 //! checksum table); the raw `sum` is also timed without the table, for the check's cost.
 //!
-//! `TET_BENCH_DIR` sets where the files go (default: the temp dir); they are removed.
+//! The sum along axis 0 is also timed on one thread, next to NumPy's `a.sum(axis=0,
+//! dtype=float64)` over a memory map of a `.npy` of the same field (`TET_PYTHON`, default
+//! `/work/venv-tet/bin/python`; left out when it cannot run).
+//!
+//! `TET_BENCH_DIR` sets where the files go (default: the temp dir; 4 GiB free); they are
+//! removed.
 
 #![allow(clippy::restriction, reason = "tests and benches fail by panicking")]
 
@@ -54,6 +59,45 @@ fn write(path: &Path, codec: Codec) {
         }
     }
     w.finish(None).unwrap().commit().unwrap();
+}
+
+/// NumPy's `sum(axis=0, dtype=float64)` over a memory map of a `.npy` of the field, best
+/// of 3 (the first run warms the page cache), or `None` when Python cannot run it.
+fn numpy_axis0(dir: &Path) -> Option<Duration> {
+    let python = std::env::var("TET_PYTHON").unwrap_or_else(|_| "/work/venv-tet/bin/python".into());
+    let npy = dir.join("tet-fold-field.npy");
+    let mut all = vec![0u8; (ROWS * COLS * 4) as usize];
+    let row_bytes = (COLS * 4) as usize;
+    for i in 0..ROWS / CHUNK {
+        for j in 0..COLS / CHUNK {
+            let mut t = Vec::new();
+            timing::field_tile(i, j, CHUNK, &mut t);
+            for (r, tile_row) in t.chunks_exact((CHUNK * 4) as usize).enumerate() {
+                let at =
+                    (i * CHUNK) as usize * row_bytes + r * row_bytes + (j * CHUNK * 4) as usize;
+                all[at..at + tile_row.len()].copy_from_slice(tile_row);
+            }
+        }
+    }
+    tet_host::tet::npy::write_raw(&npy, DType::F32, &[ROWS, COLS], &all).ok()?;
+    drop(all);
+    let script = format!(
+        "import numpy as np, time\n\
+         a = np.load({npy:?}, mmap_mode='r')\n\
+         b = 1e9\n\
+         for _ in range(4):\n\
+         \x20   t = time.perf_counter(); a.sum(axis=0, dtype=np.float64); b = min(b, time.perf_counter() - t)\n\
+         print(b)\n",
+        npy = npy.display().to_string()
+    );
+    let out = std::process::Command::new(&python)
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .ok();
+    std::fs::remove_file(&npy).ok();
+    let secs: f64 = String::from_utf8_lossy(&out?.stdout).trim().parse().ok()?;
+    Some(Duration::from_secs_f64(secs))
 }
 
 /// The roofline: eight f32 lanes over every 4-byte word.
@@ -110,6 +154,14 @@ fn main() {
     let sum_unchecked = q(&unchecked, &[], Reduce::Sum, None);
     let mean = q(&file, &[], Reduce::Mean, None);
     let axis0 = q(&file, &[], Reduce::Sum, Some(&[0]));
+    let axis0_one = {
+        let p = plan(&file, ds, &[]).unwrap();
+        let ax = Axes::new(2, Some(&[0])).unwrap();
+        timing::best_of(3, || {
+            run(&file, &p, Operation::Reduce(Reduce::Sum), &ax, 1, 8 << 30).unwrap()
+        })
+    };
+    let numpy_axis0 = numpy_axis0(&dir);
     let axis1 = q(&file, &[], Reduce::Sum, Some(&[1]));
     let strided = [
         Slice {
@@ -176,6 +228,20 @@ fn main() {
     );
     line("raw `mean`", mean, r1, "1-thread roofline");
     line("raw `sum` along axis 0", axis0, r1, "1-thread roofline");
+    line(
+        "raw `sum` along axis 0, 1 thread",
+        axis0_one,
+        r1,
+        "1-thread roofline",
+    );
+    if let Some(np) = numpy_axis0 {
+        line(
+            "NumPy `a.sum(axis=0, dtype=float64)`, memory-mapped `.npy`",
+            np,
+            r1,
+            "1-thread roofline",
+        );
+    }
     line("raw `sum` along axis 1", axis1, r1, "1-thread roofline");
     let cz = gbps(logical, c1) * cores as f64;
     println!(

@@ -366,6 +366,8 @@ impl Acc {
     /// Adds element `k` of a run of float elements to `sums[k]` (counting NaN in
     /// `nans[k]`, and leaving it out of the sum when `skip`): the inner loop of a
     /// partial-axis float sum. Returns `false` (doing nothing) for integer dtypes.
+    /// Without `skip`, a contiguous run's NaNs may go uncounted: a `sum` or `mean` that
+    /// keeps NaN reads no NaN count ([`Acc::result`]), its sum being NaN already.
     pub fn spread_sum(
         sums: &mut [f64],
         nans: &mut [u64],
@@ -922,6 +924,14 @@ fn norm_block<T: Elem, const L2: bool>(block: &[u8], lanes: &mut [f64; 8]) -> u6
 }
 
 fn spread_sum_typed<T: Elem>(sums: &mut [f64], nans: &mut [u64], r: &Run<'_>, skip: bool) {
+    // A sum or mean that keeps NaN never reads the NaN count (the sum is NaN): one stream
+    // of adds, which the compiler vectorises.
+    if !skip && r.stride == 1 {
+        for (s, e) in sums.iter_mut().zip(r.bytes.chunks_exact(T::SIZE)) {
+            *s += T::read(e).map_or(0.0, T::f64);
+        }
+        return;
+    }
     let add = |s: &mut f64, n: &mut u64, v: f64| {
         let is_nan = v.is_nan();
         *n = n.wrapping_add(u64::from(is_nan));
