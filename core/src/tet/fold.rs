@@ -194,7 +194,9 @@ struct Extreme {
 pub struct Acc {
     /// Elements folded.
     pub n: u64,
-    /// NaN elements folded.
+    /// NaN elements folded (for a `sum` or `mean` that keeps NaN, the partial-axis float
+    /// sum kernel leaves them uncounted: [`Acc::result`] reads the count only for the
+    /// operations that skip or count NaN).
     pub nan: u64,
     /// ±infinite elements folded.
     pub inf: u64,
