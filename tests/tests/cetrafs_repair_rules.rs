@@ -659,6 +659,144 @@ fn a_zeroed_inode_bitmap_is_rebuilt_from_the_inodes_first() {
     assert_eq!(errors(&img), vec![]);
 }
 
+/// A device that counts reads of the inode table's blocks (a prefix read included).
+struct InodeReads<'a> {
+    inner: MemDeviceMut<'a>,
+    table: std::ops::Range<u64>,
+    reads: std::cell::Cell<u64>,
+}
+
+impl tet_core::block::BlockDevice for InodeReads<'_> {
+    fn block_count(&self) -> u64 {
+        self.inner.block_count()
+    }
+    fn read_block(&self, lba: u64, buf: &mut tet_core::block::Block) -> tet_core::Result<()> {
+        if self.table.contains(&lba) {
+            self.reads.set(self.reads.get() + 1);
+        }
+        self.inner.read_block(lba, buf)
+    }
+}
+
+impl tet_core::block::BlockDeviceMut for InodeReads<'_> {
+    fn write_block(&self, lba: u64, buf: &tet_core::block::Block) -> tet_core::Result<()> {
+        self.inner.write_block(lba, buf)
+    }
+    fn flush(&self) -> tet_core::Result<()> {
+        self.inner.flush()
+    }
+    fn compare_and_write(
+        &self,
+        lba: u64,
+        e: &[u8; tet_core::block::SECTOR],
+        n: &[u8; tet_core::block::SECTOR],
+    ) -> tet_core::Result<bool> {
+        self.inner.compare_and_write(lba, e, n)
+    }
+}
+
+/// After a round that only set bitmap bits (the zeroed inode bitmap), repair checks
+/// again from the first check's maps: the inode table is walked once, not twice, and
+/// the outcome is what two full checks gave.
+#[test]
+fn a_round_of_bitmaps_alone_is_checked_again_without_walking_the_inodes() {
+    let mut img = populated();
+    let s = sb(&img);
+    let at = s.inode_bitmap_start.get() as usize * B;
+    img[at..at + B].fill(0);
+    let table = s.inode_table_start.get()..s.inode_table_start.get() + s.inode_count.get();
+    let clean = populated();
+    let in_use = {
+        let fs = open(&clean).unwrap();
+        (1..s.inode_count.get())
+            .filter(|i| fs.inode(*i, &mut Buffers::new().data).is_ok())
+            .count() as u64
+    };
+    let dev = InodeReads {
+        inner: MemDeviceMut::new(&mut img),
+        table,
+        reads: std::cell::Cell::new(0),
+    };
+    let out = repair(&dev, Mode::Preen, &opts(), &mut |_| true).unwrap();
+    assert!(out.left.is_empty(), "{:?}", out.left);
+    assert_eq!(out.rounds, 1);
+    // One walk reads every inode once (the free ones to find they are free), plus the
+    // inodes the fixes name and the planning reads: far below two walks.
+    let walk = s.inode_count.get() - 1;
+    let reads = dev.reads.get();
+    assert!(
+        reads >= walk && reads < walk + in_use,
+        "{reads} inode reads for {walk} inodes, {in_use} in use"
+    );
+    assert_eq!(errors(&img), vec![]);
+}
+
+/// The re-check from kept maps: clean on the image the maps came from, with the walk's
+/// counts; `None` (the caller checks in full) as soon as a bitmap bit differs.
+#[test]
+fn a_recheck_from_kept_maps_falls_back_on_any_difference() {
+    let clean = populated();
+    let (full, kept) = fsck::check_keeping_maps(
+        MemDevice::new(&clean),
+        &fsck::Options::default(),
+        &mut |_: &Finding| {},
+    );
+    let (again, _) = fsck::recheck_bitmaps(
+        MemDevice::new(&clean),
+        &fsck::Options::default(),
+        kept.unwrap(),
+    )
+    .expect("a clean image rechecks clean");
+    assert_eq!(again.summary, full.summary);
+    assert_eq!(again.entries, full.entries);
+    assert!(again.cross_checked);
+    let s = sb(&clean);
+    // A data bitmap bit set for a free block (checksums are not kept over bitmaps).
+    let start = s.bg_regions_start.get();
+    let len = s.bg_size_blocks.get().min(s.total_blocks.get() - start);
+    let data = start + 1 + bitmap_blocks(len);
+    let free = (data..start + len).find(|b| !marked(&clean, *b)).unwrap();
+    let i = free - data;
+    let mut leaked = clean.clone();
+    leaked[(start + 1) as usize * B + (i / 8) as usize] |= 1 << (i % 8);
+    let recheck = |img: &[u8], kept| {
+        fsck::recheck_bitmaps(MemDevice::new(img), &fsck::Options::default(), kept)
+    };
+    let (_, kept) = fsck::check_keeping_maps(
+        MemDevice::new(&clean),
+        &fsck::Options::default(),
+        &mut |_: &Finding| {},
+    );
+    assert!(recheck(&leaked, kept.unwrap()).is_none(), "a leaked bit");
+    // An inode bit set for a free inode, and one cleared for an inode in use.
+    let ib = s.inode_bitmap_start.get() as usize * B;
+    let fs = open(&clean).unwrap();
+    let free_ino = (1..s.inode_count.get())
+        .find(|i| fs.inode(*i, &mut Buffers::new().data).is_err())
+        .unwrap();
+    let used_ino = (2..s.inode_count.get())
+        .find(|i| fs.inode(*i, &mut Buffers::new().data).is_ok())
+        .unwrap();
+    for (ino, set) in [(free_ino, true), (used_ino, false)] {
+        let mut img = clean.clone();
+        let byte = ib + (ino / 8) as usize;
+        if set {
+            img[byte] |= 1 << (ino % 8);
+        } else {
+            img[byte] &= !(1 << (ino % 8));
+        }
+        let (_, kept) = fsck::check_keeping_maps(
+            MemDevice::new(&clean),
+            &fsck::Options::default(),
+            &mut |_: &Finding| {},
+        );
+        assert!(
+            recheck(&img, kept.unwrap()).is_none(),
+            "inode {ino} bit set: {set}"
+        );
+    }
+}
+
 /// A block claimed twice: until `-y` resolves it, every claimant's blocks stay marked.
 #[test]
 fn while_a_block_is_claimed_twice_every_claimants_blocks_stay_marked() {

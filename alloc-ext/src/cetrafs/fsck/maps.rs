@@ -81,6 +81,13 @@ pub struct OwnershipMap {
     pub(super) bits: Vec<u64>,
     /// Words per block group.
     pub words_per_bg: u64,
+    /// What [`super::recheck_bitmaps`] compares the image with after a round that wrote
+    /// only bitmaps and counters: the inodes the walk found in use, the blocks the
+    /// pending-free queues held, and the walk's counts.
+    pub(super) in_use: Vec<u64>,
+    pub(super) pending: Vec<(u64, u64)>,
+    pub(super) inodes: u64,
+    pub(super) entries: u64,
 }
 
 impl OwnershipMap {

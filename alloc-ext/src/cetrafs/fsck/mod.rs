@@ -30,9 +30,11 @@ use alloc::vec::Vec;
 
 use tet_core::arith::{div_ceil, u64_of};
 use tet_core::block::{Block, BlockDevice, BLOCK_SIZE, BLOCK_SIZE_U64};
-use tet_core::cetrafs::check::{self, Counting, Sink, Summary};
+use tet_core::cetrafs::check::{self, check_inode_bitmap, Counting, Sink, Summary};
 use tet_core::cetrafs::copies::{self, Located, Source, Substituted};
-use tet_core::cetrafs::{Buffers, Code, Committed, FileType, Finding, Fs, Overlay, OverlayDevice};
+use tet_core::cetrafs::{
+    Buffers, Code, Committed, FileType, Finding, Fs, Overlay, OverlayDevice, BITS_PER_BITMAP_BLOCK,
+};
 use tet_core::{Error, ErrorKind};
 
 use dirs::Infos;
@@ -116,6 +118,130 @@ pub fn check_keeping_maps<D: BlockDevice>(
     let mut kept = None;
     let o = check_inner(dev, opts, sink, &mut kept);
     (o, kept)
+}
+
+/// The findings a check reports about bitmaps and counters alone: each names a bit or
+/// a count that disagrees with the maps the walk computed, never a block the walk reads.
+pub const BITMAP_CODES: [Code; 6] = [
+    Code::InodeUnmarked,
+    Code::BitmapPadding,
+    Code::BlockLeaked,
+    Code::BlockUnmarked,
+    Code::GroupFreeCount,
+    Code::ZoneFreeCount,
+];
+
+/// Whether block `lba` holds only bitmaps or counters: a zone group or block group
+/// record, an inode bitmap block, or a data bitmap block of a block group region. No
+/// pass before pass 7 reads one but the inode bitmap, which [`recheck_bitmaps`] reads
+/// again.
+pub fn holds_bitmaps_or_counters(sb: &tet_core::cetrafs::Superblock, lba: u64) -> bool {
+    let r = sb.raw();
+    let tables = r.zg_table_start.get()
+        ..r.bg_table_start
+            .get()
+            .saturating_add(u64::from(sb.block_group_count()));
+    let inode_bitmap = r.inode_bitmap_start.get()
+        ..r.inode_bitmap_start
+            .get()
+            .saturating_add(r.inode_bitmap_blocks.get());
+    let data_bitmap = || {
+        let rel = lba.checked_sub(sb.bg_regions_start())?;
+        let bg = rel.checked_div(sb.bg_size_blocks())?;
+        let start = sb
+            .bg_regions_start()
+            .checked_add(bg.checked_mul(sb.bg_size_blocks())?)?;
+        let len = sb
+            .bg_size_blocks()
+            .min(sb.total_blocks().checked_sub(start)?);
+        let i = lba.checked_sub(start)?;
+        Some(i >= 1 && i <= tet_core::cetrafs::bitmap_blocks(len))
+    };
+    tables.contains(&lba) || inode_bitmap.contains(&lba) || data_bitmap() == Some(true)
+}
+
+/// Checks the image again after a change that wrote only bitmap blocks and group
+/// counters, against the maps of the full check before it (`kept`), when that check
+/// found nothing but [`BITMAP_CODES`]: every block the walk of passes 3 to 6 reads is
+/// as that check read it, so its findings and maps stand, and what is read again is
+/// what could have changed: the superblock and its copies, the journals, the registry
+/// and queues, the inode bitmap (against the inodes found in use) and the data bitmaps
+/// and counters (pass 7). Returns `None`, having reported nothing, when anything reads
+/// other than clean (a finding of any severity, queues that changed, a bit that differs,
+/// maps that do not fit): the caller then runs the full check, which says what.
+pub fn recheck_bitmaps<D: BlockDevice>(
+    dev: D,
+    opts: &Options,
+    kept: OwnershipMap,
+) -> Option<(Outcome, OwnershipMap)> {
+    let mut found = 0u64;
+    let mut counting = |_: &Finding| found = found.saturating_add(1);
+    let mut sink = Counting::new(&mut counting);
+    let mut bufs = Buffers::new();
+    let mut bitmap: Block = [0; BLOCK_SIZE];
+    let located = superblock(&dev, opts, &mut bufs.data, &mut sink).ok()?;
+    let source = located.source;
+    let dev = Substituted::new(dev, &located.sb);
+    let raw_fs = check::mount(&dev, &mut bufs.data, &mut sink).ok()?;
+    superblock_copies(dev.inner(), &located, &mut bufs.data, &mut sink);
+    let sb = *raw_fs.superblock();
+    let words_per_bg = div_ceil(sb.bg_size_blocks(), 64);
+    let fits = u64_of(kept.in_use.len()) == div_ceil(sb.inode_count(), 64)
+        && kept.words_per_bg == words_per_bg
+        && u64_of(kept.bits.len())
+            == u64::from(sb.block_group_count()).saturating_mul(words_per_bg);
+    if !fits {
+        return None;
+    }
+    let mut pass1 = journal::journals(&raw_fs, &mut bufs, &mut bitmap, &mut sink);
+    let n = pass1.committed.len();
+    let overlay = Overlay::from_classified(&mut pass1.committed, n);
+    let odev = OverlayDevice::new(&dev, &overlay);
+    let fs = Fs::open_shortened(odev, &mut bufs.data).ok()?;
+    let mut own = Ownership::new(Bits(kept.bits), words_per_bg, &sb);
+    let pending =
+        registry::registry_and_queues(&fs, &mut bufs.data, &pass1.replay_rows, &mut own, &mut sink);
+    let mut same = pending == kept.pending;
+    let count = sb.inode_count();
+    check_inode_bitmap(&fs, &mut bitmap, &mut sink, &mut |k, block| {
+        let base = k.saturating_mul(BITS_PER_BITMAP_BLOCK);
+        let live = count.saturating_sub(base).min(BITS_PER_BITMAP_BLOCK);
+        for (j, mut w) in maps::live_words(block, live) {
+            if k == 0 && j == 0 {
+                w &= !1; // inode 0: its bit is padding, checked as such
+            }
+            let at = usize::try_from((base / 64).saturating_add(u64_of(j))).ok();
+            if at.and_then(|i| kept.in_use.get(i)) != Some(&w) {
+                same = false;
+            }
+        }
+    });
+    bitmaps::bitmaps(&fs, &mut bufs, &own, &mut sink);
+    let summary = sink.summary;
+    if found != 0 || !same || !pass1.complete {
+        return None;
+    }
+    let outcome = Outcome {
+        summary: Summary {
+            inodes: kept.inodes,
+            ..summary
+        },
+        cross_checked: true,
+        map_bytes: u64_of(kept.in_use.len())
+            .saturating_add(u64_of(own.bits.0.len()))
+            .saturating_mul(8),
+        entries: kept.entries,
+        superblock: source,
+    };
+    let kept = OwnershipMap {
+        bits: own.bits.0,
+        words_per_bg,
+        in_use: kept.in_use,
+        pending,
+        inodes: kept.inodes,
+        entries: kept.entries,
+    };
+    Some((outcome, kept))
 }
 
 /// An inode in use that parsed.
@@ -335,6 +461,10 @@ fn check_inner<D: BlockDevice>(
     *kept = Some(OwnershipMap {
         bits: own.bits.0,
         words_per_bg,
+        in_use: in_use.0,
+        pending,
+        inodes: scanned.inodes,
+        entries: entry_count,
     });
     Outcome {
         summary: Summary {

@@ -329,10 +329,22 @@ fn repair_rounds<D: BlockDeviceMut>(
         out.replay = replay_all(&fs, opts, &mut bufs)?;
     }
     let mut txn = u64::from(u32::MAX);
+    // The maps of the last check, when the round after it wrote only bitmaps and
+    // counters in answer to findings about nothing else: the next check then reads
+    // only what that round could have changed (`fsck::recheck_bitmaps`), and falls
+    // back to the full check on anything but a clean result.
+    let mut settled: Option<fsck::OwnershipMap> = None;
     loop {
         let mut found: Vec<Finding> = Vec::new();
-        let (_, own) =
-            fsck::check_keeping_maps(&dev, &check_opts, &mut |f: &Finding| found.push(*f));
+        let rechecked = settled
+            .take()
+            .and_then(|kept| fsck::recheck_bitmaps(&dev, &check_opts, kept));
+        let own = match rechecked {
+            Some((_, kept)) => Some(kept),
+            None => {
+                fsck::check_keeping_maps(&dev, &check_opts, &mut |f: &Finding| found.push(*f)).1
+            }
+        };
         if out.rounds == 0 || !out.found {
             out.found = found
                 .iter()
@@ -423,6 +435,14 @@ fn repair_rounds<D: BlockDeviceMut>(
         out.withheld = withheld;
         out.names.extend(paths::name_losses(&fs, &made));
         apply(&fs, &blocks, &fresh, opts, &mut txn, &mut bufs)?;
+        let sb = *fs.superblock();
+        if found.iter().all(|f| fsck::BITMAP_CODES.contains(&f.code))
+            && blocks
+                .keys()
+                .all(|lba| fsck::holds_bitmaps_or_counters(&sb, *lba))
+        {
+            settled = own;
+        }
         out.fixes.extend(made);
         out.rounds = out.rounds.saturating_add(1);
     }
