@@ -118,9 +118,15 @@ fn defaults_scale_with_the_size() {
     assert_eq!(default_inodes(4 << 30), 4096);
     assert_eq!(default_inodes(1 << 40), 1 << 20);
     assert_eq!(default_inodes(1 << 50), 1 << 22);
-    // 16 journal slots a node under 1 GiB, 256 from 1 GiB.
-    assert_eq!(default_journal_blocks(64 << 20), 33);
-    assert_eq!(default_journal_blocks((1 << 30) - 4096), 33);
+    // 16 journal slots a node up to 16 MiB, doubling with the size to 256 from 128 MiB.
+    assert_eq!(default_journal_blocks(1 << 20), 33);
+    assert_eq!(default_journal_blocks(8 << 20), 33);
+    assert_eq!(default_journal_blocks(16 << 20), 65);
+    assert_eq!(default_journal_blocks((32 << 20) - 4096), 65);
+    assert_eq!(default_journal_blocks(32 << 20), 129);
+    assert_eq!(default_journal_blocks(64 << 20), 257);
+    assert_eq!(default_journal_blocks((128 << 20) - 4096), 257);
+    assert_eq!(default_journal_blocks(128 << 20), 513);
     assert_eq!(default_journal_blocks(1 << 30), 513);
     assert_eq!(default_journal_blocks(1 << 50), 513);
 }

@@ -974,7 +974,7 @@ fn crash_round(img: &Path, mnt: &Path, round: u64, after: Duration) -> Vec<(Path
 
 #[test]
 fn kill9_during_a_workload_then_recover() {
-    // 256 MiB: mkfs's 16-slot journals; `MOUNT_CRASH_SIZE=1G` for its 256-slot ones.
+    // 256 MiB (mkfs's 256-slot journals; `MOUNT_CRASH_SIZE` for another size).
     // Inodes for a long series too: each round creates files until it is killed, and a
     // series that ran out of them would kill an idle mount in its later rounds.
     let size = std::env::var("MOUNT_CRASH_SIZE").unwrap_or_else(|_| "256M".to_string());
