@@ -157,6 +157,9 @@ fn recover_in<D: BlockDeviceMut>(
                 },
             );
         }
+        // The counts durable before the release: a released zone group is no longer
+        // the row's, so a recovery run again after a cut would not set them.
+        w.fs.device().flush()?;
         w.write_zone(z, None)?;
         w.fs.device().flush()?;
         out.released = out.released.saturating_add(1);
@@ -336,6 +339,11 @@ impl<D: BlockDeviceMut> Writer<D> {
     pub fn leave(mut self) -> Result<(), WriteError> {
         self.sync()?;
         self.left = true;
+        // The last transaction's free counts durable before the zone groups are
+        // released (a flush does not order the writes before it: a release that landed
+        // without them would leave counts that no recovery sets, the zone group no
+        // longer being the row's).
+        self.fs.device().flush()?;
         for z in self.owned.clone() {
             self.write_zone(z, None)?;
         }
