@@ -1524,3 +1524,143 @@ fn a_write_into_an_uninitialized_extent_initializes_just_its_blocks() {
         }
     }
 }
+
+/// A file `/frag` of `n` single-block extents with a hole after each (block `2k` holds
+/// `k`), written through the library into an image of `size` bytes whose journals have
+/// 16 slots; the image, the file's inode and its contents.
+fn many_extents(n: u64, size: u64) -> (Vec<u8>, u64, Vec<u8>) {
+    let mut img = image(size);
+    let mut model = vec![0u8; 2 * n as usize * B];
+    let f = {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        w.set_batch(true).unwrap();
+        let f = w.create(1, b"frag", 0o644, 0, 0).unwrap();
+        for k in 0..n {
+            let at = 2 * k as usize * B;
+            let fill = [(k % 251) as u8 | 1; 16];
+            w.write(f, at as u64, &fill)
+                .unwrap_or_else(|e| panic!("append {k}: {e:?}"));
+            model[at..at + 16].copy_from_slice(&fill);
+        }
+        w.leave().unwrap();
+        f
+    };
+    model.truncate(((2 * n - 1) as usize - 1) * B + 16);
+    (img, f, model)
+}
+
+#[test]
+fn a_mid_file_edit_of_a_file_of_4000_extents_rewrites_the_leaves_it_touches() {
+    let n = 4000u64;
+    let (mut img, f, mut model) = many_extents(n, 48 << 20);
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    {
+        let mut bufs = Buffers::new();
+        let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+        assert_eq!(fs.resolve(b"/frag", &mut bufs).unwrap().depth(), 2);
+    }
+    // Holes filled near the start, in the middle and near the end, one transaction each
+    // (a 16-slot journal): each adds an extent to a full leaf, which splits in place.
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut holes: Vec<u64> = vec![3, 2001, 7997];
+    for _ in 0..60 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        holes.push(2 * (rng % (n - 1)) + 1);
+    }
+    let before = {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let before = w.next_txn_id();
+        for (i, h) in holes.iter().enumerate() {
+            let at = *h as usize * B + 100;
+            let body = [0xA0 | (i % 16) as u8; 300];
+            w.write(f, at as u64, &body)
+                .unwrap_or_else(|e| panic!("write {i} into hole block {h}: {e:?}"));
+            model[at..at + 300].copy_from_slice(&body);
+        }
+        // An edit of a mapped block in the middle, and a truncate through a leaf.
+        w.write(f, 4001 * B as u64 - 7, b"across two blocks")
+            .unwrap();
+        let at = 4001 * B - 7;
+        model[at..at + 17].copy_from_slice(b"across two blocks");
+        w.truncate(f, 6000 * B as u64 + 5).unwrap();
+        model.truncate(6000 * B + 5);
+        let after = w.next_txn_id();
+        w.leave().unwrap();
+        after - before
+    };
+    assert_eq!(
+        before,
+        holes.len() as u64 + 2,
+        "one transaction an operation"
+    );
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert!(
+        read_file(&img, b"/frag").unwrap() == model,
+        "contents differ"
+    );
+}
+
+#[test]
+fn a_power_cut_while_a_leaf_splits_leaves_the_edit_wholly_there_or_absent() {
+    // 1300 extents: 6 leaves under an interior block. Two holes filled, each in a full
+    // leaf (the first and the third), each split in its own transaction.
+    let (base, f, model) = many_extents(1300, 16 << 20);
+    let edits: [(u64, u8); 2] = [(3, 0xB1), (1201, 0xB2)];
+    let mut states = vec![model.clone()];
+    for (h, v) in edits {
+        let mut next = states.last().unwrap().clone();
+        next[h as usize * B..h as usize * B + 64].fill(v);
+        states.push(next);
+    }
+    let edit = |mut w: Writer<&PowerCut<'_>>| -> Result<(), WriteError> {
+        for (h, v) in edits {
+            w.write(f, h * B as u64, &[v; 64])?;
+        }
+        w.leave()
+    };
+    let total = {
+        let mut img = base.clone();
+        let dev = PowerCut::new(&mut img, u64::MAX, 0);
+        edit(Writer::join(&dev, &opts()).unwrap()).unwrap();
+        dev.writes.get()
+    };
+    assert!(total > 10, "{total} writes");
+    for cut in 1..=total {
+        for tear in [0usize, 3] {
+            let mut img = base.clone();
+            {
+                let dev = PowerCut::new(&mut img, cut, tear);
+                if let Ok(w) = Writer::join(&dev, &opts()) {
+                    let _ = edit(w);
+                }
+            }
+            recover(MemDeviceMut::new(&mut img), ME).unwrap();
+            let context = format!("cut after write {cut} of {total} (tear {tear})");
+            assert_eq!(
+                errors(&img),
+                Vec::<String>::new(),
+                "{context}: {:?}",
+                all_findings(&img)
+            );
+            let got = read_file(&img, b"/frag").unwrap();
+            assert!(
+                states.contains(&got),
+                "{context}: the file is neither before, between nor after the edits"
+            );
+        }
+    }
+}

@@ -345,15 +345,12 @@ impl<D: BlockDeviceMut> Writer<D> {
                 x.copy_from_slice(target);
             }
             Self::put_data(t, p, b);
-            let m = super::tree::Map {
-                exts: alloc::vec![Ext {
-                    logical: 0,
-                    len: 1,
-                    physical: p,
-                    uninit: false
-                }],
-                tree: Vec::new(),
-            };
+            let m = super::tree::Map::fresh(alloc::vec![Ext {
+                logical: 0,
+                len: 1,
+                physical: p,
+                uninit: false
+            }]);
             self.store_map(t, &mut r, m, 2)?;
             r.size.set(tet_core::arith::u64_of(target.len()));
             r.blocks.set(1);

@@ -1,8 +1,11 @@
-//! A file's extents read whole into memory and written back as the smallest tree that
-//! holds them (section 9: inline, then leaves, then interior blocks), reusing the
-//! file's tree blocks so that growing a file rewrites only the blocks that change.
+//! A file's extents read whole into memory and written back into its tree (section 9:
+//! inline, then leaves, then interior blocks). Each extent stays in the leaf whose range
+//! holds it; a leaf that overflows splits in place, one that empties is freed, so an
+//! edit anywhere in a file rewrites the leaves it touches and the interior blocks above
+//! them, not every later leaf.
 
 use alloc::vec::Vec;
+use core::ops::Range;
 
 use tet_core::block::{Block, BlockDeviceMut, BLOCK_SIZE, BLOCK_SIZE_U64};
 use tet_core::cetrafs::raw::{RawExtent, RawExtentHeader, RawExtentIndex, RawInode};
@@ -31,10 +34,23 @@ impl Ext {
     }
 }
 
-/// A file's mapping: its extents sorted by logical block, and its tree blocks.
+/// A file's mapping: its extents sorted by logical block, its tree blocks, and of those
+/// the leaves, each with the lowest logical block it maps (in tree order).
 pub(super) struct Map {
     pub exts: Vec<Ext>,
     pub tree: Vec<u64>,
+    pub leaves: Vec<(u64, u64)>,
+}
+
+impl Map {
+    /// A mapping of `exts` that has no tree blocks yet.
+    pub fn fresh(exts: Vec<Ext>) -> Self {
+        Map {
+            exts,
+            tree: Vec::new(),
+            leaves: Vec::new(),
+        }
+    }
 }
 
 const CRC_AT: usize = TAIL_AT + 8;
@@ -106,10 +122,7 @@ fn tree_block(h: &RawExtentHeader, entries: &[&[u8]]) -> Block {
 impl<D: BlockDeviceMut> Writer<D> {
     /// Every extent of `inode`, sorted, and its tree blocks.
     pub(super) fn map_of(&self, t: &Txn, inode: &RawInode) -> Result<Map, WriteError> {
-        let mut m = Map {
-            exts: Vec::new(),
-            tree: Vec::new(),
-        };
+        let mut m = Map::fresh(Vec::new());
         let h = &inode.extent_header;
         let n = usize::from(h.entries.get().min(INLINE_SLOTS));
         let depth = h.depth.get();
@@ -151,6 +164,7 @@ impl<D: BlockDeviceMut> Writer<D> {
         m.tree.push(lba);
         let max = if depth == 0 { LEAF_MAX } else { INDEX_MAX };
         let n = usize::from(h.entries.get().min(max));
+        let first = m.exts.len();
         for i in 0..n {
             if depth == 0 {
                 let at = 12usize.saturating_add(i.saturating_mul(16));
@@ -163,6 +177,15 @@ impl<D: BlockDeviceMut> Writer<D> {
                 {
                     self.walk(t, ix.child.get(), depth.saturating_sub(1), m)?;
                 }
+            }
+        }
+        if depth == 0 {
+            if let Some(lo) = m
+                .exts
+                .get(first..)
+                .and_then(|e| e.iter().map(|e| e.logical).min())
+            {
+                m.leaves.push((lo, lba));
             }
         }
         Ok(())
@@ -202,71 +225,113 @@ impl<D: BlockDeviceMut> Writer<D> {
         }
         let n = exts.len();
         let inline = usize::from(INLINE_SLOTS);
-        let leaf = usize::from(LEAF_MAX);
         let index = usize::from(INDEX_MAX);
-        let leaves = n.div_ceil(leaf);
-        let (depth, interiors) = if n <= inline {
-            (0u16, 0usize)
-        } else if leaves <= inline {
-            (1, 0)
-        } else {
-            (2, leaves.div_ceil(index))
-        };
-        if depth > max_depth || interiors > inline {
-            return Err(if max_depth == 1 {
-                Errno::ENOSPC.into()
+        // The leaves: each a range of `exts` and the old leaf block it stays in, if any.
+        // Kept where they are when that shape is allowed, else packed full.
+        let shape = |leaves: usize| -> Option<(u16, usize)> {
+            let s = if n <= inline {
+                (0u16, 0usize)
+            } else if leaves <= inline {
+                (1, 0)
             } else {
-                Errno::EFBIG.into()
-            });
-        }
-        let need = if depth == 0 {
-            0
-        } else {
-            leaves.saturating_add(interiors)
+                (2, leaves.div_ceil(index))
+            };
+            (s.0 <= max_depth && s.1 <= inline).then_some(s)
         };
-        // Tree blocks: the old ones first, new ones after, the rest freed.
-        let mut blocks: Vec<(u64, bool)> = m.tree.iter().take(need).map(|l| (*l, false)).collect();
+        let mut leaves = if n <= inline {
+            Vec::new()
+        } else {
+            in_place(&m.leaves, &exts).unwrap_or_default()
+        };
+        let (depth, interiors) = match shape(leaves.len()) {
+            Some(s) if n <= inline || !leaves.is_empty() => s,
+            _ => {
+                leaves = packed(n);
+                shape(leaves.len()).ok_or(if max_depth == 1 {
+                    Errno::ENOSPC
+                } else {
+                    Errno::EFBIG
+                })?
+            }
+        };
+        // Tree blocks: the leaves that stay keep theirs; other leaves take the file's
+        // other old leaf blocks, interior blocks its old interior blocks, then either
+        // the other kind, then new blocks near `hint`; old blocks left over are freed.
+        let kept = |b: &u64| leaves.iter().any(|l| l.1 == Some(*b));
+        let was_leaf = |b: &u64| m.leaves.iter().any(|l| l.1 == *b);
+        let mut spare_leaves: Vec<u64> = m
+            .tree
+            .iter()
+            .copied()
+            .filter(|b| was_leaf(b) && !kept(b))
+            .collect();
+        let mut spare_interiors: Vec<u64> =
+            m.tree.iter().copied().filter(|b| !was_leaf(b)).collect();
+        spare_leaves.reverse();
+        spare_interiors.reverse();
         let hint = exts.last().map(|e| e.physical.saturating_add(e.len));
-        while blocks.len() < need {
-            let (lba, _) = self.alloc_run(t, hint, 1)?;
-            t.fresh.insert(lba);
-            blocks.push((lba, true));
-        }
-        for old in m.tree.iter().skip(need) {
-            self.free_run(t, *old, 1)?;
-        }
-        let raws: Vec<RawExtent> = exts.iter().map(raw_ext).collect();
-        let mut root: Vec<(u64, u64)> = Vec::new(); // (logical, child) of the root's entries
-        if depth > 0 {
-            let mut leaf_ix: Vec<(u64, u64)> = Vec::new();
-            for (k, chunk) in raws.chunks(leaf).enumerate() {
-                let lba = blocks.get(k).map_or(0, |b| b.0);
-                let entries: Vec<&[u8]> = chunk.iter().map(|r| r.as_bytes()).collect();
-                let b = tree_block(&header(chunk.len(), LEAF_MAX, 0), &entries);
-                self.put_tree(t, lba, b)?;
-                let first = chunk.first().map_or(0, |r| u64::from(r.logical.get()));
-                leaf_ix.push((first, lba));
-            }
-            if depth == 1 {
-                root = leaf_ix;
+        let mut take = |w: &mut Self, t: &mut Txn, interior: bool| -> Result<u64, WriteError> {
+            let (first, second) = if interior {
+                (&mut spare_interiors, &mut spare_leaves)
             } else {
-                for (k, chunk) in leaf_ix.chunks(index).enumerate() {
-                    let lba = blocks.get(leaves.saturating_add(k)).map_or(0, |b| b.0);
-                    let ixs: Vec<RawExtentIndex> = chunk
-                        .iter()
-                        .map(|(l, c)| {
-                            let mut ix: RawExtentIndex = zerocopy::FromZeros::new_zeroed();
-                            ix.logical.set(u32::try_from(*l).unwrap_or(u32::MAX));
-                            ix.child.set(*c);
-                            ix
-                        })
-                        .collect();
-                    let entries: Vec<&[u8]> = ixs.iter().map(|r| r.as_bytes()).collect();
-                    let b = tree_block(&header(chunk.len(), INDEX_MAX, 1), &entries);
-                    self.put_tree(t, lba, b)?;
-                    root.push((chunk.first().map_or(0, |c| c.0), lba));
-                }
+                (&mut spare_leaves, &mut spare_interiors)
+            };
+            if let Some(b) = first.pop().or_else(|| second.pop()) {
+                return Ok(b);
             }
+            let (lba, _) = w.alloc_run(t, hint, 1)?;
+            t.fresh.insert(lba);
+            Ok(lba)
+        };
+        let raws: Vec<RawExtent> = exts.iter().map(raw_ext).collect();
+        let mut leaf_ix: Vec<(u64, u64)> = Vec::with_capacity(leaves.len());
+        for (range, old) in &leaves {
+            let lba = match old {
+                Some(b) => *b,
+                None => take(self, t, false)?,
+            };
+            let chunk = raws.get(range.clone()).unwrap_or(&[]);
+            let entries: Vec<&[u8]> = chunk.iter().map(|r| r.as_bytes()).collect();
+            let b = tree_block(&header(chunk.len(), LEAF_MAX, 0), &entries);
+            self.put_tree(t, lba, b)?;
+            let first = chunk.first().map_or(0, |r| u64::from(r.logical.get()));
+            leaf_ix.push((first, lba));
+        }
+        let mut root: Vec<(u64, u64)> = Vec::new(); // (logical, child) of the root's entries
+        if depth == 1 {
+            root = leaf_ix;
+        } else if depth == 2 {
+            // The leaves spread evenly over the interior blocks.
+            for k in 0..interiors {
+                let lo = leaf_ix
+                    .len()
+                    .saturating_mul(k)
+                    .checked_div(interiors)
+                    .unwrap_or(0);
+                let hi = leaf_ix
+                    .len()
+                    .saturating_mul(k.saturating_add(1))
+                    .checked_div(interiors)
+                    .unwrap_or(0);
+                let chunk = leaf_ix.get(lo..hi).unwrap_or(&[]);
+                let lba = take(self, t, true)?;
+                let ixs: Vec<RawExtentIndex> = chunk
+                    .iter()
+                    .map(|(l, c)| {
+                        let mut ix: RawExtentIndex = zerocopy::FromZeros::new_zeroed();
+                        ix.logical.set(u32::try_from(*l).unwrap_or(u32::MAX));
+                        ix.child.set(*c);
+                        ix
+                    })
+                    .collect();
+                let entries: Vec<&[u8]> = ixs.iter().map(|r| r.as_bytes()).collect();
+                let b = tree_block(&header(chunk.len(), INDEX_MAX, 1), &entries);
+                self.put_tree(t, lba, b)?;
+                root.push((chunk.first().map_or(0, |c| c.0), lba));
+            }
+        }
+        for old in spare_leaves.into_iter().chain(spare_interiors) {
+            self.free_run(t, old, 1)?;
         }
         inode.extent_header = header(if depth == 0 { n } else { root.len() }, INLINE_SLOTS, depth);
         inode.slots = [0; 64];
@@ -292,6 +357,64 @@ impl<D: BlockDeviceMut> Writer<D> {
         }
         Ok(())
     }
+}
+
+/// `n` extents packed into full leaves, all in new blocks.
+fn packed(n: usize) -> Vec<(Range<usize>, Option<u64>)> {
+    let leaf = usize::from(LEAF_MAX);
+    (0..n.div_ceil(leaf))
+        .map(|k| {
+            let lo = k.saturating_mul(leaf);
+            (lo..lo.saturating_add(leaf).min(n), None)
+        })
+        .collect()
+}
+
+/// `exts` (sorted) laid out in the old leaves `old` ((lowest logical, block) each): an
+/// extent goes to the last leaf whose lowest logical block is at or before its own (the
+/// first leaf takes any before them all). A leaf given more than it holds splits into
+/// even parts, the first keeping its block (the last leaf fills parts in order, so
+/// appending leaves full leaves behind); a leaf given none is dropped. `None` when there
+/// are no old leaves or their ranges overlap.
+fn in_place(old: &[(u64, u64)], exts: &[Ext]) -> Option<Vec<(Range<usize>, Option<u64>)>> {
+    let leaf = usize::from(LEAF_MAX);
+    let mut old = old.to_vec();
+    old.sort_unstable_by_key(|l| l.0);
+    let count = old.len();
+    old.dedup_by_key(|l| l.0);
+    if old.is_empty() || old.len() != count {
+        return None;
+    }
+    let n = exts.len();
+    let mut out = Vec::with_capacity(old.len());
+    let mut start = 0usize;
+    for (i, (_, lba)) in old.iter().enumerate() {
+        let last = i.saturating_add(1) == old.len();
+        let end = match old.get(i.saturating_add(1)) {
+            Some((next, _)) => start.saturating_add(
+                exts.get(start..)
+                    .unwrap_or(&[])
+                    .partition_point(|e| e.logical < *next),
+            ),
+            None => n,
+        };
+        let k = end.saturating_sub(start);
+        let parts = k.div_ceil(leaf);
+        for p in 0..parts {
+            let (lo, hi) = if last {
+                let lo = start.saturating_add(p.saturating_mul(leaf));
+                (lo, lo.saturating_add(leaf).min(end))
+            } else {
+                let at = |p: usize| {
+                    start.saturating_add(k.saturating_mul(p).checked_div(parts).unwrap_or(0))
+                };
+                (at(p), at(p.saturating_add(1)))
+            };
+            out.push((lo..hi, (p == 0).then_some(*lba)));
+        }
+        start = end;
+    }
+    Some(out)
 }
 
 /// The physical block of `logical` in `exts`, if mapped (and initialized).
