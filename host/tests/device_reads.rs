@@ -133,3 +133,91 @@ fn a_run_written_in_one_call_lands_whole_and_a_run_past_the_end_writes_nothing()
     );
     let _ = std::fs::remove_file(&path);
 }
+
+/// Bytes this process has read through `read`-family calls (`rchar`, Linux).
+fn bytes_read() -> u64 {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn holes_of_a_sparse_image_read_as_zeros_without_being_read() {
+    // 20,000 blocks (78 MiB): data in a few places, holes between.
+    let path = std::env::temp_dir().join(format!("tet-host-holes-{}.img", std::process::id()));
+    let blocks = 20_000u64;
+    let data: Vec<u64> = [0u64, 1, 2, 3, 100, 131, 2047, 2048, 19_999]
+        .into_iter()
+        .chain(250..260)
+        .chain(9_000..9_003)
+        .collect();
+    {
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_len(blocks * BLOCK_SIZE as u64).unwrap();
+        for lba in &data {
+            f.write_all_at(&block(*lba, 1), lba * BLOCK_SIZE as u64)
+                .unwrap();
+        }
+    }
+    let want = |lba: u64| {
+        if data.contains(&lba) {
+            block(lba, 1)
+        } else {
+            vec![0u8; BLOCK_SIZE]
+        }
+    };
+    let dev = FileDevice::open(&path).unwrap();
+    let before = bytes_read();
+    // Forward through everything, whole blocks and inode-sized prefixes.
+    for lba in 0..blocks {
+        let mut b = [0xeeu8; BLOCK_SIZE];
+        dev.read_block(lba, &mut b).unwrap();
+        assert!(b.to_vec() == want(lba), "block {lba}");
+        if lba % 7 == 0 {
+            assert_eq!(prefix(&dev, lba, 256), want(lba)[..256], "block {lba}");
+        }
+    }
+    // Runs read in one call, across holes and data.
+    for (lba, n) in [
+        (0u64, 8usize),
+        (96, 64),
+        (2040, 16),
+        (5000, 256),
+        (8990, 20),
+    ] {
+        let mut buf = vec![0xeeu8; n * BLOCK_SIZE];
+        dev.read_blocks(lba, &mut buf).unwrap();
+        for k in 0..n as u64 {
+            let at = k as usize * BLOCK_SIZE;
+            assert!(
+                buf[at..at + BLOCK_SIZE] == want(lba + k)[..],
+                "run block {}",
+                lba + k
+            );
+        }
+    }
+    let read = bytes_read() - before;
+    // Where the filesystem says where its holes are, they are not read.
+    let holes = std::fs::File::open(&path)
+        .ok()
+        .and_then(|f| rustix::fs::seek(&f, rustix::fs::SeekFrom::Data(5 * BLOCK_SIZE as u64)).ok())
+        == Some(100 * BLOCK_SIZE as u64);
+    if holes {
+        assert!(
+            read < (4 << 20),
+            "{read} bytes read for 78 MiB mostly holes"
+        );
+    }
+    // A block written into a hole reads back as written.
+    let mut b = [0x5au8; BLOCK_SIZE];
+    let w = FileDevice::open_rw(&path).unwrap();
+    w.write_block(12_345, &b).unwrap();
+    b.fill(0);
+    w.read_block(12_344, &mut b).unwrap();
+    w.read_block(12_345, &mut b).unwrap();
+    assert_eq!(b, [0x5au8; BLOCK_SIZE]);
+    std::fs::remove_file(&path).unwrap();
+}

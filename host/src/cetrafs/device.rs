@@ -1,6 +1,8 @@
 //! cetrafs images on files and block devices, read with positioned reads (`pread`), never
 //! memory-mapped: other nodes write a shared disk while we read it, and a mapping of a
 //! file that shrinks kills the process with `SIGBUS` where a read returns an error.
+//! A run of blocks that lies in a hole of the image file (a fresh image's inode table
+//! and free space) is filled with zeros after one `lseek(SEEK_DATA)`, not read.
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
@@ -163,6 +165,12 @@ impl FileDevice {
                 win.bytes.resize(len, 0);
                 win.blocks = 0;
                 let at = lba.saturating_mul(BLOCK_SIZE_U64);
+                if n > 1 && self.in_hole(at, win.bytes.len()) {
+                    win.bytes.fill(0);
+                    win.first = lba;
+                    win.blocks = n;
+                    return Self::copy_out(win, now, lba, dst);
+                }
                 let (mut n, mut r) = (n, self.file.read_exact_at(&mut win.bytes, at));
                 if r.is_err() && n > 1 {
                     // The window may run into a part that has gone; the block decides.
@@ -179,6 +187,11 @@ impl FileDevice {
         let Some(win) = cache.windows.get_mut(i) else {
             return Err(Error::new(ErrorKind::Io, "block read", 0));
         };
+        Self::copy_out(win, now, lba, dst)
+    }
+
+    /// Block `lba` (or its first `dst.len()` bytes) out of window `win`, used at `now`.
+    fn copy_out(win: &mut Window, now: u64, lba: u64, dst: &mut [u8]) -> Result<()> {
         win.used = now;
         let at = usize::try_from(lba.saturating_sub(win.first).saturating_mul(BLOCK_SIZE_U64))
             .unwrap_or(usize::MAX);
@@ -192,6 +205,21 @@ impl FileDevice {
                 "block read",
                 lba.saturating_mul(BLOCK_SIZE_U64),
             )),
+        }
+    }
+
+    /// Whether the `len` bytes at `at` lie in a hole of the file, which reads as zeros
+    /// (a fresh image's inode table and free blocks): one `lseek(SEEK_DATA)` then
+    /// spares the kernel filling page cache with zeros. A block device, or a filesystem
+    /// that does not say, answers no, and the bytes are read.
+    fn in_hole(&self, at: u64, len: usize) -> bool {
+        let end = at.saturating_add(tet_core::arith::u64_of(len));
+        match rustix::fs::seek(&self.file, rustix::fs::SeekFrom::Data(at)) {
+            Ok(data) => data >= end,
+            // No data at or after `at`: a hole to the end, if the file still reaches
+            // `end` (one that shrank is left to the read, which reports it).
+            Err(rustix::io::Errno::NXIO) => self.file.metadata().is_ok_and(|m| m.len() >= end),
+            Err(_) => false,
         }
     }
 
@@ -249,8 +277,13 @@ impl BlockDevice for FileDevice {
         if lba.saturating_add(n) > self.blocks {
             return Err(past_end(lba.max(self.blocks), self.blocks));
         }
+        let at = lba.saturating_mul(BLOCK_SIZE_U64);
+        if n > 1 && self.in_hole(at, buf.len()) {
+            buf.fill(0);
+            return Ok(());
+        }
         self.file
-            .read_exact_at(buf, lba.saturating_mul(BLOCK_SIZE_U64))
+            .read_exact_at(buf, at)
             .map_err(|e| Self::io_error(lba, &e))
     }
 

@@ -295,10 +295,25 @@ impl<D: BlockDeviceMut> Writer<D> {
         let mut run: Option<(u64, u64)> = None;
         let mut k = u64::MAX;
         let mut bm: Block = [0; BLOCK_SIZE];
-        for i in 0..a.count {
+        let mut i = 0u64;
+        while i < a.count {
             if i / BITS_PER_BITMAP_BLOCK != k {
                 k = i / BITS_PER_BITMAP_BLOCK;
                 bm = self.read(t, a.bitmap.saturating_add(k))?;
+            }
+            // 64 blocks in use at once (a filling group is mostly these).
+            let within = i % BITS_PER_BITMAP_BLOCK;
+            if within % 64 == 0 && i.saturating_add(64) <= a.count {
+                let at = usize::try_from(within / 8).unwrap_or(usize::MAX);
+                let word = bm
+                    .get(at..at.saturating_add(8))
+                    .and_then(|w| <[u8; 8]>::try_from(w).ok())
+                    .map_or(0, u64::from_le_bytes);
+                if word == u64::MAX {
+                    run = None;
+                    i = i.saturating_add(64);
+                    continue;
+                }
             }
             let lba = a.data.saturating_add(i);
             let free = !bit(&bm, i % BITS_PER_BITMAP_BLOCK) && !t.freed.contains(&lba);
@@ -314,6 +329,7 @@ impl<D: BlockDeviceMut> Writer<D> {
             } else {
                 run = None;
             }
+            i = i.saturating_add(1);
         }
         Ok(best)
     }

@@ -49,9 +49,9 @@ pub(super) fn seal_dir(b: &mut Block) {
     }
 }
 
-fn entry_at(b: &Block, slot: usize) -> Option<RawDirEntry> {
+fn entry_at(b: &Block, slot: usize) -> Option<&RawDirEntry> {
     let at = slot.checked_mul(ENTRY)?;
-    RawDirEntry::read_from_bytes(b.get(at..at.checked_add(ENTRY)?)?).ok()
+    RawDirEntry::ref_from_bytes(b.get(at..at.checked_add(ENTRY)?)?).ok()
 }
 
 impl<D: BlockDeviceMut> Writer<D> {
@@ -122,10 +122,18 @@ impl<D: BlockDeviceMut> Writer<D> {
         dir: &RawInode,
         name: &[u8],
     ) -> Result<Option<Found>, WriteError> {
+        let mut buf: Block = [0; BLOCK_SIZE];
         for lba in self.dir_blocks(t, dir)? {
-            let b = self.read(t, lba)?;
+            // Read in place: a block of the transaction is not copied.
+            let b = match t.changed(lba) {
+                Some(b) => b,
+                None => {
+                    self.fs.device().read_block(lba, &mut buf)?;
+                    &buf
+                }
+            };
             for slot in 0..DIRENTS_PER_BLOCK {
-                let Some(e) = entry_at(&b, slot) else {
+                let Some(e) = entry_at(b, slot) else {
                     continue;
                 };
                 let len = usize::from(e.name_len.get()).min(255);
