@@ -1664,3 +1664,67 @@ fn a_power_cut_while_a_leaf_splits_leaves_the_edit_wholly_there_or_absent() {
         }
     }
 }
+
+#[test]
+fn random_edits_of_a_file_of_thousands_of_extents_read_as_modelled() {
+    // Writes anywhere (holes and mapped blocks, some across two blocks), appends past
+    // the end and truncates, each one transaction of a 16-slot journal, against a model.
+    // `SPLIT_EDITS=N` runs a longer sequence (the test command runs 150).
+    let edits: u64 = std::env::var("SPLIT_EDITS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(150);
+    let (mut img, f, mut model) = many_extents(3500, 48 << 20);
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |m: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % m
+    };
+    let txns = {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let before = w.next_txn_id();
+        for i in 0..edits {
+            let size = model.len() as u64;
+            let kind = next(20);
+            let context = format!("edit {i} (size {size})");
+            if kind == 0 && size > 2000 * B as u64 {
+                let to = size / 2 + next(size / 2);
+                w.truncate(f, to)
+                    .unwrap_or_else(|e| panic!("{context}: truncate to {to}: {e:?}"));
+                model.truncate(to as usize);
+            } else {
+                let at = if kind < 3 {
+                    size + next(4 * B as u64)
+                } else {
+                    next(size)
+                };
+                let len = 1 + next(600) as usize;
+                let body: Vec<u8> = (0..len).map(|k| (i as u8) ^ (k as u8) | 0x80).collect();
+                w.write(f, at, &body)
+                    .unwrap_or_else(|e| panic!("{context}: write {len} at {at}: {e:?}"));
+                let end = at as usize + len;
+                if model.len() < end {
+                    model.resize(end, 0);
+                }
+                model[at as usize..end].copy_from_slice(&body);
+            }
+        }
+        let after = w.next_txn_id();
+        w.leave().unwrap();
+        after - before
+    };
+    assert_eq!(txns, edits, "one transaction an edit");
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert!(
+        read_file(&img, b"/frag").unwrap() == model,
+        "contents differ"
+    );
+}
