@@ -261,7 +261,9 @@ fn histogram_par<'f>(
         Some(r) => r,
         None => histogram_range(file, plan_, budget)?,
     };
-    let bins = Bins::new(h.bins, first, last).map_err(QueryError::Histogram)?;
+    let bins = Bins::new(h.bins, first, last)
+        .map_err(QueryError::Histogram)?
+        .for_plan(plan_);
     let mut shape = axes.out_shape(plan_.selection.shape().as_slice());
     let cells = shape.iter().fold(1u64, |a, n| a.saturating_mul(*n));
     let one = counts_bytes(cells, bins.slots());

@@ -79,7 +79,17 @@ pub struct Bins {
     last: f64,
     n: usize,
     edges: Vec<f64>,
+    /// [`Bins::with_f32_table`]: the slot of every `f32` whose top 16 bits are the
+    /// index, or [`MIXED`] where those `f32`s fall in more than one slot.
+    f32_slots: Vec<u16>,
 }
+
+/// An entry of [`Bins::with_f32_table`]'s table whose `f32`s do not share one slot.
+const MIXED: u16 = u16::MAX;
+
+/// Selections of at least this many `f32` elements are worth the table (it takes about
+/// as long to build as counting this many elements the scalar way).
+pub const F32_TABLE_MIN: u64 = 1 << 20;
 
 #[allow(clippy::as_conversions)]
 fn usize_f64(v: usize) -> f64 {
@@ -124,7 +134,51 @@ impl Bins {
             last,
             n,
             edges,
+            f32_slots: Vec::new(),
         })
+    }
+
+    /// These bins to count `plan`'s selection with: for a selection of at least
+    /// [`F32_TABLE_MIN`] `f32` elements, with a table of the slot of each `f32` by its
+    /// top 16 bits (sign,
+    /// exponent, 7 fraction bits: a span of 1/128 of its magnitude), which
+    /// [`histogram_chunk`] reads in place of [`Bins::slot`] for contiguous `f32` runs.
+    /// An entry holds a slot only when the span's lowest and highest values have that
+    /// slot and no edge lies between them, so the table's answer is always `slot`'s;
+    /// spans across an edge (at most a few per edge) say [`MIXED`] and take `slot`.
+    /// Nothing changes when there are more slots than the table holds.
+    #[must_use]
+    pub fn for_plan(self, plan: &ReadPlan<'_>) -> Bins {
+        if plan.dtype() == tet_core::tet::DType::F32 && plan.selection.len() >= F32_TABLE_MIN {
+            self.with_f32_table()
+        } else {
+            self
+        }
+    }
+
+    /// These bins with a table of the slot of each `f32` by its top 16 bits; see
+    /// [`Bins::for_plan`], which adds it when the selection is large enough to pay.
+    #[must_use]
+    pub fn with_f32_table(mut self) -> Bins {
+        if !self.fast() {
+            return self;
+        }
+        let mut table = Vec::with_capacity(1 << 16);
+        for top in 0u32..1 << 16 {
+            let a = f64::from(f32::from_bits(top << 16));
+            let b = f64::from(f32::from_bits((top << 16) | 0xFFFF));
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            let (sa, sb) = (self.slot(a), self.slot(b));
+            // An edge in (lo, hi] would put the span's values in two bins.
+            let at = self.edges.partition_point(|e| *e <= lo);
+            let edge_inside = self.edges.get(at).is_some_and(|e| *e <= hi);
+            table.push(match u16::try_from(sa) {
+                Ok(v) if sa == sb && v != MIXED && !edge_inside => v,
+                _ => MIXED,
+            });
+        }
+        self.f32_slots = table;
+        self
     }
 
     /// Number of bins.
@@ -262,6 +316,36 @@ impl Scatter {
                 e.try_into().map_or(0.0, f64::from_le_bytes)
             }
         };
+        if size == 4 && bins.f32_slots.len() == 1 << 16 {
+            let table = bins.f32_slots.as_slice();
+            let slot = |e: &[u8]| -> usize {
+                let bits = e.try_into().map_or(0, u32::from_le_bytes);
+                match table.get(usize::try_from(bits >> 16).unwrap_or(0)) {
+                    Some(v) if *v != MIXED => usize::from(*v),
+                    _ => bins.slot(f64::from(f32::from_bits(bits))),
+                }
+            };
+            let bump = |set: &mut [u32], k: usize| {
+                if let Some(c) = set.get_mut(k) {
+                    *c = c.wrapping_add(1);
+                }
+            };
+            let mut quads = bytes.chunks_exact(16);
+            for q in quads.by_ref() {
+                let mut e = q.chunks_exact(4);
+                for set in [&mut *a, &mut *b, &mut *c, &mut *d] {
+                    if let Some(x) = e.next() {
+                        bump(set, slot(x));
+                    }
+                }
+            }
+            for x in quads.remainder().chunks_exact(4) {
+                bump(a, slot(x));
+            }
+            let n = bytes.len().checked_div(4).unwrap_or(0);
+            self.held = self.held.saturating_add(u64_of(n));
+            return;
+        }
         let mut quads = bytes.chunks_exact(size.saturating_mul(SETS));
         for q in quads.by_ref() {
             let mut e = q.chunks_exact(size);
@@ -561,7 +645,9 @@ pub(super) fn histogram<'f, B: FrameBackend>(
         Some(r) => r,
         None => auto_range(file, plan, dec)?,
     };
-    let bins = Bins::new(h.bins, first, last).map_err(QueryError::Histogram)?;
+    let bins = Bins::new(h.bins, first, last)
+        .map_err(QueryError::Histogram)?
+        .for_plan(plan);
     let sel_shape = plan.selection.shape();
     let mut shape = axes.out_shape(sel_shape.as_slice());
     let cells = shape.iter().fold(1u64, |a, n| a.saturating_mul(*n));
@@ -662,46 +748,90 @@ mod tests {
             (0.1, 0.3),
         ] {
             for n in [1u32, 2, 3, 7, 10, 64, 100, 1000, 4093] {
-                let b = Bins::new(n, lo, hi).unwrap();
-                if !b.fast() {
+                let plain = Bins::new(n, lo, hi).unwrap();
+                if !plain.fast() {
                     continue;
                 }
-                let xs = probes(&b, &mut seed);
-                // f32 and f64 bytes through Scatter, with a flush between two cells.
-                for size in [4usize, 8] {
-                    let bytes: Vec<u8> = if size == 4 {
-                        xs.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect()
-                    } else {
-                        xs.iter().flat_map(|x| x.to_le_bytes()).collect()
-                    };
-                    let slots = b.slots();
-                    let mut want = alloc::vec![0u64; 2 * slots];
-                    for (k, e) in bytes.chunks_exact(size).enumerate() {
-                        let x = if size == 4 {
-                            f64::from(f32::from_le_bytes(e.try_into().unwrap()))
+                let table = plain.clone().with_f32_table();
+                // The table's answer is `slot`'s for every f32 probe.
+                for x in probes(&plain, &mut seed) {
+                    let f = x as f32;
+                    let t = table.f32_slots[(f.to_bits() >> 16) as usize];
+                    if t != MIXED {
+                        assert_eq!(usize::from(t), plain.slot(f64::from(f)), "{n} bins, {f}");
+                    }
+                }
+                for b in [plain, table] {
+                    let xs = probes(&b, &mut seed);
+                    // f32 and f64 bytes through Scatter, with a flush between two cells.
+                    for size in [4usize, 8] {
+                        let bytes: Vec<u8> = if size == 4 {
+                            xs.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect()
                         } else {
-                            f64::from_le_bytes(e.try_into().unwrap())
+                            xs.iter().flat_map(|x| x.to_le_bytes()).collect()
                         };
-                        want[(k % 2) * slots + b.slot(x)] += 1;
-                    }
-                    // (Each element a run of its own: a flush per element, so few bins.)
-                    if n <= 100 {
-                        let mut counts = alloc::vec![0u64; 2 * slots];
-                        let mut sc = Scatter::new(slots);
+                        let slots = b.slots();
+                        let mut want = alloc::vec![0u64; 2 * slots];
                         for (k, e) in bytes.chunks_exact(size).enumerate() {
-                            sc.add(e, size, &b, (k % 2) * slots, &mut counts);
+                            let x = if size == 4 {
+                                f64::from(f32::from_le_bytes(e.try_into().unwrap()))
+                            } else {
+                                f64::from_le_bytes(e.try_into().unwrap())
+                            };
+                            want[(k % 2) * slots + b.slot(x)] += 1;
                         }
+                        // (Each element a run of its own: a flush per element, so few bins.)
+                        if n <= 100 {
+                            let mut counts = alloc::vec![0u64; 2 * slots];
+                            let mut sc = Scatter::new(slots);
+                            for (k, e) in bytes.chunks_exact(size).enumerate() {
+                                sc.add(e, size, &b, (k % 2) * slots, &mut counts);
+                            }
+                            sc.flush(&mut counts);
+                            assert_eq!(counts, want, "{n} bins, size {size}");
+                        }
+                        let mut counts = alloc::vec![0u64; slots];
+                        let mut sc = Scatter::new(slots);
+                        sc.add(&bytes, size, &b, 0, &mut counts);
                         sc.flush(&mut counts);
-                        assert_eq!(counts, want, "{n} bins, size {size}");
+                        let whole: Vec<u64> =
+                            (0..slots).map(|s| want[s] + want[slots + s]).collect();
+                        assert_eq!(counts, whole, "{n} bins, size {size}, one run");
                     }
-                    let mut counts = alloc::vec![0u64; slots];
-                    let mut sc = Scatter::new(slots);
-                    sc.add(&bytes, size, &b, 0, &mut counts);
-                    sc.flush(&mut counts);
-                    let whole: Vec<u64> = (0..slots).map(|s| want[s] + want[slots + s]).collect();
-                    assert_eq!(counts, whole, "{n} bins, size {size}, one run");
                 }
             }
+        }
+    }
+
+    /// Every `f32` of a span the table gives a slot has that slot: all 2^32 values would
+    /// take minutes, so every 509th low half-word in each span, its ends and its middle.
+    #[test]
+    fn the_f32_table_agrees_with_slot_across_every_span() {
+        for (n, lo, hi) in [
+            (64u32, -1.0, 1.0),
+            (10, 0.1, 0.3),
+            (1000, -1e6, 3e7),
+            (3, 5.0, 5.0),
+        ] {
+            let plain = Bins::new(n, lo, hi).unwrap();
+            let table = plain.clone().with_f32_table();
+            let mut definite = 0usize;
+            for top in 0u32..1 << 16 {
+                let t = table.f32_slots[top as usize];
+                if t == MIXED {
+                    continue;
+                }
+                definite += 1;
+                for low in (0u32..1 << 16).step_by(509).chain([0x7FFF, 0xFFFF]) {
+                    let f = f32::from_bits((top << 16) | low);
+                    assert_eq!(usize::from(t), plain.slot(f64::from(f)), "{n} bins, {f:e}");
+                }
+            }
+            // Nearly every span is definite: a few per edge are not.
+            assert!(
+                definite > (1 << 16) - 8 * (n as usize + 4),
+                "{n} bins: {definite}"
+            );
         }
     }
 }
