@@ -219,5 +219,12 @@ fn holes_of_a_sparse_image_read_as_zeros_without_being_read() {
     w.read_block(12_344, &mut b).unwrap();
     w.read_block(12_345, &mut b).unwrap();
     assert_eq!(b, [0x5au8; BLOCK_SIZE]);
+    // A writable device reads its holes (it trusts no filesystem's word on them).
+    let before = bytes_read();
+    for lba in 13_000..14_000u64 {
+        w.read_block(lba, &mut b).unwrap();
+        assert_eq!(b, [0u8; BLOCK_SIZE], "block {lba}");
+    }
+    assert!(bytes_read() - before >= 1000 * BLOCK_SIZE as u64);
     std::fs::remove_file(&path).unwrap();
 }

@@ -1,8 +1,9 @@
 //! cetrafs images on files and block devices, read with positioned reads (`pread`), never
 //! memory-mapped: other nodes write a shared disk while we read it, and a mapping of a
 //! file that shrinks kills the process with `SIGBUS` where a read returns an error.
-//! A run of blocks that lies in a hole of the image file (a fresh image's inode table
-//! and free space) is filled with zeros after one `lseek(SEEK_DATA)`, not read.
+//! Opened read-only, a run of blocks that lies in a hole of the image file (a fresh
+//! image's inode table and free space) is filled with zeros after one
+//! `lseek(SEEK_DATA)`, not read; a writable device always reads.
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
@@ -213,6 +214,12 @@ impl FileDevice {
     /// spares the kernel filling page cache with zeros. A block device, or a filesystem
     /// that does not say, answers no, and the bytes are read.
     fn in_hole(&self, at: u64, len: usize) -> bool {
+        // Only when opened read-only: some filesystems have reported data written but
+        // not yet flushed as a hole (OpenZFS issue 15526), and a writer reads back what
+        // it has just written (a bitmap read as zeros would hand out used blocks).
+        if self.writable {
+            return false;
+        }
         let end = at.saturating_add(tet_core::arith::u64_of(len));
         match rustix::fs::seek(&self.file, rustix::fs::SeekFrom::Data(at)) {
             Ok(data) => data >= end,

@@ -161,6 +161,14 @@ impl<D: BlockDeviceMut> Writer<D> {
         if stored != crc32c_skipping(&b, CRC_AT) {
             return Err(bad("extent tail.crc", lba, CRC_AT));
         }
+        if m.tree.contains(&lba) {
+            // Two entries naming one block: writing it back would use or free it twice.
+            return Err(bad(
+                "extent_index.child (a block the tree names twice)",
+                lba,
+                0,
+            ));
+        }
         m.tree.push(lba);
         let max = if depth == 0 { LEAF_MAX } else { INDEX_MAX };
         let n = usize::from(h.entries.get().min(max));
@@ -241,7 +249,17 @@ impl<D: BlockDeviceMut> Writer<D> {
         let mut leaves = if n <= inline {
             Vec::new()
         } else {
-            in_place(&m.leaves, &exts).unwrap_or_default()
+            let mut l = in_place(&m.leaves, &exts).unwrap_or_default();
+            // Splits never undo themselves: past the most leaves the tree can hold,
+            // neighbours that fit one leaf together are merged first (a merge rewrites
+            // one leaf), so that a file shaped by edits is not repacked whole.
+            let cap = if max_depth <= 1 {
+                inline
+            } else {
+                inline.saturating_mul(index)
+            };
+            merge_to(&mut l, cap);
+            l
         };
         let (depth, interiors) = match shape(leaves.len()) {
             Some(s) if n <= inline || !leaves.is_empty() => s,
@@ -370,12 +388,41 @@ fn packed(n: usize) -> Vec<(Range<usize>, Option<u64>)> {
         .collect()
 }
 
+/// Merges neighbouring leaves of `leaves` (ranges that follow one another), the pair
+/// with the fewest extents together first, while there are more than `cap` leaves and
+/// some pair fits one leaf. The merged leaf keeps the first of the two blocks it had.
+fn merge_to(leaves: &mut Vec<(Range<usize>, Option<u64>)>, cap: usize) {
+    let leaf = usize::from(LEAF_MAX);
+    while leaves.len() > cap {
+        let best = leaves
+            .windows(2)
+            .enumerate()
+            .filter_map(|(i, w)| match w {
+                [a, b] => Some((i, a.0.len().saturating_add(b.0.len()))),
+                _ => None,
+            })
+            .filter(|(_, n)| *n <= leaf)
+            .min_by_key(|(_, n)| *n);
+        let Some((i, _)) = best else { return };
+        let Some((b, b_lba)) =
+            (i.saturating_add(1) < leaves.len()).then(|| leaves.remove(i.saturating_add(1)))
+        else {
+            return;
+        };
+        if let Some(a) = leaves.get_mut(i) {
+            a.0 = a.0.start..b.end;
+            a.1 = a.1.or(b_lba);
+        }
+    }
+}
+
 /// `exts` (sorted) laid out in the old leaves `old` ((lowest logical, block) each): an
 /// extent goes to the last leaf whose lowest logical block is at or before its own (the
 /// first leaf takes any before them all). A leaf given more than it holds splits into
 /// even parts, the first keeping its block (the last leaf fills parts in order, so
-/// appending leaves full leaves behind); a leaf given none is dropped. `None` when there
-/// are no old leaves or their ranges overlap.
+/// appending leaves full leaves behind); a leaf given none is dropped (its block left
+/// for another leaf, or freed). `None` when there are no old leaves or two of them
+/// begin at the same block.
 fn in_place(old: &[(u64, u64)], exts: &[Ext]) -> Option<Vec<(Range<usize>, Option<u64>)>> {
     let leaf = usize::from(LEAF_MAX);
     let mut old = old.to_vec();
@@ -479,4 +526,50 @@ pub(super) fn cut(exts: &mut Vec<Ext>, from: u64) -> Vec<(u64, u64)> {
     }
     *exts = kept;
     freed
+}
+
+#[cfg(test)]
+#[allow(clippy::restriction, reason = "tests fail by panicking")]
+mod tests {
+    use super::*;
+
+    /// Leaves of `sizes` extents one after the other, in blocks 1, 2, …
+    fn leaves(sizes: &[usize]) -> Vec<(Range<usize>, Option<u64>)> {
+        let mut at = 0;
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                at += n;
+                (at - n..at, Some(i as u64 + 1))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn leaves_past_the_cap_merge_the_smallest_neighbours_that_fit_one_leaf() {
+        // 60 + 70 is the one pair that fits; then none does, and 4 leaves stay.
+        let mut l = leaves(&[200, 60, 70, 254, 10]);
+        merge_to(&mut l, 3);
+        assert_eq!(
+            l,
+            alloc::vec![
+                (0..200, Some(1)),
+                (200..330, Some(2)),
+                (330..584, Some(4)),
+                (584..594, Some(5)),
+            ]
+        );
+        // Two merges: 10 + 20, then 30 + 30.
+        let mut l = leaves(&[10, 20, 30, 40]);
+        merge_to(&mut l, 2);
+        assert_eq!(l, alloc::vec![(0..60, Some(1)), (60..100, Some(4))]);
+        // Under the cap nothing changes; a new part merged keeps its neighbour's block.
+        let mut l = leaves(&[10, 20]);
+        merge_to(&mut l, 2);
+        assert_eq!(l, leaves(&[10, 20]));
+        let mut l = alloc::vec![(0..10, None), (10..20, Some(7))];
+        merge_to(&mut l, 1);
+        assert_eq!(l, alloc::vec![(0..20, Some(7))]);
+    }
 }
