@@ -7,7 +7,9 @@
 //! * `median` and `quantile` of 50 M f32 values (raw, 1 Mi-element chunks, pseudo-random)
 //!   against `numpy.quantile` / `numpy.median` on the loaded array (a `.npy` of the same
 //!   values, timed by `TET_PYTHON`, default `/work/venv-tet/bin/python`), with the
-//!   engine's peak heap against the selection as `f64`.
+//!   engine's peak heap against the selection as `f64`; then a `histogram` of those
+//!   values, which follow no order (so no block of them is counted at once), beside
+//!   their `sum`.
 //!
 //! `TET_BENCH_DIR` sets where the files go (default: the temp dir); they are removed.
 
@@ -196,6 +198,13 @@ fn main() {
         })
         .collect();
     let q3 = q(Operation::Quantiles(Quantiles::new(&three).unwrap()));
+    // A histogram of values with no order (no block lies in one bin), beside their sum.
+    let t = |op: Operation| timing::best_of(3, || run(&file, &p, op, &ax, cores, 8 << 30).unwrap());
+    let noise_sum = t(Operation::Reduce(Reduce::Sum));
+    let noise_hist = t(Operation::Histogram(Histogram {
+        bins: 64,
+        range: Some((-100.0, 100.0)),
+    }));
     drop(input);
     std::fs::remove_file(&qpath).ok();
     std::fs::remove_file(&npy).ok();
@@ -216,4 +225,12 @@ fn main() {
             base / secs(d)
         );
     }
+    println!();
+    println!(
+        "The same 50 M values, uniform in [-100, 100): `sum` {:.3} s, `histogram` (64 bins) \
+         {:.3} s ({:.2}× the sum's speed)",
+        secs(noise_sum),
+        secs(noise_hist),
+        secs(noise_sum) / secs(noise_hist)
+    );
 }

@@ -73,7 +73,7 @@ impl fmt::Display for HistogramError {
 
 /// Resolved bins: the outer edges (widened by 0.5 each way when equal, as NumPy does)
 /// and every edge.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct Bins {
     first: f64,
     last: f64,
@@ -82,10 +82,48 @@ pub struct Bins {
     /// [`Bins::with_f32_table`]: the slot of every `f32` whose top 16 bits are the
     /// index, or [`MIXED`] where those `f32`s fall in more than one slot.
     f32_slots: Vec<u16>,
+    /// Beside `f32_slots` (empty when it is, or when there are too many runs to number):
+    /// for each span, the number of the run of spans, consecutive in value order, that
+    /// share its slot, or [`MIXED`] with it.
+    f32_runs: Vec<u16>,
+    /// The pages of finer spans `f32_slots` names for spans across an edge.
+    f32_pages: Vec<u16>,
+    /// `f32_runs` for the finer spans of `f32_pages`.
+    page_runs: Vec<u16>,
+    /// Each run's values and slot: every `f32` in `lo ..= hi` has `slot`, which lets
+    /// [`Scatter`] count a block of a smooth field at once ([`inside_f32`]).
+    run_bounds: Vec<RunBounds>,
 }
 
-/// An entry of [`Bins::with_f32_table`]'s table whose `f32`s do not share one slot.
+/// The values of a run of spans with one slot ([`Bins::f32_runs`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct RunBounds {
+    lo: f32,
+    hi: f32,
+    slot: usize,
+}
+
+impl fmt::Debug for Bins {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The tables' 2 × 65,536 entries say nothing a reader of the output needs.
+        f.debug_struct("Bins")
+            .field("first", &self.first)
+            .field("last", &self.last)
+            .field("n", &self.n)
+            .field("edges", &self.edges)
+            .field("f32_table", &!self.f32_slots.is_empty())
+            .finish()
+    }
+}
+
+/// An entry of [`Bins::with_f32_table`]'s tables whose `f32`s do not share one slot.
 const MIXED: u16 = u16::MAX;
+/// Entries of the first table from here to [`MIXED`] name a page of the second, where
+/// the span's 256 finer spans (by bits 8 to 15) each have an entry. Slots lie below
+/// ([`MAX_FAST_SLOTS`]).
+const PAGE: u16 = 0x4000;
+/// Entries in a page.
+const PAGE_SPANS: usize = 256;
 
 /// Selections of at least this many `f32` elements are worth the table (it takes about
 /// as long to build as counting this many elements the scalar way).
@@ -135,6 +173,10 @@ impl Bins {
             n,
             edges,
             f32_slots: Vec::new(),
+            f32_runs: Vec::new(),
+            f32_pages: Vec::new(),
+            page_runs: Vec::new(),
+            run_bounds: Vec::new(),
         })
     }
 
@@ -145,7 +187,9 @@ impl Bins {
     /// [`histogram_chunk`] reads in place of [`Bins::slot`] for contiguous `f32` runs.
     /// An entry holds a slot only when the span's lowest and highest values have that
     /// slot and no edge lies between them, so the table's answer is always `slot`'s;
-    /// spans across an edge (at most a few per edge) say [`MIXED`] and take `slot`.
+    /// a span across an edge (a few per edge) names a page of 256 finer spans with an
+    /// entry each, kept by the same rule, and the rest (a few finer spans per edge) take
+    /// `slot`.
     /// Nothing changes when there are more slots than the table holds.
     #[must_use]
     pub fn for_plan(self, plan: &ReadPlan<'_>) -> Bins {
@@ -164,19 +208,26 @@ impl Bins {
             return self;
         }
         let mut table = Vec::with_capacity(1 << 16);
+        let mut pages: Vec<u16> = Vec::new();
         for top in 0u32..1 << 16 {
-            let a = f64::from(f32::from_bits(top << 16));
-            let b = f64::from(f32::from_bits((top << 16) | 0xFFFF));
-            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-            let (sa, sb) = (self.slot(a), self.slot(b));
-            // An edge in (lo, hi] would put the span's values in two bins.
-            let at = self.edges.partition_point(|e| *e <= lo);
-            let edge_inside = self.edges.get(at).is_some_and(|e| *e <= hi);
-            table.push(match u16::try_from(sa) {
-                Ok(v) if sa == sb && v != MIXED && !edge_inside => v,
-                _ => MIXED,
-            });
+            let entry = match self.span_slot(top << 16, 0xFFFF) {
+                Some(v) => v,
+                // A span across an edge gets a page of 256 finer spans, while pages last.
+                None => match u16::try_from(pages.len() / PAGE_SPANS) {
+                    Ok(p) if p < MIXED - PAGE => {
+                        pages.extend((0u32..256).map(|low| {
+                            self.span_slot((top << 16) | (low << 8), 0xFF)
+                                .unwrap_or(MIXED)
+                        }));
+                        PAGE.saturating_add(p)
+                    }
+                    _ => MIXED,
+                },
+            };
+            table.push(entry);
         }
+        self.f32_pages = pages;
+        (self.f32_runs, self.page_runs, self.run_bounds) = runs_of(&table, &self.f32_pages);
         self.f32_slots = table;
         self
     }
@@ -214,20 +265,8 @@ impl Bins {
         if x > self.last {
             return self.n.saturating_add(1);
         }
-        // NumPy: `((x - first) / (last - first)) * n` truncated, the last edge in the last
-        // bin, then one step down or up where the edges say so.
-        let f = ((x - self.first) / (self.last - self.first)) * usize_f64(self.n);
-        // `f >= 0` here; truncated through `i64` (one instruction, where a conversion to
-        // `usize` takes several), the last edge in the last bin.
-        #[allow(
-            clippy::as_conversions,
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss
-        )]
-        let mut i = (f as i64).clamp(
-            0,
-            i64::try_from(self.n).unwrap_or(i64::MAX).saturating_sub(1),
-        ) as usize;
+        // NumPy's arithmetic, then one step down or up where the edges say so.
+        let mut i = self.index(x);
         if self.edges.get(i).is_some_and(|e| x < *e) {
             i = i.saturating_sub(1);
         }
@@ -238,6 +277,246 @@ impl Bins {
         }
         i
     }
+
+    /// The slot every `f32` with bits `base ..= base | mask` has (`mask` a run of low
+    /// ones), when provably one: its lowest and highest values have it, no edge lies
+    /// between them, and (for a bin) both have one truncated index, so every value
+    /// between has that index too (the arithmetic is monotone) and `slot`'s corrections
+    /// are fixed thresholds, equal at both ends. `None` otherwise.
+    fn span_slot(&self, base: u32, mask: u32) -> Option<u16> {
+        let a = f64::from(f32::from_bits(base));
+        let b = f64::from(f32::from_bits(base | mask));
+        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        let (sa, sb) = (self.slot(a), self.slot(b));
+        // An edge in (lo, hi] would put the span's values in two bins.
+        let at = self.edges.partition_point(|e| *e <= lo);
+        let edge_inside = self.edges.get(at).is_some_and(|e| *e <= hi);
+        let same = sa == sb && (sa >= self.n || self.index(lo) == self.index(hi));
+        match u16::try_from(sa) {
+            Ok(v) if same && v < PAGE && !edge_inside => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The slot of the `f32` with these bits by the tables ([`Bins::with_f32_table`]),
+    /// or by the arithmetic where they do not say.
+    #[inline]
+    fn slot_f32(&self, bits: u32) -> usize {
+        let top = usize::try_from(bits >> 16).unwrap_or(0);
+        match self.f32_slots.get(top) {
+            Some(v) if *v < PAGE => usize::from(*v),
+            _ => self.slot_f32_fine(bits),
+        }
+    }
+
+    /// [`Bins::slot_f32`] for a span across an edge: out of line, so the common case
+    /// stays a load and a compare.
+    #[inline(never)]
+    fn slot_f32_fine(&self, bits: u32) -> usize {
+        let top = usize::try_from(bits >> 16).unwrap_or(0);
+        let fine = match self.f32_slots.get(top) {
+            Some(v) if *v >= PAGE && *v != MIXED => {
+                let at = usize::from(v.saturating_sub(PAGE))
+                    .saturating_mul(PAGE_SPANS)
+                    .saturating_add(usize::try_from((bits >> 8) & 0xFF).unwrap_or(0));
+                self.f32_pages.get(at).copied()
+            }
+            _ => None,
+        };
+        match fine {
+            Some(s) if s != MIXED => usize::from(s),
+            _ => self.slot(f64::from(f32::from_bits(bits))),
+        }
+    }
+
+    /// The bin NumPy's arithmetic gives `x` in `[first, last]` before its edge
+    /// corrections: `((x - first) / (last - first)) * n` truncated, the last edge in the
+    /// last bin. Monotone in `x`: each step rounds a monotone operation.
+    #[inline]
+    fn index(&self, x: f64) -> usize {
+        let f = ((x - self.first) / (self.last - self.first)) * usize_f64(self.n);
+        // `f >= 0` here; truncated through `i64` (one instruction, where a conversion to
+        // `usize` takes several).
+        #[allow(
+            clippy::as_conversions,
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss
+        )]
+        let i = (f as i64).clamp(
+            0,
+            i64::try_from(self.n).unwrap_or(i64::MAX).saturating_sub(1),
+        ) as usize;
+        i
+    }
+}
+
+/// The spans of an `f32` table in ascending value order: the negative ones from the most
+/// negative (`0xFFFF`) to `-0` (`0x8000`), then `+0` (`0x0000`) up to `0x7FFF`.
+fn spans_ascending() -> impl Iterator<Item = u16> {
+    (0x8000..=0xFFFFu16).rev().chain(0..0x8000)
+}
+
+/// [`Bins::f32_runs`], [`Bins::page_runs`] and [`Bins::run_bounds`] for the tables:
+/// spans and finer spans, walked in ascending value order, that have one slot share a
+/// run. All empty when the runs are too many to number.
+fn runs_of(table: &[u16], pages: &[u16]) -> (Vec<u16>, Vec<u16>, Vec<RunBounds>) {
+    let mut runs = vec![MIXED; table.len()];
+    let mut page_runs = vec![MIXED; pages.len()];
+    let mut bounds: Vec<RunBounds> = Vec::new();
+    let mut prev = MIXED;
+    let none = || (Vec::new(), Vec::new(), Vec::new());
+    // Adds the `f32`s with bits `base ..= base | mask` to the current run or a new one,
+    // and returns the run's number.
+    let mut visit = |prev: &mut u16, base: u32, mask: u32, slot: u16| -> Option<u16> {
+        // The unit's lowest and highest values (a negative unit's lowest has the
+        // largest magnitude; a unit of NaN has NaN bounds, which no value is inside).
+        let (lo, hi) = if base & 0x8000_0000 != 0 {
+            (f32::from_bits(base | mask), f32::from_bits(base))
+        } else {
+            (f32::from_bits(base), f32::from_bits(base | mask))
+        };
+        if slot != *prev {
+            if bounds.len() >= usize::from(MIXED) {
+                return None;
+            }
+            bounds.push(RunBounds {
+                lo,
+                hi,
+                slot: usize::from(slot),
+            });
+            *prev = slot;
+        } else if let Some(b) = bounds.last_mut() {
+            b.hi = hi;
+        }
+        u16::try_from(bounds.len().saturating_sub(1)).ok()
+    };
+    for top in spans_ascending() {
+        let at = usize::from(top);
+        let base = u32::from(top) << 16;
+        let Some(&entry) = table.get(at) else {
+            return none();
+        };
+        if entry < PAGE {
+            let Some(id) = visit(&mut prev, base, 0xFFFF, entry) else {
+                return none();
+            };
+            if let Some(r) = runs.get_mut(at) {
+                *r = id;
+            }
+        } else if entry != MIXED {
+            let page = usize::from(entry.saturating_sub(PAGE)).saturating_mul(PAGE_SPANS);
+            // Finer spans ascend by value: downwards through a negative span's bits.
+            let fine: &mut dyn Iterator<Item = u32> = if top & 0x8000 != 0 {
+                &mut (0u32..256).rev()
+            } else {
+                &mut (0u32..256)
+            };
+            for low in fine {
+                let at = page.saturating_add(usize::try_from(low).unwrap_or(0));
+                let Some(&slot) = pages.get(at) else {
+                    return none();
+                };
+                if slot == MIXED {
+                    prev = MIXED;
+                    continue;
+                }
+                let Some(id) = visit(&mut prev, base | (low << 8), 0xFF, slot) else {
+                    return none();
+                };
+                if let Some(r) = page_runs.get_mut(at) {
+                    *r = id;
+                }
+            }
+        } else {
+            prev = MIXED;
+        }
+    }
+    (runs, page_runs, bounds)
+}
+
+impl Bins {
+    /// The run of the `f32` with these bits, when its span or finer span has one slot.
+    #[inline]
+    fn run_of(&self, bits: u32) -> Option<RunBounds> {
+        let top = usize::try_from(bits >> 16).ok()?;
+        let id = match *self.f32_runs.get(top)? {
+            MIXED => {
+                let entry = *self.f32_slots.get(top)?;
+                if entry < PAGE || entry == MIXED {
+                    return None;
+                }
+                let at = usize::from(entry.saturating_sub(PAGE))
+                    .saturating_mul(PAGE_SPANS)
+                    .saturating_add(usize::try_from((bits >> 8) & 0xFF).ok()?);
+                *self.page_runs.get(at)?
+            }
+            id => id,
+        };
+        self.run_bounds.get(usize::from(id)).copied()
+    }
+}
+
+/// Elements of a block [`Scatter`] tries to count at once.
+const BLOCK: usize = 16;
+/// Most blocks [`Scatter`] counts one element at a time before it tries a block at
+/// once again, after blocks in a row could not be.
+const MAX_SKIP: u32 = 64;
+/// [`BLOCK`] as a count.
+#[allow(clippy::as_conversions, clippy::cast_possible_truncation)]
+const BLOCK_U32: u32 = BLOCK as u32;
+
+/// Whether every element of `block` (little-endian `f32`, a whole number of groups of
+/// 8) lies in `lo ..= hi`. NaN lies nowhere; a `-0` is inside where `+0` is, and
+/// `slot` gives both one answer. Branch-free, so the compiler keeps it in vectors.
+#[inline]
+fn inside_f32(block: &[u8], lo: f32, hi: f32) -> bool {
+    const W: usize = 8;
+    let mut out = [0u32; W];
+    for group in block.chunks_exact(4 * W) {
+        let vals: [f32; W] = core::array::from_fn(|j| {
+            group
+                .get(j.saturating_mul(4)..j.saturating_mul(4).saturating_add(4))
+                .and_then(|e| e.try_into().ok())
+                .map_or(f32::NAN, f32::from_le_bytes)
+        });
+        for (o, v) in out.iter_mut().zip(vals) {
+            *o |= u32::from(!(v >= lo && v <= hi));
+        }
+    }
+    out.iter().fold(0, |a, o| a | o) == 0
+}
+
+/// How many elements of `block` lie in `a` and how many in `b` (two different runs, so
+/// no element is in both): a block across an edge, counted at once when the two
+/// account for all of it. Branch-free, as [`inside_f32`].
+#[inline]
+fn count_two_f32(block: &[u8], a: RunBounds, b: RunBounds) -> (u32, u32) {
+    const W: usize = 8;
+    let mut in_a = [0u32; W];
+    let mut in_b = [0u32; W];
+    for group in block.chunks_exact(4 * W) {
+        let vals: [f32; W] = core::array::from_fn(|j| {
+            group
+                .get(j.saturating_mul(4)..j.saturating_mul(4).saturating_add(4))
+                .and_then(|e| e.try_into().ok())
+                .map_or(f32::NAN, f32::from_le_bytes)
+        });
+        for ((x, y), v) in in_a.iter_mut().zip(in_b.iter_mut()).zip(vals) {
+            *x = x.wrapping_add(u32::from(v >= a.lo && v <= a.hi));
+            *y = y.wrapping_add(u32::from(v >= b.lo && v <= b.hi));
+        }
+    }
+    let sum = |c: [u32; W]| c.iter().fold(0u32, |s, v| s.wrapping_add(*v));
+    (sum(in_a), sum(in_b))
+}
+
+/// The slot [`Scatter`] counts `block` in at once when its guess is the run of the
+/// block's first element.
+#[cfg(test)]
+fn uniform_f32(bins: &Bins, block: &[u8]) -> Option<usize> {
+    let first = u32::from_le_bytes(block.get(..4)?.try_into().ok()?);
+    let r = bins.run_of(first)?;
+    inside_f32(block, r.lo, r.hi).then_some(r.slot)
 }
 
 /// Sets of counts [`Scatter`] increments in turn: a run of equal slots (a smooth field,
@@ -268,6 +547,10 @@ struct Scatter {
     base: Option<usize>,
     /// Elements counted since the last flush.
     held: u64,
+    /// Blocks in a row that could not be counted at once, and blocks left to count one
+    /// element at a time before trying again: on a field that is not smooth the tries
+    /// are soon made only once every [`MAX_SKIP`] blocks. Kept from run to run.
+    misses: (u32, u32),
 }
 
 impl Scatter {
@@ -277,6 +560,7 @@ impl Scatter {
             slots,
             base: None,
             held: 0,
+            misses: (0, 0),
         }
     }
 
@@ -317,30 +601,85 @@ impl Scatter {
             }
         };
         if size == 4 && bins.f32_slots.len() == 1 << 16 {
-            let table = bins.f32_slots.as_slice();
-            let slot = |e: &[u8]| -> usize {
-                let bits = e.try_into().map_or(0, u32::from_le_bytes);
-                match table.get(usize::try_from(bits >> 16).unwrap_or(0)) {
-                    Some(v) if *v != MIXED => usize::from(*v),
-                    _ => bins.slot(f64::from(f32::from_bits(bits))),
-                }
-            };
+            let slot = |e: &[u8]| bins.slot_f32(e.try_into().map_or(0, u32::from_le_bytes));
             let bump = |set: &mut [u32], k: usize| {
                 if let Some(c) = set.get_mut(k) {
                     *c = c.wrapping_add(1);
                 }
             };
-            let mut quads = bytes.chunks_exact(16);
-            for q in quads.by_ref() {
-                let mut e = q.chunks_exact(4);
-                for set in [&mut *a, &mut *b, &mut *c, &mut *d] {
-                    if let Some(x) = e.next() {
-                        bump(set, slot(x));
+            let each = |a: &mut [u32], b: &mut [u32], c: &mut [u32], d: &mut [u32], run: &[u8]| {
+                let mut quads = run.chunks_exact(16);
+                for q in quads.by_ref() {
+                    let mut e = q.chunks_exact(4);
+                    for set in [&mut *a, &mut *b, &mut *c, &mut *d] {
+                        if let Some(x) = e.next() {
+                            bump(set, slot(x));
+                        }
                     }
                 }
-            }
-            for x in quads.remainder().chunks_exact(4) {
-                bump(a, slot(x));
+                for x in quads.remainder().chunks_exact(4) {
+                    bump(a, slot(x));
+                }
+            };
+            // A smooth field's blocks mostly lie inside one run of one slot: each block
+            // is tried against the run of the last element counted before it.
+            let mut blocks = bytes.chunks_exact(BLOCK.saturating_mul(4));
+            if bins.run_bounds.is_empty() {
+                each(a, b, c, d, bytes);
+            } else {
+                let last_run = |block: &[u8]| {
+                    block
+                        .rchunks_exact(4)
+                        .next()
+                        .and_then(|e| e.try_into().ok())
+                        .and_then(|e| bins.run_of(u32::from_le_bytes(e)))
+                };
+                let mut guess: Option<RunBounds> = None;
+                let mut prev: &[u8] = &[];
+                let (mut misses, mut skip) = self.misses;
+                for block in blocks.by_ref() {
+                    if skip > 0 {
+                        skip = skip.saturating_sub(1);
+                        each(a, b, c, d, block);
+                        prev = block;
+                        guess = None;
+                        continue;
+                    }
+                    if guess.is_none() {
+                        guess = last_run(prev);
+                    }
+                    prev = block;
+                    if let Some(r) = guess.filter(|r| inside_f32(block, r.lo, r.hi)) {
+                        if let Some(k) = a.get_mut(r.slot) {
+                            *k = k.wrapping_add(BLOCK_U32);
+                        }
+                        misses = 0;
+                        continue;
+                    }
+                    // Across an edge: the run of the guess and that of the block's last.
+                    let last = last_run(block);
+                    if let (Some(r), Some(l)) = (guess, last) {
+                        let (nr, nl) = count_two_f32(block, r, l);
+                        if r != l && nr.wrapping_add(nl) == BLOCK_U32 {
+                            for (slot, k) in [(r.slot, nr), (l.slot, nl)] {
+                                if let Some(v) = a.get_mut(slot) {
+                                    *v = v.wrapping_add(k);
+                                }
+                            }
+                            guess = last;
+                            misses = 0;
+                            continue;
+                        }
+                    }
+                    each(a, b, c, d, block);
+                    guess = last;
+                    misses = misses.saturating_add(1);
+                    if misses >= 2 {
+                        skip = (1u32 << misses.saturating_sub(2).min(6)).min(MAX_SKIP);
+                    }
+                }
+                self.misses = (misses, skip);
+                each(a, b, c, d, blocks.remainder());
             }
             let n = bytes.len().checked_div(4).unwrap_or(0);
             self.held = self.held.saturating_add(u64_of(n));
@@ -466,16 +805,27 @@ const LANES: usize = 16;
 fn range_f32(bytes: &[u8]) -> ChunkRange {
     let mut lo = [f32::INFINITY; LANES];
     let mut hi = [f32::NEG_INFINITY; LANES];
-    let mut nan = [false; LANES];
+    let mut nan = [0u32; LANES];
     let mut blocks = bytes.chunks_exact(LANES.saturating_mul(4));
     for b in blocks.by_ref() {
-        for (j, e) in b.chunks_exact(4).enumerate() {
-            let v = e.try_into().map_or(0.0, f32::from_le_bytes);
-            if let (Some(l), Some(h), Some(n)) = (lo.get_mut(j), hi.get_mut(j), nan.get_mut(j)) {
-                *l = l.min(v);
-                *h = h.max(v);
-                *n |= v.is_nan();
-            }
+        let vals: [f32; LANES] = core::array::from_fn(|j| {
+            b.get(j.saturating_mul(4)..j.saturating_mul(4).saturating_add(4))
+                .and_then(|e| e.try_into().ok())
+                .map_or(f32::NAN, f32::from_le_bytes)
+        });
+        for (((l, h), n), v) in lo
+            .iter_mut()
+            .zip(hi.iter_mut())
+            .zip(nan.iter_mut())
+            .zip(vals)
+        {
+            // Selects (NaN leaves them as they are, and is counted apart) and `u32`
+            // lanes, so each is one vector instruction.
+            *l = if v < *l { v } else { *l };
+            *h = if v > *h { v } else { *h };
+            #[allow(clippy::eq_op)]
+            let is_nan = v != v;
+            *n |= u32::from(is_nan);
         }
     }
     let mut r = ChunkRange::default();
@@ -491,7 +841,7 @@ fn range_f32(bytes: &[u8]) -> ChunkRange {
         r.merge(&ChunkRange {
             lo: f64::from(*l),
             hi: f64::from(*h),
-            nan: *n,
+            nan: *n != 0,
         });
     }
     r
@@ -501,16 +851,25 @@ fn range_f32(bytes: &[u8]) -> ChunkRange {
 fn range_f64(bytes: &[u8]) -> ChunkRange {
     let mut lo = [f64::INFINITY; LANES];
     let mut hi = [f64::NEG_INFINITY; LANES];
-    let mut nan = [false; LANES];
+    let mut nan = [0u64; LANES];
     let mut blocks = bytes.chunks_exact(LANES.saturating_mul(8));
     for b in blocks.by_ref() {
-        for (j, e) in b.chunks_exact(8).enumerate() {
-            let v = e.try_into().map_or(0.0, f64::from_le_bytes);
-            if let (Some(l), Some(h), Some(n)) = (lo.get_mut(j), hi.get_mut(j), nan.get_mut(j)) {
-                *l = l.min(v);
-                *h = h.max(v);
-                *n |= v.is_nan();
-            }
+        let vals: [f64; LANES] = core::array::from_fn(|j| {
+            b.get(j.saturating_mul(8)..j.saturating_mul(8).saturating_add(8))
+                .and_then(|e| e.try_into().ok())
+                .map_or(f64::NAN, f64::from_le_bytes)
+        });
+        for (((l, h), n), v) in lo
+            .iter_mut()
+            .zip(hi.iter_mut())
+            .zip(nan.iter_mut())
+            .zip(vals)
+        {
+            *l = if v < *l { v } else { *l };
+            *h = if v > *h { v } else { *h };
+            #[allow(clippy::eq_op)]
+            let is_nan = v != v;
+            *n |= u64::from(is_nan);
         }
     }
     let mut r = ChunkRange::default();
@@ -526,7 +885,7 @@ fn range_f64(bytes: &[u8]) -> ChunkRange {
         r.merge(&ChunkRange {
             lo: *l,
             hi: *h,
-            nan: *n,
+            nan: *n != 0,
         });
     }
     r
@@ -753,13 +1112,14 @@ mod tests {
                     continue;
                 }
                 let table = plain.clone().with_f32_table();
-                // The table's answer is `slot`'s for every f32 probe.
+                // The tables' answer is `slot`'s for every f32 probe.
                 for x in probes(&plain, &mut seed) {
                     let f = x as f32;
-                    let t = table.f32_slots[(f.to_bits() >> 16) as usize];
-                    if t != MIXED {
-                        assert_eq!(usize::from(t), plain.slot(f64::from(f)), "{n} bins, {f}");
-                    }
+                    assert_eq!(
+                        table.slot_f32(f.to_bits()),
+                        plain.slot(f64::from(f)),
+                        "{n} bins, {f}"
+                    );
                 }
                 for b in [plain, table] {
                     let xs = probes(&b, &mut seed);
@@ -803,10 +1163,111 @@ mod tests {
         }
     }
 
-    /// Every `f32` of a span the table gives a slot has that slot: all 2^32 values would
-    /// take minutes, so every 509th low half-word in each span, its ends and its middle.
+    /// A block [`inside_f32`] finds in one run holds only elements of that slot, and the
+    /// blocks of smooth ramps (through every edge, across `-0`/`+0`, with NaN and
+    /// infinities dropped in) count as each element's `slot` does.
     #[test]
-    fn the_f32_table_agrees_with_slot_across_every_span() {
+    fn blocks_counted_at_once_equal_the_scalar_counts() {
+        for (n, lo, hi) in [
+            (64u32, -150.0, 150.0),
+            (10, 0.0, 1.0),
+            (7, -3.5, 7.25),
+            (1000, -1e6, 3e7),
+            (3, 5.0, 5.0),
+        ] {
+            let b = Bins::new(n, lo, hi).unwrap().with_f32_table();
+            assert!(!b.f32_runs.is_empty(), "{n} bins: runs numbered");
+            let (first, last) = b.range();
+            let width = last - first;
+            let mut xs: Vec<f32> = Vec::new();
+            // Ramps of several slopes over and past the range.
+            for steps in [100_000usize, 7_919, 1_000] {
+                for k in 0..steps {
+                    let t = k as f64 / steps as f64;
+                    xs.push((first - 0.1 * width + 1.2 * width * t) as f32);
+                }
+            }
+            // Runs of zeros of both signs, one NaN, both infinities inside blocks.
+            xs.extend((0..4 * BLOCK).map(|k| if k % 3 == 0 { -0.0f32 } else { 0.0 }));
+            for (at, v) in [
+                (5usize, f32::NAN),
+                (70, f32::INFINITY),
+                (140, f32::NEG_INFINITY),
+            ] {
+                xs[at] = v;
+            }
+            let bytes: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let mut at_once = 0usize;
+            for block in bytes.chunks_exact(BLOCK * 4) {
+                if let Some(s) = uniform_f32(&b, block) {
+                    at_once += 1;
+                    for e in block.chunks_exact(4) {
+                        let x = f32::from_le_bytes(e.try_into().unwrap());
+                        assert_eq!(b.slot(f64::from(x)), s, "{n} bins: {x:e} in a block of {s}");
+                    }
+                }
+            }
+            assert!(at_once > 500, "{n} bins: {at_once} blocks at once");
+            for at in [5usize, 70] {
+                // The blocks holding the NaN and the +inf (among values below) are not
+                // counted at once.
+                let block = at / BLOCK * BLOCK * 4;
+                assert_eq!(uniform_f32(&b, &bytes[block..][..BLOCK * 4]), None, "{at}");
+            }
+            let slots = b.slots();
+            let mut want = alloc::vec![0u64; slots];
+            for x in &xs {
+                want[b.slot(f64::from(*x))] += 1;
+            }
+            let mut counts = alloc::vec![0u64; slots];
+            let mut sc = Scatter::new(slots);
+            // In pieces that start off a block's alignment.
+            for piece in bytes.chunks(4 * 1001) {
+                sc.add(piece, 4, &b, 0, &mut counts);
+            }
+            sc.flush(&mut counts);
+            assert_eq!(counts, want, "{n} bins");
+        }
+    }
+
+    /// Spans in one run share a slot, and so does every span between them in value
+    /// order; the run changes wherever the slot does.
+    #[test]
+    fn runs_number_stretches_of_one_slot() {
+        // Zero inside bin 30 (no edge at it).
+        let b = Bins::new(64, -1.0, 1.1).unwrap().with_f32_table();
+        let order: Vec<u16> = spans_ascending().collect();
+        assert_eq!(order.len(), 1 << 16);
+        let mut last: Option<(u16, u16)> = None;
+        for top in order {
+            let (slot, run) = (b.f32_slots[top as usize], b.f32_runs[top as usize]);
+            assert_eq!(slot >= PAGE, run == MIXED, "span {top:#06x}");
+            if run != MIXED {
+                let r = b.run_bounds[run as usize];
+                assert_eq!(r.slot, usize::from(slot), "span {top:#06x}");
+                for low in [0u32, 0x8000, 0xFFFF] {
+                    let f = f32::from_bits((u32::from(top) << 16) | low);
+                    assert!(
+                        f.is_nan() || (r.lo <= f && f <= r.hi),
+                        "span {top:#06x}: {f:e}"
+                    );
+                }
+            }
+            if let Some((ps, pr)) = last.filter(|_| run != MIXED) {
+                assert_eq!(ps == slot, pr == run, "span {top:#06x}");
+            }
+            last = (run != MIXED).then_some((slot, run));
+        }
+        // Positive and negative zero lie next to each other in one run of bin 30.
+        assert_eq!(b.f32_runs[0x0000], b.f32_runs[0x8000]);
+        assert_eq!((b.f32_slots[0x0000], b.f32_slots[0x8000]), (30, 30));
+    }
+
+    /// Every `f32` of a span the tables give a slot has that slot: all 2^32 values would
+    /// take minutes, so every 509th low half-word in each span, its ends and its middle,
+    /// and in a span across an edge every value of each finer span with a slot.
+    #[test]
+    fn the_f32_tables_agree_with_slot_across_every_span() {
         for (n, lo, hi) in [
             (64u32, -1.0, 1.0),
             (10, 0.1, 0.3),
@@ -815,22 +1276,46 @@ mod tests {
         ] {
             let plain = Bins::new(n, lo, hi).unwrap();
             let table = plain.clone().with_f32_table();
-            let mut definite = 0usize;
+            let (mut definite, mut paged, mut fine_mixed) = (0usize, 0usize, 0usize);
             for top in 0u32..1 << 16 {
                 let t = table.f32_slots[top as usize];
                 if t == MIXED {
                     continue;
                 }
-                definite += 1;
-                for low in (0u32..1 << 16).step_by(509).chain([0x7FFF, 0xFFFF]) {
-                    let f = f32::from_bits((top << 16) | low);
-                    assert_eq!(usize::from(t), plain.slot(f64::from(f)), "{n} bins, {f:e}");
+                if t < PAGE {
+                    definite += 1;
+                    for low in (0u32..1 << 16).step_by(509).chain([0x7FFF, 0xFFFF]) {
+                        let f = f32::from_bits((top << 16) | low);
+                        assert_eq!(usize::from(t), plain.slot(f64::from(f)), "{n} bins, {f:e}");
+                    }
+                    continue;
+                }
+                paged += 1;
+                for low in 0u32..1 << 16 {
+                    let bits = (top << 16) | low;
+                    let f = f32::from_bits(bits);
+                    let fine =
+                        table.f32_pages[usize::from(t - PAGE) * PAGE_SPANS + (low >> 8) as usize];
+                    if fine == MIXED {
+                        fine_mixed += 1;
+                    }
+                    assert_eq!(
+                        table.slot_f32(bits),
+                        plain.slot(f64::from(f)),
+                        "{n} bins, {f:e}"
+                    );
                 }
             }
-            // Nearly every span is definite: a few per edge are not.
+            // Nearly every span is definite: a few per edge are not, and have pages in
+            // which nearly every finer span is definite.
             assert!(
                 definite > (1 << 16) - 8 * (n as usize + 4),
                 "{n} bins: {definite}"
+            );
+            assert!(paged >= 1, "{n} bins: {paged} pages");
+            assert!(
+                fine_mixed <= paged * 4 * 256,
+                "{n} bins: {fine_mixed} of {paged} pages"
             );
         }
     }
