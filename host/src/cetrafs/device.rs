@@ -1,9 +1,10 @@
 //! cetrafs images on files and block devices, read with positioned reads (`pread`), never
 //! memory-mapped: other nodes write a shared disk while we read it, and a mapping of a
 //! file that shrinks kills the process with `SIGBUS` where a read returns an error.
-//! Opened read-only, a run of blocks that lies in a hole of the image file (a fresh
-//! image's inode table and free space) is filled with zeros after one
-//! `lseek(SEEK_DATA)`, not read; a writable device always reads.
+//! A run of blocks that lies in a hole of the image file (a fresh image's inode table
+//! and free space) is filled with zeros after one `lseek(SEEK_DATA)`, not read; a
+//! writable device does so only where it has written nothing itself (see
+//! [`Written`]).
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
@@ -42,6 +43,66 @@ struct Cache {
     last_short: Option<u64>,
 }
 
+/// Granules a writable device marks as written: at most 2^19 (a 64 KiB bitmap), each of
+/// `1 << shift` blocks.
+const GRANULES: u64 = 1 << 19;
+
+/// Where a writable device has written. Its holes are trusted only outside these
+/// granules: a filesystem may report data written but not yet flushed as a hole (OpenZFS
+/// issue 15526), and a writer such as repair reads back what it has just written (a
+/// bitmap read as zeros would hand out used blocks). Data another process wrote before
+/// the open is trusted as a read-only open trusts it.
+#[derive(Default)]
+struct Written {
+    shift: u32,
+    /// One bit per granule; empty until the first write.
+    bits: Vec<u64>,
+}
+
+impl Written {
+    /// The granules of blocks `first .. first + n` (`n >= 1`), as a range of granules.
+    fn granules(&self, first: u64, n: u64) -> (u64, u64) {
+        let last = first.saturating_add(n.saturating_sub(1));
+        (first >> self.shift, last >> self.shift)
+    }
+
+    /// Marks blocks `first .. first + n` written, on a device of `blocks` blocks.
+    fn mark(&mut self, blocks: u64, first: u64, n: u64) {
+        if self.bits.is_empty() {
+            while blocks >> self.shift > GRANULES {
+                self.shift = self.shift.saturating_add(1);
+            }
+            let words = (blocks >> self.shift).saturating_add(1).div_ceil(64);
+            self.bits = vec![0; usize::try_from(words).unwrap_or(0)];
+        }
+        let (a, b) = self.granules(first, n);
+        for g in a..=b {
+            let bit = 1u64 << (g % 64);
+            if let Some(w) = usize::try_from(g / 64)
+                .ok()
+                .and_then(|i| self.bits.get_mut(i))
+            {
+                *w |= bit;
+            }
+        }
+    }
+
+    /// Whether any of blocks `first .. first + n` may have been written.
+    fn any(&self, first: u64, n: u64) -> bool {
+        if self.bits.is_empty() {
+            return false;
+        }
+        let (a, b) = self.granules(first, n);
+        (a..=b).any(|g| {
+            usize::try_from(g / 64)
+                .ok()
+                .and_then(|i| self.bits.get(i))
+                // A block past the bitmap is not trusted.
+                .is_none_or(|w| w & (1u64 << (g % 64)) != 0)
+        })
+    }
+}
+
 /// An image file or block device. Blocks are cached only between reads of one command
 /// (a few read-ahead windows), never across commands.
 pub struct FileDevice {
@@ -52,6 +113,8 @@ pub struct FileDevice {
     /// cache, so it is used as it is).
     windows: Mutex<Cache>,
     writable: bool,
+    /// Where this device has written (a writable device's holes are trusted elsewhere).
+    written: Mutex<Written>,
 }
 
 // A check may fan out over one device on several threads.
@@ -93,10 +156,20 @@ impl FileDevice {
                 last_short: None,
             }),
             writable,
+            written: Mutex::new(Written::default()),
         })
     }
 
-    /// Forgets cached blocks (after a write).
+    /// Forgets cached blocks and marks `n` blocks from `lba` written (before a write).
+    fn before_write(&self, lba: u64, n: u64) {
+        self.invalidate();
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .mark(self.blocks, lba, n);
+    }
+
+    /// Forgets cached blocks.
     fn invalidate(&self) {
         let mut w = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
         for win in w.windows.iter_mut() {
@@ -212,13 +285,16 @@ impl FileDevice {
     /// Whether the `len` bytes at `at` lie in a hole of the file, which reads as zeros
     /// (a fresh image's inode table and free blocks): one `lseek(SEEK_DATA)` then
     /// spares the kernel filling page cache with zeros. A block device, or a filesystem
-    /// that does not say, answers no, and the bytes are read.
+    /// that does not say, answers no, and the bytes are read; so does a writable device
+    /// for blocks near any it has written ([`Written`]).
     fn in_hole(&self, at: u64, len: usize) -> bool {
-        // Only when opened read-only: some filesystems have reported data written but
-        // not yet flushed as a hole (OpenZFS issue 15526), and a writer reads back what
-        // it has just written (a bitmap read as zeros would hand out used blocks).
         if self.writable {
-            return false;
+            let lba = at / BLOCK_SIZE_U64;
+            let n = tet_core::arith::u64_of(len).div_ceil(BLOCK_SIZE_U64);
+            let written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+            if written.any(lba, n) {
+                return false;
+            }
         }
         let end = at.saturating_add(tet_core::arith::u64_of(len));
         match rustix::fs::seek(&self.file, rustix::fs::SeekFrom::Data(at)) {
@@ -307,7 +383,7 @@ impl BlockDeviceMut for FileDevice {
         if !self.writable || lba >= self.blocks {
             return Err(Self::write_error(lba, "block write"));
         }
-        self.invalidate();
+        self.before_write(lba, 1);
         self.file
             .write_all_at(buf, lba.saturating_mul(BLOCK_SIZE_U64))
             .map_err(|_| Self::write_error(lba, "block write"))
@@ -328,7 +404,7 @@ impl BlockDeviceMut for FileDevice {
         if !self.writable || end.is_none() {
             return Err(Self::write_error(lba, "block write"));
         }
-        self.invalidate();
+        self.before_write(lba, n.max(1));
         self.file
             .write_all_at(buf, lba.saturating_mul(BLOCK_SIZE_U64))
             .map_err(|_| Self::write_error(lba, "block write"))
@@ -352,7 +428,7 @@ impl BlockDeviceMut for FileDevice {
         if !self.writable || lba >= self.blocks {
             return Err(Self::write_error(lba, "compare-and-write"));
         }
-        self.invalidate();
+        self.before_write(lba, 1);
         let at = lba.saturating_mul(BLOCK_SIZE_U64);
         self.file
             .lock()
@@ -367,5 +443,43 @@ impl BlockDeviceMut for FileDevice {
         });
         let _ = self.file.unlock();
         r.map_err(|_| Self::write_error(lba, "compare-and-write"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Granules cover every block of a device of any size in at most 2^19 bits, and a
+    /// block written is seen in every range that holds it, never outside its granule.
+    #[test]
+    fn written_granules_cover_what_was_written() {
+        for blocks in [
+            1u64,
+            100,
+            20_000,
+            1 << 19,
+            (1 << 19) + 1,
+            1 << 28,
+            u64::MAX / 4096,
+        ] {
+            let mut w = Written::default();
+            assert!(!w.any(0, blocks.max(1)), "{blocks}: nothing written");
+            let at = blocks / 3;
+            w.mark(blocks, at, 1);
+            assert!(w.bits.len() <= (GRANULES / 64 + 1) as usize, "{blocks}");
+            assert!(w.any(at, 1) && w.any(0, blocks) && w.any(at.saturating_sub(5), 6));
+            let g = 1u64 << w.shift;
+            let start = at / g * g;
+            if start >= 1 {
+                assert!(!w.any(0, start), "{blocks}: below the granule");
+            }
+            if start + g < blocks {
+                assert!(!w.any(start + g, blocks - start - g), "{blocks}: above it");
+            }
+            // A run across granules marks each.
+            w.mark(blocks, 0, 3 * g);
+            assert!(w.any(2 * g, 1), "{blocks}");
+        }
     }
 }
