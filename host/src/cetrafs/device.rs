@@ -115,7 +115,16 @@ pub struct FileDevice {
     writable: bool,
     /// Where this device has written (a writable device's holes are trusted elsewhere).
     written: Mutex<Written>,
+    /// Reads left before `SEEK_DATA` is asked again, and the pause after the next
+    /// answer of data: each answer of data in a row doubles the pause (up to
+    /// [`MAX_PAUSE`] reads), and a hole ends it. Where the image is all data the
+    /// question is then rarely asked; reading without asking is always right. (A hole
+    /// is never remembered: another writer may fill it.)
+    pause: Mutex<(u32, u32)>,
 }
+
+/// Most reads [`FileDevice`] makes without asking where the holes are.
+const MAX_PAUSE: u32 = 64;
 
 // A check may fan out over one device on several threads.
 const _: () = {
@@ -157,6 +166,7 @@ impl FileDevice {
             }),
             writable,
             written: Mutex::new(Written::default()),
+            pause: Mutex::new((0, 0)),
         })
     }
 
@@ -297,13 +307,25 @@ impl FileDevice {
             }
         }
         let end = at.saturating_add(tet_core::arith::u64_of(len));
-        match rustix::fs::seek(&self.file, rustix::fs::SeekFrom::Data(at)) {
-            Ok(data) => data >= end,
+        let mut pause = self.pause.lock().unwrap_or_else(PoisonError::into_inner);
+        if pause.0 > 0 {
+            pause.0 = pause.0.saturating_sub(1);
+            return false;
+        }
+        let hole = match rustix::fs::seek(&self.file, rustix::fs::SeekFrom::Data(at)) {
+            Ok(d) => d >= end,
             // No data at or after `at`: a hole to the end, if the file still reaches
             // `end` (one that shrank is left to the read, which reports it).
             Err(rustix::io::Errno::NXIO) => self.file.metadata().is_ok_and(|m| m.len() >= end),
             Err(_) => false,
-        }
+        };
+        *pause = if hole {
+            (0, 0)
+        } else {
+            let next = pause.1.saturating_mul(2).saturating_add(1).min(MAX_PAUSE);
+            (next, next)
+        };
+        hole
     }
 
     fn write_error(lba: u64, what: &'static str) -> Error {
