@@ -4,11 +4,12 @@
 //! inode bitmap zeroed, in one run.
 //!
 //! Inputs are the `fsck` bench's (`TET_BENCH_DIR`, default `target/fsck-bench`), made if
-//! absent. Each of 3 runs copies both images (`cp --sparse=always`), zeroes the bitmaps,
+//! absent. Each of 4 runs copies both images (`cp --sparse=always`), zeroes the bitmaps,
 //! flushes the copies, then runs each tool under `/usr/bin/time -f '%e %M'` (the copy is
-//! warm in the page cache, its writeback done). Both tools must exit 1 ("errors
-//! corrected"), and afterwards `tet-host verify` and `e2fsck -fn` must find the copies
-//! clean. Reported: the best wall time of 3 (measured around the process) with that
+//! warm in the page cache, its writeback done), each tool first in every other run. Both
+//! tools must exit 1 ("errors corrected"), and afterwards `tet-host verify` and
+//! `e2fsck -fn` must find the copies clean. Reported: the best wall time of 4 (measured
+//! around the process) with that
 //! run's peak RSS; then, in-process, the repair's time and peak heap beside a full check
 //! of the damaged image and one of the repaired image.
 
