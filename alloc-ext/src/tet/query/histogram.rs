@@ -1230,6 +1230,63 @@ mod tests {
         }
     }
 
+    /// Random bins over random ranges, counted over random walks of random step sizes
+    /// (smooth, rough, across zero, with NaN and infinities dropped in): the blocked
+    /// counts equal each element's `slot`.
+    #[test]
+    fn random_walks_count_as_the_scalar_slots() {
+        let mut seed = 0x51f1_5eed_d00d_cafeu64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let unit = |r: u64| (r >> 11) as f64 / (1u64 << 53) as f64;
+        for case in 0..40 {
+            let n = 1 + (next() % 300) as u32;
+            let scale = 10f64.powi((next() % 12) as i32 - 6);
+            let lo = (unit(next()) - 0.5) * 4.0 * scale;
+            let hi = lo + unit(next()) * 3.0 * scale;
+            let b = Bins::new(n, lo, hi).unwrap().with_f32_table();
+            let (first, last) = b.range();
+            let width = last - first;
+            let step = width * 10f64.powi(-((next() % 6) as i32)) / f64::from(n);
+            let mut x = first + unit(next()) * width;
+            let mut xs: Vec<f32> = Vec::with_capacity(20_000);
+            for _ in 0..20_000 {
+                x += (unit(next()) - 0.5) * step;
+                if x < first - 0.2 * width || x > last + 0.2 * width {
+                    x = first + unit(next()) * width;
+                }
+                let r = next() % 5000;
+                xs.push(match r {
+                    0 => f32::NAN,
+                    1 => f32::INFINITY,
+                    2 => f32::NEG_INFINITY,
+                    _ => x as f32,
+                });
+            }
+            let bytes: Vec<u8> = xs.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let slots = b.slots();
+            let mut want = alloc::vec![0u64; slots];
+            for v in &xs {
+                want[b.slot(f64::from(*v))] += 1;
+            }
+            let mut counts = alloc::vec![0u64; slots];
+            let mut sc = Scatter::new(slots);
+            let piece = 4 * (1 + (next() % 3000) as usize);
+            for p in bytes.chunks(piece) {
+                sc.add(p, 4, &b, 0, &mut counts);
+            }
+            sc.flush(&mut counts);
+            assert_eq!(
+                counts, want,
+                "case {case}: {n} bins over [{lo}, {hi}], step {step}"
+            );
+        }
+    }
+
     /// Spans in one run share a slot, and so does every span between them in value
     /// order; the run changes wherever the slot does.
     #[test]
