@@ -429,6 +429,9 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
                     Reduce::Prod => {
                         if float {
                             Some(Value::F64(set.iter().map(|e| e.1).product()))
+                        } else if set.iter().any(|e| e.2 == 0) {
+                            // Exact: a zero factor makes 0, whatever the others overflow to.
+                            int_val(0)
                         } else {
                             set.iter()
                                 .try_fold(1i128, |a, e| a.checked_mul(e.2))
@@ -778,6 +781,32 @@ fn integer_results_are_exact_to_128_bits_and_an_error_past_them() {
     )
     .unwrap_err();
     assert!(e.contains("overflows"), "{e}");
+}
+
+#[test]
+fn a_zero_factor_makes_a_product_zero_in_any_order() {
+    // Before the zero the product overflows 128 bits; after it, nothing can.
+    for zero_at in [0usize, 2, 5] {
+        let mut vals = [i64::MIN; 6];
+        vals[zero_at] = 0;
+        let s = Spec {
+            dtype: DType::I64,
+            shape: vec![6],
+            chunk: vec![2],
+            data: vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        };
+        for threads in [1, 2, 4] {
+            for bytes in [write(&s, false), reversed(&s)] {
+                let p =
+                    run_on(&bytes, &[], Operation::Reduce(Reduce::Prod), None, threads).unwrap();
+                assert_eq!(
+                    p.values,
+                    vec![Value::I64(0)],
+                    "zero at {zero_at}, -j {threads}"
+                );
+            }
+        }
+    }
 }
 
 #[test]

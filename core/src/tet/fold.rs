@@ -202,6 +202,9 @@ pub struct Acc {
     pub inf: u64,
     int_sum: i128,
     int_overflow: bool,
+    /// An integer factor of a product was 0: the exact product is 0 whatever the rest
+    /// would have overflowed to, in any order of the elements.
+    int_zero: bool,
     fsum: FSum,
     fprod: f64,
     ext: Option<Extreme>,
@@ -268,6 +271,7 @@ impl Acc {
             inf: 0,
             int_sum: 0,
             int_overflow: false,
+            int_zero: false,
             fsum: FSum {
                 sum: 0.0,
                 comp: 0.0,
@@ -423,6 +427,9 @@ impl Acc {
             Class::Prod => {
                 if T::FLOAT {
                     self.fprod *= v;
+                } else if x.int() == 0 {
+                    self.int_zero = true;
+                    self.int_sum = 0;
                 } else if self.n == 1 {
                     self.int_sum = x.int();
                 } else {
@@ -574,6 +581,9 @@ impl Acc {
                     self.n = self.n.saturating_add(1);
                     if T::FLOAT {
                         self.fprod *= x.f64();
+                    } else if x.int() == 0 {
+                        self.int_zero = true;
+                        self.int_sum = 0;
                     } else if self.n == 1 {
                         self.int_sum = x.int();
                     } else {
@@ -742,6 +752,7 @@ impl Acc {
                     }
                 }
                 self.int_overflow |= other.int_overflow;
+                self.int_zero |= other.int_zero;
             }
             Class::Min | Class::Max => {
                 let want_min = op.class() == Class::Min;
@@ -806,6 +817,8 @@ impl Acc {
                     Ok(Value::F64(self.fprod))
                 } else if self.n == 0 {
                     int_out(1)
+                } else if self.int_zero {
+                    int_out(0)
                 } else if self.int_overflow {
                     Err(FoldError::Overflow)
                 } else {
