@@ -406,9 +406,14 @@ impl BlockDeviceMut for FileDevice {
             return Err(Self::write_error(lba, "block write"));
         }
         self.before_write(lba, 1);
-        self.file
+        let r = self
+            .file
             .write_all_at(buf, lba.saturating_mul(BLOCK_SIZE_U64))
-            .map_err(|_| Self::write_error(lba, "block write"))
+            .map_err(|_| Self::write_error(lba, "block write"));
+        // Again after: a read on another thread between the two may have cached what
+        // the blocks held before.
+        self.invalidate();
+        r
     }
 
     /// One `pwrite` for the whole run (the journal's slots, a commit's new file data):
@@ -427,9 +432,14 @@ impl BlockDeviceMut for FileDevice {
             return Err(Self::write_error(lba, "block write"));
         }
         self.before_write(lba, n.max(1));
-        self.file
+        let r = self
+            .file
             .write_all_at(buf, lba.saturating_mul(BLOCK_SIZE_U64))
-            .map_err(|_| Self::write_error(lba, "block write"))
+            .map_err(|_| Self::write_error(lba, "block write"));
+        // Again after: a read on another thread between the two may have cached what
+        // the blocks held before.
+        self.invalidate();
+        r
     }
 
     fn flush(&self) -> Result<()> {
@@ -464,6 +474,7 @@ impl BlockDeviceMut for FileDevice {
             }
         });
         let _ = self.file.unlock();
+        self.invalidate();
         r.map_err(|_| Self::write_error(lba, "compare-and-write"))
     }
 }

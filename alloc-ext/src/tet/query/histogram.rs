@@ -125,9 +125,17 @@ const PAGE: u16 = 0x4000;
 /// Entries in a page.
 const PAGE_SPANS: usize = 256;
 
-/// Selections of at least this many `f32` elements are worth the table (it takes about
-/// as long to build as counting this many elements the scalar way).
+/// Selections of at least this many `f32` elements are worth the tables (with a few
+/// bins they take about as long to build as counting this many elements the scalar
+/// way), and of at least [`F32_TABLE_PER_SLOT`] per slot: the pages grow with the edges.
 pub const F32_TABLE_MIN: u64 = 1 << 20;
+
+/// Elements per slot a selection needs for [`Bins::for_plan`] to build the tables.
+pub const F32_TABLE_PER_SLOT: u64 = 8192;
+
+/// Most pages of finer spans: 512 KiB (with the first table's 128 KiB, the tables stay
+/// under 700 KiB whatever the bins); spans past them take the arithmetic.
+const MAX_PAGES: u16 = 1024;
 
 #[allow(clippy::as_conversions)]
 fn usize_f64(v: usize) -> f64 {
@@ -193,7 +201,8 @@ impl Bins {
     /// Nothing changes when there are more slots than the table holds.
     #[must_use]
     pub fn for_plan(self, plan: &ReadPlan<'_>) -> Bins {
-        if plan.dtype() == tet_core::tet::DType::F32 && plan.selection.len() >= F32_TABLE_MIN {
+        let min = F32_TABLE_MIN.max(u64_of(self.slots()).saturating_mul(F32_TABLE_PER_SLOT));
+        if plan.dtype() == tet_core::tet::DType::F32 && plan.selection.len() >= min {
             self.with_f32_table()
         } else {
             self
@@ -214,7 +223,7 @@ impl Bins {
                 Some(v) => v,
                 // A span across an edge gets a page of 256 finer spans, while pages last.
                 None => match u16::try_from(pages.len() / PAGE_SPANS) {
-                    Ok(p) if p < MIXED - PAGE => {
+                    Ok(p) if p < MAX_PAGES => {
                         pages.extend((0u32..256).map(|low| {
                             self.span_slot((top << 16) | (low << 8), 0xFF)
                                 .unwrap_or(MIXED)
@@ -580,6 +589,16 @@ impl Scatter {
     /// Counts the contiguous `f32` (`size` 4) or `f64` (`size` 8) elements of `bytes` for
     /// the cell at `base`, four at a time, one into each set.
     fn add(&mut self, bytes: &[u8], size: usize, bins: &Bins, base: usize, counts: &mut [u64]) {
+        // Held counts are flushed before they pass 2^31, checked here: a longer run is
+        // counted in pieces of 2^28 elements, so no `u32` count can wrap (blocks counted
+        // at once all go to the first set).
+        let piece = (1usize << 28).saturating_mul(size.max(1));
+        if bytes.len() > piece {
+            for p in bytes.chunks(piece) {
+                self.add(p, size, bins, base, counts);
+            }
+            return;
+        }
         if self.base != Some(base) || self.held > u64::from(u32::MAX >> 1) {
             self.flush(counts);
             self.base = Some(base);
