@@ -43,7 +43,7 @@ struct Cache {
     last_short: Option<u64>,
 }
 
-/// Granules a writable device marks as written: at most 2^19 (a 64 KiB bitmap), each of
+/// Granules a writable device marks as written: about 2^19 (a bitmap of about 64 KiB), each of
 /// `1 << shift` blocks.
 const GRANULES: u64 = 1 << 19;
 
@@ -117,7 +117,7 @@ pub struct FileDevice {
     written: Mutex<Written>,
     /// Reads left before `SEEK_DATA` is asked again, and the pause after the next
     /// answer of data: each answer of data in a row doubles the pause (up to
-    /// [`MAX_PAUSE`] reads), and a hole ends it. Where the image is all data the
+    /// [`MAX_PAUSE`] reads), and an answer of a hole resets it. Where the image is all data the
     /// question is then rarely asked; reading without asking is always right. (A hole
     /// is never remembered: another writer may fill it.)
     pause: Mutex<(u32, u32)>,

@@ -482,12 +482,7 @@ fn inside_f32(block: &[u8], lo: f32, hi: f32) -> bool {
     const W: usize = 8;
     let mut out = [0u32; W];
     for group in block.chunks_exact(4 * W) {
-        let vals: [f32; W] = core::array::from_fn(|j| {
-            group
-                .get(j.saturating_mul(4)..j.saturating_mul(4).saturating_add(4))
-                .and_then(|e| e.try_into().ok())
-                .map_or(f32::NAN, f32::from_le_bytes)
-        });
+        let vals: [f32; W] = lanes(group);
         for (o, v) in out.iter_mut().zip(vals) {
             *o |= u32::from(!(v >= lo && v <= hi));
         }
@@ -504,12 +499,7 @@ fn count_two_f32(block: &[u8], a: RunBounds, b: RunBounds) -> (u32, u32) {
     let mut in_a = [0u32; W];
     let mut in_b = [0u32; W];
     for group in block.chunks_exact(4 * W) {
-        let vals: [f32; W] = core::array::from_fn(|j| {
-            group
-                .get(j.saturating_mul(4)..j.saturating_mul(4).saturating_add(4))
-                .and_then(|e| e.try_into().ok())
-                .map_or(f32::NAN, f32::from_le_bytes)
-        });
+        let vals: [f32; W] = lanes(group);
         for ((x, y), v) in in_a.iter_mut().zip(in_b.iter_mut()).zip(vals) {
             *x = x.wrapping_add(u32::from(v >= a.lo && v <= a.hi));
             *y = y.wrapping_add(u32::from(v >= b.lo && v <= b.hi));
@@ -587,7 +577,8 @@ impl Scatter {
     }
 
     /// Counts the contiguous `f32` (`size` 4) or `f64` (`size` 8) elements of `bytes` for
-    /// the cell at `base`, four at a time, one into each set.
+    /// the cell at `base`: `f32` blocks at once where the tables allow, other elements
+    /// four at a time, one into each set.
     fn add(&mut self, bytes: &[u8], size: usize, bins: &Bins, base: usize, counts: &mut [u64]) {
         // Held counts are flushed before they pass 2^31, checked here: a longer run is
         // counted in pieces of 2^28 elements, so no `u32` count can wrap (blocks counted
@@ -794,9 +785,9 @@ pub fn chunk_range(plan: &ReadPlan<'_>, part: &ChunkPart, tile: &[u8]) -> ChunkR
                     .get(start..start.saturating_add(len))
                     .unwrap_or_default();
                 r.merge(&if size == 4 {
-                    range_f32(bytes)
+                    range_lanes::<f32>(bytes)
                 } else {
-                    range_f64(bytes)
+                    range_lanes::<f64>(bytes)
                 });
                 return;
             }
@@ -815,85 +806,93 @@ pub fn chunk_range(plan: &ReadPlan<'_>, part: &ChunkPart, tile: &[u8]) -> ChunkR
     r
 }
 
-/// Lanes of [`range_f32`] and [`range_f64`]: independent minima and maxima the compiler
+/// Lanes of [`range_lanes`]: independent minima and maxima the compiler
 /// keeps in vector registers.
 const LANES: usize = 16;
 
-/// The [`ChunkRange`] of contiguous little-endian `f32` elements, in [`LANES`] lanes
-/// (exact: a minimum is the same in any order, and `f32` to `f64` keeps every value).
-fn range_f32(bytes: &[u8]) -> ChunkRange {
-    let mut lo = [f32::INFINITY; LANES];
-    let mut hi = [f32::NEG_INFINITY; LANES];
-    let mut nan = [0u32; LANES];
-    let mut blocks = bytes.chunks_exact(LANES.saturating_mul(4));
-    for b in blocks.by_ref() {
-        let vals: [f32; LANES] = core::array::from_fn(|j| {
-            b.get(j.saturating_mul(4)..j.saturating_mul(4).saturating_add(4))
-                .and_then(|e| e.try_into().ok())
-                .map_or(f32::NAN, f32::from_le_bytes)
-        });
-        for (((l, h), n), v) in lo
-            .iter_mut()
-            .zip(hi.iter_mut())
-            .zip(nan.iter_mut())
-            .zip(vals)
-        {
-            // Selects (NaN leaves them as they are, and is counted apart) and `u32`
-            // lanes, so each is one vector instruction.
-            *l = if v < *l { v } else { *l };
-            *h = if v > *h { v } else { *h };
-            #[allow(clippy::eq_op)]
-            let is_nan = v != v;
-            *n |= u32::from(is_nan);
-        }
-    }
-    let mut r = ChunkRange::default();
-    for e in blocks.remainder().chunks_exact(4) {
-        let v = f64::from(e.try_into().map_or(0.0, f32::from_le_bytes));
-        r.merge(&ChunkRange {
-            lo: v,
-            hi: v,
-            nan: v.is_nan(),
-        });
-    }
-    for ((l, h), n) in lo.iter().zip(&hi).zip(&nan) {
-        r.merge(&ChunkRange {
-            lo: f64::from(*l),
-            hi: f64::from(*h),
-            nan: *n != 0,
-        });
-    }
-    r
+/// The element types the laned passes read, little-endian: `f32` and `f64`.
+trait Lane: Copy + PartialOrd {
+    const SIZE: usize;
+    const INFINITY: Self;
+    const NEG_INFINITY: Self;
+    const NAN: Self;
+    /// A flag of the element's width, so flags share the values' vector lanes.
+    type Flag: Copy + Default + PartialEq + core::ops::BitOrAssign + From<bool>;
+    fn from_le(bytes: &[u8]) -> Option<Self>;
+    fn wide(self) -> f64;
 }
 
-/// [`range_f32`] for `f64` elements.
-fn range_f64(bytes: &[u8]) -> ChunkRange {
-    let mut lo = [f64::INFINITY; LANES];
-    let mut hi = [f64::NEG_INFINITY; LANES];
-    let mut nan = [0u64; LANES];
-    let mut blocks = bytes.chunks_exact(LANES.saturating_mul(8));
+impl Lane for f32 {
+    const SIZE: usize = 4;
+    const INFINITY: Self = f32::INFINITY;
+    const NEG_INFINITY: Self = f32::NEG_INFINITY;
+    const NAN: Self = f32::NAN;
+    type Flag = u32;
+    #[inline]
+    fn from_le(bytes: &[u8]) -> Option<Self> {
+        bytes.try_into().ok().map(f32::from_le_bytes)
+    }
+    #[inline]
+    fn wide(self) -> f64 {
+        f64::from(self)
+    }
+}
+
+impl Lane for f64 {
+    const SIZE: usize = 8;
+    const INFINITY: Self = f64::INFINITY;
+    const NEG_INFINITY: Self = f64::NEG_INFINITY;
+    const NAN: Self = f64::NAN;
+    type Flag = u64;
+    #[inline]
+    fn from_le(bytes: &[u8]) -> Option<Self> {
+        bytes.try_into().ok().map(f64::from_le_bytes)
+    }
+    #[inline]
+    fn wide(self) -> f64 {
+        self
+    }
+}
+
+/// The first `W` elements of `group` (NaN for any it is too short to hold).
+#[inline]
+fn lanes<T: Lane, const W: usize>(group: &[u8]) -> [T; W] {
+    core::array::from_fn(|j| {
+        let at = j.saturating_mul(T::SIZE);
+        group
+            .get(at..at.saturating_add(T::SIZE))
+            .and_then(T::from_le)
+            .unwrap_or(T::NAN)
+    })
+}
+
+/// The [`ChunkRange`] of contiguous elements, in [`LANES`] lanes (exact: a minimum is
+/// the same in any order, and `f32` to `f64` keeps every value).
+fn range_lanes<T: Lane>(bytes: &[u8]) -> ChunkRange {
+    let mut lo = [T::INFINITY; LANES];
+    let mut hi = [T::NEG_INFINITY; LANES];
+    let mut nan = [T::Flag::default(); LANES];
+    let mut blocks = bytes.chunks_exact(LANES.saturating_mul(T::SIZE));
     for b in blocks.by_ref() {
-        let vals: [f64; LANES] = core::array::from_fn(|j| {
-            b.get(j.saturating_mul(8)..j.saturating_mul(8).saturating_add(8))
-                .and_then(|e| e.try_into().ok())
-                .map_or(f64::NAN, f64::from_le_bytes)
-        });
+        let vals: [T; LANES] = lanes(b);
         for (((l, h), n), v) in lo
             .iter_mut()
             .zip(hi.iter_mut())
             .zip(nan.iter_mut())
             .zip(vals)
         {
+            // Selects (NaN leaves them as they are, and is flagged apart) and flags of
+            // the elements' width, so each is one vector instruction.
             *l = if v < *l { v } else { *l };
             *h = if v > *h { v } else { *h };
             #[allow(clippy::eq_op)]
             let is_nan = v != v;
-            *n |= u64::from(is_nan);
+            *n |= T::Flag::from(is_nan);
         }
     }
     let mut r = ChunkRange::default();
-    for e in blocks.remainder().chunks_exact(8) {
-        let v = e.try_into().map_or(0.0, f64::from_le_bytes);
+    for e in blocks.remainder().chunks_exact(T::SIZE) {
+        let v = T::from_le(e).map_or(0.0, T::wide);
         r.merge(&ChunkRange {
             lo: v,
             hi: v,
@@ -902,9 +901,9 @@ fn range_f64(bytes: &[u8]) -> ChunkRange {
     }
     for ((l, h), n) in lo.iter().zip(&hi).zip(&nan) {
         r.merge(&ChunkRange {
-            lo: *l,
-            hi: *h,
-            nan: *n != 0,
+            lo: l.wide(),
+            hi: h.wide(),
+            nan: *n != T::Flag::default(),
         });
     }
     r
@@ -1103,10 +1102,10 @@ mod tests {
                     r
                 };
                 let b64: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
-                assert_eq!(range_f64(&b64), plain(&xs), "{len} {nan_at:?}");
+                assert_eq!(range_lanes::<f64>(&b64), plain(&xs), "{len} {nan_at:?}");
                 let x32: Vec<f64> = xs.iter().map(|x| f64::from(*x as f32)).collect();
                 let b32: Vec<u8> = xs.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect();
-                let (a, b) = (range_f32(&b32), plain(&x32));
+                let (a, b) = (range_lanes::<f32>(&b32), plain(&x32));
                 assert_eq!((a.lo, a.hi, a.nan), (b.lo, b.hi, b.nan), "{len} {nan_at:?}");
             }
         }
