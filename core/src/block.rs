@@ -62,6 +62,54 @@ pub trait BlockDevice {
         }
         Ok(())
     }
+    /// Reads the first `len` bytes of each consecutive block from `lba` into consecutive
+    /// `len`-byte slots of `out`: a walk of the inode table takes a batch of 256-byte
+    /// inodes at once. `len` is 1 ..= [`BLOCK_SIZE`] and `out`'s length a multiple of it
+    /// (otherwise `Invalid`, before anything is read). When it fails, the slots are
+    /// unspecified: a caller that needs each block's own error reads them one at a time.
+    /// This default reads them one at a time ([`read_prefixes_each`]); a file reads
+    /// whole runs, on several threads. Left out of the vtable as
+    /// [`BlockDevice::read_blocks`] is.
+    fn read_prefixes(&self, lba: u64, len: usize, out: &mut [u8]) -> Result<()>
+    where
+        Self: Sized,
+    {
+        read_prefixes_each(self, lba, len, out)
+    }
+}
+
+/// Checks the slot length of [`BlockDevice::read_prefixes`] against its buffer: the
+/// number of blocks `out_len` bytes of `len`-byte slots hold.
+pub fn prefix_slots(lba: u64, len: usize, out_len: usize) -> Result<usize> {
+    if len == 0 || len > BLOCK_SIZE || out_len.checked_rem(len) != Some(0) {
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            "read_prefixes length (not whole slots of 1 to 4096 bytes)",
+            lba.saturating_mul(BLOCK_SIZE_U64),
+        ));
+    }
+    Ok(out_len.checked_div(len).unwrap_or(0))
+}
+
+/// [`BlockDevice::read_prefixes`] one block at a time, with
+/// [`BlockDevice::read_block_prefix`] (the default, and what a wrapper that changes some
+/// blocks falls back to).
+pub fn read_prefixes_each<D: BlockDevice + ?Sized>(
+    dev: &D,
+    lba: u64,
+    len: usize,
+    out: &mut [u8],
+) -> Result<()> {
+    prefix_slots(lba, len, out.len())?;
+    let mut b: Block = [0; BLOCK_SIZE];
+    for (k, slot) in (0u64..).zip(out.chunks_exact_mut(len)) {
+        dev.read_block_prefix(lba.saturating_add(k), &mut b, len)?;
+        let src = b
+            .get(..len)
+            .ok_or_else(|| Error::new(ErrorKind::Invalid, "read_prefixes length", 0))?;
+        slot.copy_from_slice(src);
+    }
+    Ok(())
 }
 
 /// A reference to a sized device forwards every method, [`BlockDevice::read_blocks`]
@@ -78,6 +126,9 @@ impl<D: BlockDevice> BlockDevice for &D {
     }
     fn read_blocks(&self, lba: u64, buf: &mut [u8]) -> Result<()> {
         (**self).read_blocks(lba, buf)
+    }
+    fn read_prefixes(&self, lba: u64, len: usize, out: &mut [u8]) -> Result<()> {
+        (**self).read_prefixes(lba, len, out)
     }
 }
 

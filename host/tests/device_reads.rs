@@ -271,3 +271,131 @@ fn holes_of_a_sparse_image_read_as_zeros_without_being_read() {
     }
     std::fs::remove_file(&path).unwrap();
 }
+
+/// `read_prefixes` of `n` slots of `len` bytes from `lba`.
+fn prefixes(dev: &FileDevice, lba: u64, len: usize, n: usize) -> tet_core::Result<Vec<u8>> {
+    let mut out = vec![0xeeu8; n * len];
+    dev.read_prefixes(lba, len, &mut out).map(|()| out)
+}
+
+/// The prefixes the file holds: each block's first `len` bytes, `salt` for the blocks
+/// in `salted`.
+fn want_prefixes(lba: u64, len: usize, n: usize, salted: &[u64], salt: u8) -> Vec<u8> {
+    (lba..lba + n as u64)
+        .flat_map(|b| block(b, if salted.contains(&b) { salt } else { 0 })[..len].to_vec())
+        .collect()
+}
+
+#[test]
+fn batches_of_prefixes_return_their_blocks_in_any_order_and_size() {
+    let path = image("batches", 9_000);
+    let dev = FileDevice::open(&path).unwrap();
+    // Forward in batches of one size, as the inode walk reads: each batch after the
+    // second was read ahead while the one before was used.
+    for k in 0..4u64 {
+        let lba = 1 + k * 2048;
+        assert_eq!(
+            prefixes(&dev, lba, 256, 2048).unwrap(),
+            want_prefixes(lba, 256, 2048, &[], 0),
+            "batch {k}"
+        );
+    }
+    // A short last batch, inside the one read ahead of it.
+    let got = prefixes(&dev, 1 + 4 * 2048, 256, 700).unwrap();
+    assert_eq!(got, want_prefixes(1 + 4 * 2048, 256, 700, &[], 0));
+    // Out of order, small and large, other lengths, and one block.
+    for (lba, len, n) in [
+        (3_000u64, 256usize, 300usize),
+        (17, 100, 2048),
+        (8_990, 4096, 10),
+        (0, 1, 1),
+        (5, 256, 0),
+        (4_000, 256, 256),
+        (4_256, 256, 256),
+        (4_512, 256, 256),
+    ] {
+        assert_eq!(
+            prefixes(&dev, lba, len, n).unwrap(),
+            want_prefixes(lba, len, n, &[], 0),
+            "{lba} {len} {n}"
+        );
+    }
+    // Slots of no bytes, or longer than a block, or a buffer of part of a slot: refused.
+    let mut out = vec![0u8; 5000];
+    for (len, e_len) in [(0usize, 0usize), (4097, 4097), (256, 300)] {
+        let e = dev.read_prefixes(1, len, &mut out[..e_len]).unwrap_err();
+        assert_eq!(e.kind, tet_core::ErrorKind::Invalid, "{len}");
+    }
+    // Past the end: the error names the device's end, nothing read.
+    let e = prefixes(&dev, 8_000, 256, 1_001).unwrap_err();
+    assert!(
+        matches!(e.kind, tet_core::ErrorKind::PastEnd { blocks: 9_000, .. }),
+        "{e:?}"
+    );
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn a_write_after_a_batch_was_read_ahead_is_seen_by_that_batch() {
+    let path = image("batch-write", 12_000);
+    let dev = FileDevice::open_rw(&path).unwrap();
+    // Two batches in a row: the third is being read ahead now.
+    for lba in [100u64, 2_148] {
+        assert_eq!(
+            prefixes(&dev, lba, 256, 2048).unwrap(),
+            want_prefixes(lba, 256, 2048, &[], 0)
+        );
+    }
+    // Blocks of the third written through the device, before and after its middle.
+    let salted = [4_196u64, 5_000, 6_243];
+    for b in salted {
+        let new: [u8; BLOCK_SIZE] = block(b, 0x3c).try_into().unwrap();
+        dev.write_block(b, &new).unwrap();
+    }
+    assert_eq!(
+        prefixes(&dev, 4_196, 256, 2048).unwrap(),
+        want_prefixes(4_196, 256, 2048, &salted, 0x3c)
+    );
+    // And a compare-and-write into the batch read ahead of that one.
+    let _ = prefixes(&dev, 6_244, 256, 2048).unwrap();
+    let mut new = [0u8; 512];
+    new.copy_from_slice(&block(8_300, 0x11)[..512]);
+    let mut old = [0u8; 512];
+    old.copy_from_slice(&block(8_300, 0)[..512]);
+    assert!(dev.compare_and_write(8_300, &old, &new).unwrap());
+    let got = prefixes(&dev, 8_292, 256, 2048).unwrap();
+    assert_eq!(got[8 * 256..9 * 256], block(8_300, 0x11)[..256]);
+    assert_eq!(got[..8 * 256], want_prefixes(8_292, 256, 8, &[], 0)[..]);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn a_batch_into_a_cut_part_fails_as_a_block_read_there_does() {
+    let path = image("batch-cut", 8_000);
+    let dev = FileDevice::open(&path).unwrap();
+    assert_eq!(
+        prefixes(&dev, 0, 256, 2048).unwrap(),
+        want_prefixes(0, 256, 2048, &[], 0)
+    );
+    // Another process cuts the image inside the next batch. That call starts the one
+    // after it ahead, on the other thread, past the cut.
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(3_000 * 4096).unwrap();
+    for (lba, first_missing) in [(2_048u64, 3_000u64), (4_096, 4_096)] {
+        let e = prefixes(&dev, lba, 256, 2048).unwrap_err();
+        assert!(
+            matches!(e.kind, tet_core::ErrorKind::Truncated { .. }),
+            "{e:?}"
+        );
+        assert_eq!(e.what, "block read (the image ends here now)");
+        assert_eq!(
+            e.offset,
+            first_missing * 4096,
+            "the first block past the cut"
+        );
+    }
+    // Each block before the cut still reads alone.
+    assert_eq!(prefix(&dev, 2_999, 256), block(2_999, 0)[..256]);
+    drop(dev);
+    std::fs::remove_file(&path).unwrap();
+}

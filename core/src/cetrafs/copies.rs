@@ -493,6 +493,29 @@ impl<D: BlockDevice> BlockDevice for Substituted<D> {
             self.dev.read_block_prefix(lba, buf, len)
         }
     }
+    /// Straight to the device below, block 0 apart when it is the substituted one.
+    fn read_blocks(&self, lba: u64, buf: &mut [u8]) -> Result<()> {
+        if lba != 0 || self.record.get().is_none() || buf.is_empty() {
+            return self.dev.read_blocks(lba, buf);
+        }
+        let (head, rest) = buf.split_at_mut(buf.len().min(BLOCK_SIZE));
+        let first: &mut Block = head.try_into().map_err(|_| {
+            Error::new(
+                ErrorKind::Invalid,
+                "read_blocks length (not whole blocks)",
+                0,
+            )
+        })?;
+        self.read_block(0, first)?;
+        self.dev.read_blocks(1, rest)
+    }
+    fn read_prefixes(&self, lba: u64, len: usize, out: &mut [u8]) -> Result<()> {
+        if lba == 0 && self.record.get().is_some() {
+            crate::block::read_prefixes_each(self, lba, len, out)
+        } else {
+            self.dev.read_prefixes(lba, len, out)
+        }
+    }
 }
 
 impl<D: BlockDeviceMut> BlockDeviceMut for Substituted<D> {

@@ -360,6 +360,21 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
 
     /// Inode `ino` (1 ..< `inode_count`).
     pub fn inode(&self, ino: u64, buf: &mut Block) -> Result<Inode, E> {
+        let lba = self.inode_lba(ino)?;
+        self.dev.read_block_prefix(lba, buf, 256).map_err(E::from)?;
+        Inode::parse_as(buf, lba, ino)
+    }
+
+    /// Inode `ino` from `bytes`, the first 256 bytes of its block (from a batch of the
+    /// inode table, [`BlockDevice::read_prefixes`]): what [`Fs::inode`] returns after
+    /// its read.
+    pub fn inode_from(&self, ino: u64, bytes: &[u8]) -> Result<Inode, E> {
+        let lba = self.inode_lba(ino)?;
+        Inode::parse_as(bytes, lba, ino)
+    }
+
+    /// The block of inode `ino`, or the error of an inode number out of range.
+    fn inode_lba(&self, ino: u64) -> Result<u64, E> {
         if ino == 0 || ino >= self.sb.inode_count() {
             return Err(err(
                 ErrorKind::OutOfRange {
@@ -371,8 +386,6 @@ impl<D: BlockDevice, E: From<Error>> Fs<D, E> {
                 112,
             ));
         }
-        let lba = self.sb.raw().inode_table_start.get().saturating_add(ino);
-        self.dev.read_block_prefix(lba, buf, 256).map_err(E::from)?;
-        Inode::parse_as(buf, lba, ino)
+        Ok(self.sb.raw().inode_table_start.get().saturating_add(ino))
     }
 }

@@ -29,9 +29,10 @@ impl Inode {
         Inode::parse_as(block, lba, ino)
     }
 
-    /// [`Inode::parse`] reporting `E` (see [`Fs::open_for_read_as`](super::Fs::open_for_read_as)).
-    pub(crate) fn parse_as<E: From<Error>>(block: &Block, lba: u64, ino: u64) -> Result<Inode, E> {
-        let bytes = block.get(..256).unwrap_or(&[]);
+    /// [`Inode::parse`] reporting `E` (see [`Fs::open_for_read_as`](super::Fs::open_for_read_as)),
+    /// from the block's first 256 bytes or more.
+    pub(crate) fn parse_as<E: From<Error>>(bytes: &[u8], lba: u64, ino: u64) -> Result<Inode, E> {
+        let bytes = bytes.get(..256).unwrap_or(&[]);
         // Checked in the block, copied once into the result.
         let raw: &RawInode = sealed::<_, E>(
             bytes,

@@ -244,6 +244,22 @@ impl<D: BlockDevice> BlockDevice for OverlayDevice<'_, '_, D> {
         }
         Ok(())
     }
+    /// As [`OverlayDevice::read_blocks`]: the prefixes in one call to the device below,
+    /// then each block the overlay redirects read again from its payload.
+    fn read_prefixes(&self, lba: u64, len: usize, out: &mut [u8]) -> Result<()> {
+        crate::block::prefix_slots(lba, len, out.len())?;
+        self.dev.read_prefixes(lba, len, out)?;
+        let mut b: Block = [0; BLOCK_SIZE];
+        for (k, slot) in (0u64..).zip(out.chunks_exact_mut(len)) {
+            let at = lba.saturating_add(k);
+            let to = self.overlay.redirect(at);
+            if to != at {
+                self.dev.read_block_prefix(to, &mut b, len)?;
+                slot.copy_from_slice(b.get(..len).unwrap_or_default());
+            }
+        }
+        Ok(())
+    }
 }
 
 impl<D: BlockDevice, E: From<Error>> Fs<D, E> {

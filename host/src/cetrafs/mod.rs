@@ -27,7 +27,51 @@ use crate::report::Rendered;
 use crate::Exit;
 
 /// A device the commands read an image from.
-pub type Dev<'a> = &'a dyn BlockDevice;
+pub type Dev<'a> = &'a dyn HostDevice;
+
+/// A [`BlockDevice`] with its run reads in the vtable. The core leaves
+/// [`BlockDevice::read_blocks`] and [`BlockDevice::read_prefixes`] out of `dyn
+/// BlockDevice` (firmware's size budget); the commands, which read through one trait
+/// object, keep them, so a file still reads a run in one call and the inode table in
+/// batches.
+pub trait HostDevice: BlockDevice {
+    /// [`BlockDevice::read_blocks`].
+    fn blocks(&self, lba: u64, buf: &mut [u8]) -> tet_core::Result<()>;
+    /// [`BlockDevice::read_prefixes`].
+    fn prefixes(&self, lba: u64, len: usize, out: &mut [u8]) -> tet_core::Result<()>;
+}
+
+impl<D: BlockDevice> HostDevice for D {
+    fn blocks(&self, lba: u64, buf: &mut [u8]) -> tet_core::Result<()> {
+        self.read_blocks(lba, buf)
+    }
+    fn prefixes(&self, lba: u64, len: usize, out: &mut [u8]) -> tet_core::Result<()> {
+        self.read_prefixes(lba, len, out)
+    }
+}
+
+impl BlockDevice for &dyn HostDevice {
+    fn block_count(&self) -> u64 {
+        (**self).block_count()
+    }
+    fn read_block(&self, lba: u64, buf: &mut tet_core::block::Block) -> tet_core::Result<()> {
+        (**self).read_block(lba, buf)
+    }
+    fn read_block_prefix(
+        &self,
+        lba: u64,
+        buf: &mut tet_core::block::Block,
+        len: usize,
+    ) -> tet_core::Result<()> {
+        (**self).read_block_prefix(lba, buf, len)
+    }
+    fn read_blocks(&self, lba: u64, buf: &mut [u8]) -> tet_core::Result<()> {
+        (**self).blocks(lba, buf)
+    }
+    fn read_prefixes(&self, lba: u64, len: usize, out: &mut [u8]) -> tet_core::Result<()> {
+        (**self).prefixes(lba, len, out)
+    }
+}
 
 /// The device a command that only reads an image mounts: block 0 read as the superblock
 /// copy the search of `docs/cetrafs.md` section 3.1 takes when the primary fails, with a
@@ -473,8 +517,13 @@ impl<D: BlockDevice> Ticking<D> {
     }
 
     fn tick(&self) {
+        self.tick_blocks(1);
+    }
+
+    /// Advances the bar by `n` blocks read.
+    fn tick_blocks(&self, n: u64) {
         if let Some(b) = &self.bar {
-            b.inc(BLOCK_SIZE_U64);
+            b.inc(n.saturating_mul(BLOCK_SIZE_U64));
             if b.length().is_some_and(|l| b.position() > l) {
                 b.set_length(b.position());
             }
@@ -506,6 +555,15 @@ impl<D: BlockDevice> BlockDevice for Ticking<D> {
     ) -> tet_core::Result<()> {
         self.tick();
         self.dev.read_block_prefix(lba, buf, len)
+    }
+    fn read_blocks(&self, lba: u64, buf: &mut [u8]) -> tet_core::Result<()> {
+        self.tick_blocks(tet_core::arith::u64_of(buf.len()) / BLOCK_SIZE_U64);
+        self.dev.read_blocks(lba, buf)
+    }
+    fn read_prefixes(&self, lba: u64, len: usize, out: &mut [u8]) -> tet_core::Result<()> {
+        let n = tet_core::block::prefix_slots(lba, len, out.len())?;
+        self.tick_blocks(tet_core::arith::u64_of(n));
+        self.dev.read_prefixes(lba, len, out)
     }
 }
 

@@ -6,13 +6,12 @@ use alloc::vec::Vec;
 
 use tet_core::arith::u64_of;
 use tet_core::block::{Block, BlockDevice};
-use tet_core::cetrafs::check::{
-    check_inode, check_inode_bitmap, check_parsed_inode, InodeVisitor, Sink,
-};
+use tet_core::cetrafs::check::{check_inode_bitmap, check_parsed_inode, InodeVisitor, Sink};
 use tet_core::cetrafs::{
-    Buffers, Code, DirEntry, Extent, FileType, Finding, Fs, BITS_PER_BITMAP_BLOCK, INODE_MAGIC,
+    Buffers, Code, DirEntry, Extent, FileType, Finding, Fs, Inode, BITS_PER_BITMAP_BLOCK,
+    INODE_MAGIC,
 };
-use tet_core::ErrorKind;
+use tet_core::{ErrorKind, Result};
 
 use super::maps::{live_words, Bits, Ownership};
 use super::{byte_at, err, overlap_block, Entry, Info, EXTENT_SHARED};
@@ -221,6 +220,81 @@ fn report_unmarked(ino: u64, bitmap: u64, sink: &mut dyn Sink<Finding>) {
     );
 }
 
+/// Inode blocks a batch reads.
+const BATCH: u64 = 2048;
+/// Bytes of an inode, at the start of its block.
+const INODE_LEN: usize = 256;
+
+/// The inode table read a batch at a time ([`BlockDevice::read_prefixes`]: one call per
+/// [`BATCH`] inodes, which a file serves with whole runs read on several threads). A
+/// batch that fails to read (a block past a cut image's end, an I/O error) or to be
+/// allocated is not used: its inodes are read one at a time, each with its own error.
+/// (It holds what the blocks held when it was read: the walk writes nothing.)
+struct InodeBatch {
+    first: u64,
+    count: u64,
+    /// `count` slots of [`INODE_LEN`] bytes (kept from batch to batch).
+    bytes: Vec<u8>,
+    /// Whether the batch read.
+    read: bool,
+}
+
+impl InodeBatch {
+    fn new() -> Self {
+        InodeBatch {
+            first: 0,
+            count: 0,
+            bytes: Vec::new(),
+            read: false,
+        }
+    }
+
+    /// Inode `ino`, as [`Fs::inode`] gives it, from the batch that holds it (read when
+    /// `ino` is past the one before); `buf` is used only when the batch did not read.
+    fn inode<D: BlockDevice>(&mut self, fs: &Fs<D>, ino: u64, buf: &mut Block) -> Result<Inode> {
+        if ino < self.first || ino >= self.first.saturating_add(self.count) {
+            self.fill(fs, ino);
+        }
+        let at = usize::try_from(ino.saturating_sub(self.first))
+            .ok()
+            .and_then(|k| k.checked_mul(INODE_LEN));
+        let slot = at
+            .filter(|_| self.read)
+            .and_then(|at| self.bytes.get(at..at.saturating_add(INODE_LEN)));
+        match slot {
+            Some(bytes) => fs.inode_from(ino, bytes),
+            None => fs.inode(ino, buf),
+        }
+    }
+
+    /// Reads the batch from `ino`: up to [`BATCH`] inodes, to the table's end.
+    fn fill<D: BlockDevice>(&mut self, fs: &Fs<D>, ino: u64) {
+        let count = fs.superblock().inode_count().saturating_sub(ino).min(BATCH);
+        self.first = ino;
+        self.count = count.max(1);
+        self.read = false;
+        let len = usize::try_from(count)
+            .ok()
+            .and_then(|n| n.checked_mul(INODE_LEN))
+            .unwrap_or(0);
+        let more = len.saturating_sub(self.bytes.len());
+        if len == 0 || self.bytes.try_reserve(more).is_err() {
+            return;
+        }
+        self.bytes.resize(len, 0);
+        let lba = fs
+            .superblock()
+            .raw()
+            .inode_table_start
+            .get()
+            .saturating_add(ino);
+        self.read = fs
+            .device()
+            .read_prefixes(lba, INODE_LEN, &mut self.bytes)
+            .is_ok();
+    }
+}
+
 /// What the inode walk found.
 pub(super) struct Scanned {
     /// The inodes in use that parsed, in inode order.
@@ -281,12 +355,23 @@ pub(super) fn inodes<D: BlockDevice>(
     // reported, marked and checked from what was read.
     let bitmap_start = fs.superblock().raw().inode_bitmap_start.get();
     let itable = fs.superblock().raw().inode_table_start.get();
+    let mut batch = InodeBatch::new();
     for ino in 1..inode_count {
         let inode = if in_use.get(ino) {
             inodes = inodes.saturating_add(1);
-            check_inode(fs, ino, bufs, sink, &mut scan)
+            // As `check_inode`, the inode taken from the batch.
+            match batch.inode(fs, ino, &mut bufs.data) {
+                Ok(inode) => {
+                    check_parsed_inode(fs, inode, bufs, sink, &mut scan);
+                    Some(inode)
+                }
+                Err(e) => {
+                    sink.report(&Finding::structural(Code::Inode, e).of_inode(ino));
+                    None
+                }
+            }
         } else {
-            let inode = match fs.inode(ino, &mut bufs.data) {
+            let inode = match batch.inode(fs, ino, &mut bufs.data) {
                 Ok(inode) => inode,
                 Err(e) => {
                     // A clear bit over a block that is not free (section 8: a free

@@ -178,6 +178,7 @@ pub(super) fn mark_inodes<D: BlockDeviceMut>(
             _ => per_block.push((lba, 1)),
         }
     }
+    let mut allowed: Vec<Fix> = Vec::new();
     for (lba, n) in per_block {
         let fix = Fix {
             code: Code::InodeUnmarked,
@@ -186,17 +187,30 @@ pub(super) fn mark_inodes<D: BlockDeviceMut>(
             value: Some(n),
             lossless: true,
         };
-        if !patches.allows(&fix) {
+        if patches.allows(&fix) {
+            allowed.push(fix);
+        }
+    }
+    let mut lbas: Vec<u64> = allowed.iter().map(|f| f.offset / BLOCK_SIZE_U64).collect();
+    lbas.sort_unstable();
+    lbas.dedup();
+    // One pass over the findings; each run of them in one bitmap block sets its bits
+    // through one lookup of the block.
+    let mut block: Option<(u64, &mut Block)> = None;
+    for f in found.iter().filter(|f| f.code == Code::InodeUnmarked) {
+        let Some(ino) = f.ino else { continue };
+        let lba = start.saturating_add(ino / BITS_PER_BITMAP_BLOCK);
+        if lbas.binary_search(&lba).is_err() {
             continue;
         }
-        for f in found.iter().filter(|f| f.code == Code::InodeUnmarked) {
-            let Some(ino) = f.ino else { continue };
-            if start.saturating_add(ino / BITS_PER_BITMAP_BLOCK) == lba {
-                set_bit(patches.block(lba)?, ino % BITS_PER_BITMAP_BLOCK, true);
-            }
+        if block.as_ref().map(|(l, _)| *l) != Some(lba) {
+            block = Some((lba, patches.block(lba)?));
         }
-        fixes.push(fix);
+        if let Some((_, b)) = block.as_mut() {
+            set_bit(b, ino % BITS_PER_BITMAP_BLOCK, true);
+        }
     }
+    fixes.extend(allowed);
     Ok(())
 }
 

@@ -27,7 +27,14 @@ pub(super) fn plan<D: BlockDeviceMut>(
     patches: &mut Patches<'_, D>,
     fixes: &mut Vec<Fix>,
 ) -> Result<(), Error> {
-    let has = |c: Code| found.iter().any(|f| f.code == c);
+    // The codes found, once: a zeroed inode bitmap is 210,000 findings of one code.
+    let mut codes: Vec<Code> = Vec::new();
+    for f in found {
+        if !codes.contains(&f.code) {
+            codes.push(f.code);
+        }
+    }
+    let has = |c: Code| codes.contains(&c);
     // A root that does not read first, alone: every other family reads the tree from it.
     if let Some(own) = own {
         if rebuild_root(fs, found, own, patches, fixes)? {
