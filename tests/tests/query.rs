@@ -433,8 +433,18 @@ fn reference(s: &Spec, sl: &[Slice], op: Operation, axes: Option<&[usize]>) -> (
                             // Exact: a zero factor makes 0, whatever the others overflow to.
                             int_val(0)
                         } else {
+                            // Exact: the magnitude in u128 and the sign apart, so no
+                            // order passes through a value that does not fit.
+                            let neg = set.iter().filter(|e| e.2 < 0).count() % 2 == 1;
                             set.iter()
-                                .try_fold(1i128, |a, e| a.checked_mul(e.2))
+                                .try_fold(1u128, |a, e| a.checked_mul(e.2.unsigned_abs()))
+                                .and_then(|m| {
+                                    if neg {
+                                        0i128.checked_sub_unsigned(m)
+                                    } else {
+                                        i128::try_from(m).ok()
+                                    }
+                                })
                                 .and_then(int_val)
                         }
                     }
@@ -806,6 +816,51 @@ fn a_zero_factor_makes_a_product_zero_in_any_order() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn a_product_of_exactly_minus_2_to_the_127_is_exact_in_any_order() {
+    // (-2^63)(-2^63)(2)(-1) = -2^127, which fits in i128; the first three alone make
+    // +2^127, which does not. Every order, chunking and thread count gives the product.
+    let orders: [[i64; 4]; 3] = [
+        [i64::MIN, i64::MIN, 2, -1],
+        [-1, i64::MIN, 2, i64::MIN],
+        [2, i64::MIN, -1, i64::MIN],
+    ];
+    for vals in orders {
+        for chunk in [1u64, 2, 4] {
+            let s = Spec {
+                dtype: DType::I64,
+                shape: vec![4],
+                chunk: vec![chunk],
+                data: vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            };
+            for threads in [1, 2, 4] {
+                for bytes in [write(&s, false), reversed(&s)] {
+                    let p = run_on(&bytes, &[], Operation::Reduce(Reduce::Prod), None, threads)
+                        .unwrap();
+                    assert_eq!(
+                        p.values,
+                        vec![Value::I128(i128::MIN)],
+                        "{vals:?}, chunk {chunk}, -j {threads}"
+                    );
+                }
+            }
+        }
+    }
+    // +2^127 is out of range whatever the order.
+    let s = Spec {
+        dtype: DType::I64,
+        shape: vec![4],
+        chunk: vec![1],
+        data: [i64::MIN, i64::MIN, 2, 1]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+    };
+    for bytes in [write(&s, false), reversed(&s)] {
+        assert!(run_on(&bytes, &[], Operation::Reduce(Reduce::Prod), None, 2).is_err());
     }
 }
 

@@ -200,11 +200,17 @@ pub struct Acc {
     pub nan: u64,
     /// ±infinite elements folded.
     pub inf: u64,
+    /// An integer sum; for a product, minus the product's magnitude (so that 2^127
+    /// fits: a product of exactly -2^127 reaches +2^127 first in some orders), its sign
+    /// in `int_neg`. The magnitude only grows (no factor is 0 here), so it overflows in
+    /// one order exactly when it does in every other.
     int_sum: i128,
     int_overflow: bool,
     /// An integer factor of a product was 0: the exact product is 0 whatever the rest
     /// would have overflowed to, in any order of the elements.
     int_zero: bool,
+    /// An integer product's sign: an odd number of negative factors.
+    int_neg: bool,
     fsum: FSum,
     fprod: f64,
     ext: Option<Extreme>,
@@ -271,6 +277,7 @@ impl Acc {
             inf: 0,
             int_sum: 0,
             int_overflow: false,
+            int_neg: false,
             int_zero: false,
             fsum: FSum {
                 sum: 0.0,
@@ -427,16 +434,8 @@ impl Acc {
             Class::Prod => {
                 if T::FLOAT {
                     self.fprod *= v;
-                } else if x.int() == 0 {
-                    self.int_zero = true;
-                    self.int_sum = 0;
-                } else if self.n == 1 {
-                    self.int_sum = x.int();
                 } else {
-                    match self.int_sum.checked_mul(x.int()) {
-                        Some(p) => self.int_sum = p,
-                        None => self.int_overflow = true,
-                    }
+                    self.int_factor(x.int());
                 }
             }
             Class::Min | Class::Max => {
@@ -581,16 +580,8 @@ impl Acc {
                     self.n = self.n.saturating_add(1);
                     if T::FLOAT {
                         self.fprod *= x.f64();
-                    } else if x.int() == 0 {
-                        self.int_zero = true;
-                        self.int_sum = 0;
-                    } else if self.n == 1 {
-                        self.int_sum = x.int();
                     } else {
-                        match self.int_sum.checked_mul(x.int()) {
-                            Some(p) => self.int_sum = p,
-                            None => self.int_overflow = true,
-                        }
+                        self.int_factor(x.int());
                     }
                 }
             }
@@ -745,11 +736,12 @@ impl Acc {
                     if before == 0 {
                         self.int_sum = other.int_sum;
                     } else {
-                        match self.int_sum.checked_mul(other.int_sum) {
+                        match magnitudes_times(self.int_sum, other.int_sum) {
                             Some(p) => self.int_sum = p,
                             None => self.int_overflow = true,
                         }
                     }
+                    self.int_neg ^= other.int_neg;
                 }
                 self.int_overflow |= other.int_overflow;
                 self.int_zero |= other.int_zero;
@@ -765,6 +757,24 @@ impl Acc {
             }
             Class::Norm => self.fsum.merge(&other.fsum),
             Class::Moments => self.merge_moments(other.mn, other.mean, other.m2),
+        }
+    }
+
+    /// Folds integer factor `x` (the element just counted in `n`) into a product.
+    fn int_factor(&mut self, x: i128) {
+        if x == 0 {
+            self.int_zero = true;
+            return;
+        }
+        self.int_neg ^= x < 0;
+        let m = minus_magnitude(x);
+        if self.n == 1 {
+            self.int_sum = m;
+        } else {
+            match magnitudes_times(self.int_sum, m) {
+                Some(p) => self.int_sum = p,
+                None => self.int_overflow = true,
+            }
         }
     }
 
@@ -821,8 +831,13 @@ impl Acc {
                     int_out(0)
                 } else if self.int_overflow {
                     Err(FoldError::Overflow)
-                } else {
+                } else if self.int_neg {
                     int_out(self.int_sum)
+                } else {
+                    // +2^127 does not fit.
+                    self.int_sum
+                        .checked_neg()
+                        .map_or(Err(FoldError::Overflow), int_out)
                 }
             }
             Reduce::Mean | Reduce::NanMean => {
@@ -1089,6 +1104,26 @@ fn to_f64(v: u64) -> f64 {
     #[allow(clippy::as_conversions)]
     let f = v as f64;
     f
+}
+
+/// `-|x|`, which is defined for every `i128`.
+fn minus_magnitude(x: i128) -> i128 {
+    if x > 0 {
+        x.saturating_neg()
+    } else {
+        x
+    }
+}
+
+/// `-(|a| * |b|)` for `a, b <= 0` (minus two magnitudes), or `None` past 2^127.
+fn magnitudes_times(a: i128, b: i128) -> Option<i128> {
+    match b.checked_neg() {
+        Some(mb) => a.checked_mul(mb),
+        // |b| = 2^127: only a factor of magnitude 0 or 1 keeps the product in range.
+        None if a == 0 => Some(0),
+        None if a == -1 => Some(i128::MIN),
+        None => None,
+    }
 }
 
 fn i128_to_f64(v: i128) -> f64 {
