@@ -399,3 +399,82 @@ fn a_batch_into_a_cut_part_fails_as_a_block_read_there_does() {
     drop(dev);
     std::fs::remove_file(&path).unwrap();
 }
+
+/// A block of the concurrency test: its number and the version written.
+fn versioned(lba: u64, version: u64) -> [u8; BLOCK_SIZE] {
+    let mut b = [0u8; BLOCK_SIZE];
+    b[..8].copy_from_slice(&version.to_le_bytes());
+    b[8..16].copy_from_slice(&lba.to_le_bytes());
+    b
+}
+
+#[test]
+fn batches_read_beside_a_writer_never_return_a_block_older_than_a_finished_write() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let blocks = 10_000u64;
+    let path = std::env::temp_dir().join(format!("tet-host-versions-{}.img", std::process::id()));
+    let bytes: Vec<u8> = (0..blocks).flat_map(|b| versioned(b, 0)).collect();
+    std::fs::write(&path, bytes).unwrap();
+    let dev = FileDevice::open_rw(&path).unwrap();
+    let done: Vec<AtomicU64> = (0..blocks).map(|_| AtomicU64::new(0)).collect();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut v = 1u64;
+            while !stop.load(Ordering::Acquire) {
+                let lba = (v * 7_919) % blocks;
+                dev.write_block(lba, &versioned(lba, v)).unwrap();
+                done[lba as usize].store(v, Ordering::Release);
+                v += 1;
+                if v.is_multiple_of(64) {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+            }
+        });
+        // The writer stops however the reader ends (a failed assertion too).
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Release);
+            }
+        }
+        let _stop = Stop(&stop);
+        for round in 0..40u64 {
+            for k in 0..4u64 {
+                let lba = 1 + k * 2048;
+                let floor: Vec<u64> = (lba..lba + 2048)
+                    .map(|b| done[b as usize].load(Ordering::Acquire))
+                    .collect();
+                let got = prefixes(&dev, lba, 256, 2048).unwrap();
+                for (j, slot) in got.chunks_exact(256).enumerate() {
+                    let version = u64::from_le_bytes(slot[..8].try_into().unwrap());
+                    let at = u64::from_le_bytes(slot[8..16].try_into().unwrap());
+                    assert_eq!(
+                        at,
+                        lba + j as u64,
+                        "round {round}: slot {j} is another block"
+                    );
+                    assert!(
+                        version >= floor[j],
+                        "round {round}: block {at} read version {version} after {} was written",
+                        floor[j]
+                    );
+                }
+            }
+        }
+    });
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn a_device_dropped_while_a_batch_is_read_ahead_stops_at_once() {
+    let path = image("batch-drop", 6_200);
+    for _ in 0..50 {
+        let dev = FileDevice::open(&path).unwrap();
+        prefixes(&dev, 0, 256, 2048).unwrap();
+        // This call starts the batch from 4,096 ahead; the drop cancels and joins it.
+        prefixes(&dev, 2_048, 256, 2048).unwrap();
+        drop(dev);
+    }
+    std::fs::remove_file(&path).unwrap();
+}

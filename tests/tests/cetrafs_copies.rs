@@ -616,3 +616,51 @@ fn a_power_cut_at_every_write_of_a_restore_or_a_rewrite_leaves_a_valid_superbloc
         }
     }
 }
+
+/// A run read through `Substituted` is what its blocks read one at a time: block 0 as
+/// the copy's record when the primary fails, the device's own bytes otherwise.
+#[test]
+fn runs_and_prefixes_through_a_substituted_superblock_read_as_single_blocks() {
+    use tet_core::block::BlockDevice;
+    let clean = image(2);
+    let mut img = clean.clone();
+    img[..BLOCK_SIZE].fill(0);
+    let dev = MemDevice::new(&img);
+    let l = locate(&dev, &mut [0; BLOCK_SIZE], ANY_DEVICE, None).unwrap();
+    assert!(matches!(l.source, Source::Copy(_)));
+    for sub in [Substituted::new(&dev, &l.sb), Substituted::unchanged(&dev)] {
+        let mut singles = Vec::new();
+        for lba in 0..5u64 {
+            let mut b: Block = [0; BLOCK_SIZE];
+            sub.read_block(lba, &mut b).unwrap();
+            singles.extend_from_slice(&b);
+        }
+        for start in [0u64, 1] {
+            let n = 5 - start as usize;
+            let mut run = vec![0xeeu8; n * BLOCK_SIZE];
+            sub.read_blocks(start, &mut run).unwrap();
+            assert_eq!(
+                run,
+                singles[start as usize * BLOCK_SIZE..],
+                "run from {start}"
+            );
+            let mut slots = vec![0xeeu8; n * 256];
+            sub.read_prefixes(start, 256, &mut slots).unwrap();
+            for k in 0..n {
+                let at = (start as usize + k) * BLOCK_SIZE;
+                assert_eq!(slots[k * 256..][..256], singles[at..at + 256], "slot {k}");
+            }
+        }
+        let mut odd = vec![0u8; BLOCK_SIZE + 1];
+        assert_eq!(
+            sub.read_blocks(0, &mut odd).unwrap_err().kind,
+            ErrorKind::Invalid
+        );
+    }
+    // Substituted, block 0 reads the copy's record; unchanged, the zeros it holds.
+    let mut b: Block = [0; BLOCK_SIZE];
+    Substituted::new(&dev, &l.sb).read_block(0, &mut b).unwrap();
+    assert_eq!(&b[..4], b"CTFS");
+    Substituted::unchanged(&dev).read_block(0, &mut b).unwrap();
+    assert!(b.iter().all(|x| *x == 0));
+}

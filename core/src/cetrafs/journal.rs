@@ -255,7 +255,10 @@ impl<D: BlockDevice> BlockDevice for OverlayDevice<'_, '_, D> {
             let to = self.overlay.redirect(at);
             if to != at {
                 self.dev.read_block_prefix(to, &mut b, len)?;
-                slot.copy_from_slice(b.get(..len).unwrap_or_default());
+                let src = b
+                    .get(..len)
+                    .ok_or_else(|| Error::new(ErrorKind::Invalid, "read_prefixes length", 0))?;
+                slot.copy_from_slice(src);
             }
         }
         Ok(())

@@ -23,8 +23,9 @@ use tet_core::{Error, ErrorKind, Result};
 /// continue a window reads its one block, so random reads cost no more than without the
 /// cache, and each continuation doubles the window up to this size.
 const READAHEAD: u64 = 16;
-/// Windows kept: the checker reads the inode table, tree blocks, directory blocks and
-/// bitmaps in interleaved forward streams.
+/// Windows kept: the checker reads tree blocks, directory blocks, bitmaps and the
+/// journals in interleaved forward streams (the inode table in batches,
+/// [`BlockDevice::read_prefixes`]).
 const WINDOWS: usize = 4;
 
 /// One cached run of blocks.
@@ -200,6 +201,16 @@ impl FileDevice {
     /// across it is not used).
     fn invalidate(&self) {
         self.shared.writes.fetch_add(1, Ordering::AcqRel);
+        // A batch read ahead before this can no longer be used: stop reading it.
+        if let Some(b) = self
+            .ahead
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next
+            .take()
+        {
+            b.cancel();
+        }
         let mut w = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
         for win in w.windows.iter_mut() {
             win.blocks = 0;
@@ -339,10 +350,11 @@ impl BlockDevice for FileDevice {
     }
 
     /// An inode is 256 bytes of a 4 KiB block. A read on its own is a short `pread` of
-    /// just those bytes; a read that continues the previous one (the checker walks the
-    /// inode table in order) is served from a read-ahead window like any forward
-    /// stream: one 64 KiB `pread` per sixteen inodes costs a fraction of sixteen short
-    /// ones (measured in docs/benchmarks.md, "cetrafs `repair -y`").
+    /// just those bytes; a read that continues the previous one (inodes read in order
+    /// one at a time, as a reader without [`BlockDevice::read_prefixes`] does) is served
+    /// from a read-ahead window like any forward stream: one 64 KiB `pread` per sixteen
+    /// inodes costs a fraction of sixteen short ones (measured in docs/benchmarks.md,
+    /// "cetrafs `repair -y`").
     fn read_block_prefix(&self, lba: u64, buf: &mut Block, len: usize) -> Result<()> {
         let n = len.clamp(1, BLOCK_SIZE);
         match buf.get_mut(..n) {
@@ -487,9 +499,11 @@ impl Batch {
             let count = self.slots.saturating_sub(first).min(PIECE);
             piece.resize(count.saturating_mul(self.len), 0);
             let lba = self.lba.saturating_add(tet_core::arith::u64_of(first));
-            let ok = dev
-                .prefixes(lba, self.len, &mut piece, &mut scratch)
-                .is_ok();
+            // A piece that panicked counts as failed, so no caller waits for it.
+            let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                dev.prefixes(lba, self.len, &mut piece, &mut scratch)
+            }))
+            .is_ok_and(|r| r.is_ok());
             let mut f = self.filled.lock().unwrap_or_else(PoisonError::into_inner);
             let at = first.saturating_mul(self.len);
             match f.bytes.get_mut(at..at.saturating_add(piece.len())) {

@@ -178,7 +178,7 @@ pub(super) fn mark_inodes<D: BlockDeviceMut>(
             _ => per_block.push((lba, 1)),
         }
     }
-    let mut allowed: Vec<Fix> = Vec::new();
+    let mut allowed: Vec<(u64, Fix)> = Vec::new();
     for (lba, n) in per_block {
         let fix = Fix {
             code: Code::InodeUnmarked,
@@ -188,10 +188,10 @@ pub(super) fn mark_inodes<D: BlockDeviceMut>(
             lossless: true,
         };
         if patches.allows(&fix) {
-            allowed.push(fix);
+            allowed.push((lba, fix));
         }
     }
-    let mut lbas: Vec<u64> = allowed.iter().map(|f| f.offset / BLOCK_SIZE_U64).collect();
+    let mut lbas: Vec<u64> = allowed.iter().map(|(lba, _)| *lba).collect();
     lbas.sort_unstable();
     lbas.dedup();
     // One pass over the findings; each run of them in one bitmap block sets its bits
@@ -210,7 +210,7 @@ pub(super) fn mark_inodes<D: BlockDeviceMut>(
             set_bit(b, ino % BITS_PER_BITMAP_BLOCK, true);
         }
     }
-    fixes.extend(allowed);
+    fixes.extend(allowed.into_iter().map(|(_, f)| f));
     Ok(())
 }
 
