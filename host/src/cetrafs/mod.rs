@@ -3,6 +3,7 @@
 
 pub mod device;
 pub mod extract;
+pub mod hold;
 pub mod info;
 pub mod mkfs;
 pub mod mount;
@@ -464,7 +465,10 @@ fn features_json(f: &Features) -> Value {
 /// what it looks like (8, [`crate::sniff`]).
 pub fn with_device(path: &std::path::Path, f: impl FnOnce(Dev<'_>) -> Exit) -> Exit {
     match crate::sniff(path) {
-        Ok(Some(d)) => f(&reading(path, d)),
+        Ok(Some(d)) => {
+            write::warn_if_held(path);
+            f(&reading(path, d))
+        }
         Ok(None) => {
             crate::say!(
                 "{}: a .tet file, not a cetrafs image; this command reads cetrafs images",

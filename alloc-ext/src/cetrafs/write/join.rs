@@ -7,7 +7,9 @@ use alloc::vec::Vec;
 use tet_core::block::{Block, BlockDeviceMut, BLOCK_SIZE, BLOCK_SIZE_U64};
 use tet_core::cetrafs::raw::RawNodeRow;
 use tet_core::cetrafs::replay::{replay, ReplayOptions};
-use tet_core::cetrafs::{Buffers, Fs, NODE_MAGIC, ROWS_PER_BLOCK, SB_CHECKSUM_AT, SB_CLEAN};
+use tet_core::cetrafs::{
+    Buffers, Fs, NodeState, NODE_MAGIC, ROWS_PER_BLOCK, SB_CHECKSUM_AT, SB_CLEAN,
+};
 use tet_core::checksum::crc32c_skipping;
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
@@ -15,9 +17,9 @@ use super::txn::{changed, first_sector};
 use super::{Errno, JoinOptions, WriteError, Writer};
 use crate::cetrafs::journal::committed_slots;
 
-const ACTIVE: u32 = 1;
-const FENCED: u32 = 2;
-const LEFT: u32 = 3;
+const ACTIVE: u32 = NodeState::Active.raw();
+const FENCED: u32 = NodeState::Fenced.raw();
+const LEFT: u32 = NodeState::Left.raw();
 
 /// What [`recover`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,8 +51,25 @@ fn row_at<D: BlockDeviceMut>(fs: &Fs<D>, row: u32) -> Result<(u64, usize, RawNod
 }
 
 /// Writes registry row `r` (sealed) into its block, flushed.
-fn write_row<D: BlockDeviceMut>(fs: &Fs<D>, row: u32, mut r: RawNodeRow) -> Result<(), WriteError> {
-    let (lba, off, _) = row_at(fs, row)?;
+fn write_row<D: BlockDeviceMut>(fs: &Fs<D>, row: u32, r: RawNodeRow) -> Result<(), WriteError> {
+    let (_, _, now) = row_at(fs, row)?;
+    write_row_over(fs, row, &now, r)
+}
+
+/// Writes registry row `r` (sealed) into its block, flushed, only if the row still
+/// reads `expected`: a compare-and-write of the row, made atomic against the other
+/// writers of this host by the caller's hold on the registry (docs/cetrafs.md section
+/// 15, "Holding an image"); the other rows of the block are written as they read.
+fn write_row_over<D: BlockDeviceMut>(
+    fs: &Fs<D>,
+    row: u32,
+    expected: &RawNodeRow,
+    mut r: RawNodeRow,
+) -> Result<(), WriteError> {
+    let (lba, off, now) = row_at(fs, row)?;
+    if now.as_bytes() != expected.as_bytes() {
+        return Err(changed("registry row", lba));
+    }
     r.checksum.set(crc32c_skipping(r.as_bytes(), 120));
     let mut b: Block = [0; BLOCK_SIZE];
     fs.device().read_block(lba, &mut b)?;
@@ -309,6 +328,7 @@ impl<D: BlockDeviceMut> Writer<D> {
             }
         }
         let was_clean = set_sb_clean(&fs, false)?;
+        // The row as recovery left it: what the compare-and-write expects.
         let (_, _, old) = row_at(&fs, row)?;
         let mut r = RawNodeRow::new_zeroed();
         r.magic = NODE_MAGIC;
@@ -325,7 +345,7 @@ impl<D: BlockDeviceMut> Writer<D> {
         if let Some(d) = r.hostname.get_mut(..opts.hostname.len()) {
             d.copy_from_slice(&opts.hostname);
         }
-        write_row(&fs, row, r)?;
+        write_row_over(&fs, row, &old, r)?;
         let mut w = Writer::bare(fs, opts.node_id, row)?;
         w.next_txn = max_txn.saturating_add(1).max(1);
         w.stale = stale;
