@@ -54,14 +54,6 @@ pub fn replay(
         }
     };
     let mut conflicts: Vec<Finding> = Vec::new();
-    // The crashed writers, before replay changes nothing of the registry.
-    let crashed: Vec<u64> = if held {
-        crashed_writers(&fs)
-    } else if force {
-        vec![node_id]
-    } else {
-        Vec::new()
-    };
     let r = run(
         &fs,
         ReplayOptions {
@@ -94,16 +86,23 @@ pub fn replay(
     // Each crashed writer (docs/cetrafs.md section 15, "Recovery of a crashed
     // writer"): its zone groups released with their counts from the bitmaps, its row
     // LEFT, without a second node.
-    let mut recovered: Vec<(u64, u32, u32)> = Vec::new();
-    for id in crashed {
-        match tet_alloc::cetrafs::write::recover(dev, id) {
-            Ok(r) => recovered.extend(r.row.map(|row| (id, row, r.released))),
-            Err(e) => {
-                crate::say!("{}: recovering node {id:#x}: {e}", path.display());
-                return crate::cetrafs::write::exit_of(&e);
-            }
+    let done = if held {
+        tet_alloc::cetrafs::write::recover_all(dev)
+    } else if force {
+        tet_alloc::cetrafs::write::recover(dev, node_id).map(|r| vec![(node_id, r)])
+    } else {
+        Ok(Vec::new())
+    };
+    let recovered: Vec<(u64, u32, u32)> = match done {
+        Ok(all) => all
+            .into_iter()
+            .filter_map(|(id, r)| r.row.map(|row| (id, row, r.released)))
+            .collect(),
+        Err(e) => {
+            crate::say!("{}: recovering crashed writers: {e}", path.display());
+            return crate::cetrafs::write::exit_of(&e);
         }
-    }
+    };
     match output {
         Output::Json => {
             let mut v = json!({"file": path.display().to_string(), "journals": report.journals,
@@ -158,19 +157,4 @@ pub fn replay(
     } else {
         Exit::Clean
     }
-}
-
-/// The node ids of the rows that are `ACTIVE` or `FENCED`: with the gate held, writers
-/// that crashed.
-fn crashed_writers<D: tet_core::block::BlockDevice>(fs: &tet_core::cetrafs::Fs<D>) -> Vec<u64> {
-    use tet_core::cetrafs::NodeState;
-    let mut bufs = Buffers::new();
-    (0..fs.superblock().node_capacity())
-        .filter_map(|row| match fs.node_row(row, &mut bufs.data) {
-            Ok(Some(n)) if matches!(n.state(), NodeState::Active | NodeState::Fenced) => {
-                Some(n.raw().node_id.get())
-            }
-            _ => None,
-        })
-        .collect()
 }

@@ -275,7 +275,6 @@ fn with_writer(
         Ok(w) => w,
         Err(exit) => return exit,
     };
-    hold_for_tests();
     let r = f(&mut w);
     let left = w.leave();
     if let Err(Fail(msg, exit)) = r {
@@ -306,7 +305,7 @@ fn hold_for_tests() {
 /// command, refused at once; held by one that is leaving, after waiting for it.
 /// `Ok(None)`: not an image whose superblock reads (the command's own open says so).
 pub fn gate(tool: &str, image: &Path) -> Result<Option<Hold>, Exit> {
-    Hold::gate(image).map_err(|e| {
+    let hold = Hold::gate(image).map_err(|e| {
         crate::say!("{tool}: {}: not written: {e}", image.display());
         if matches!(e, Refused::Held(Holder::Node { leaving: true, .. })) {
             crate::say!(
@@ -315,7 +314,11 @@ pub fn gate(tool: &str, image: &Path) -> Result<Option<Hold>, Exit> {
             );
         }
         Exit::Operational
-    })
+    })?;
+    if hold.is_some() {
+        hold_for_tests();
+    }
+    Ok(hold)
 }
 
 /// Warns on stderr when a process holds `image`: what a reading command reads may be

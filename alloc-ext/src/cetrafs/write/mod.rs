@@ -25,7 +25,7 @@ use tet_core::cetrafs::replay::ReplayError;
 use tet_core::cetrafs::Fs;
 use tet_core::Error;
 
-pub use join::{recover, Recovered};
+pub use join::{recover, recover_all, Recovered};
 pub use ops::SetAttr;
 pub use pending::PendingDevice;
 
