@@ -12,9 +12,12 @@
 //!   whole registry. It is granted only when no row is held and nobody else holds the
 //!   gate, so exactly one of two commands started together gets it. A joiner narrows
 //!   the gate to its row once the row is written `ACTIVE`, without letting go of it.
-//! - A holder that is leaving (a mount whose session has ended, writing back) lets go
-//!   of its row's last byte first: a command that meets it waits up to
-//!   [`LEAVE_WAIT`] for it to finish, where it refuses a live holder at once.
+//! - A mount lets go of its row's byte 126 from the start (that byte free says "a
+//!   mount"); a holder that is leaving (a mount whose session has ended, writing back)
+//!   lets go of the row's last byte, 127. A command that meets a leaving holder waits
+//!   up to [`LEAVE_WAIT`] for it to finish; one that meets a live mount waits
+//!   [`MOUNT_GRACE`] for it to start leaving (a plain `umount` has just returned)
+//!   before it refuses; any other live holder is refused at once.
 
 use std::fs::File;
 use std::io;
@@ -31,6 +34,17 @@ use zerocopy::FromBytes;
 /// How long a command waits for a holder that is leaving (a mount writing back after
 /// `umount`) before it refuses.
 pub const LEAVE_WAIT: Duration = Duration::from_secs(30);
+
+/// How long a command that meets a live mount waits for it to start leaving before it
+/// refuses: the mount starts its leave as soon as the kernel ends its session, which a
+/// plain `umount` does as it returns.
+pub const MOUNT_GRACE: Duration = Duration::from_millis(500);
+
+/// The row byte a mount lets go of (free: the holder is a mount).
+const MOUNT_BYTE: u64 = 126;
+
+/// The row byte a leaving holder lets go of.
+const LEAVING_BYTE: u64 = 127;
 
 /// Bytes of one registry row.
 const ROW: u64 = 128;
@@ -80,6 +94,8 @@ pub enum Holder {
         hostname: String,
         /// When it joined (the row's `last_heartbeat`, seconds since 1970; 0 unknown).
         since: u64,
+        /// It is a mount.
+        mount: bool,
         /// It is leaving (writing back after its unmount).
         leaving: bool,
     },
@@ -96,6 +112,7 @@ impl std::fmt::Display for Holder {
                 node_id,
                 hostname,
                 since,
+                mount,
                 leaving,
             } => {
                 write!(f, "node {node_id:#x}")?;
@@ -103,6 +120,9 @@ impl std::fmt::Display for Holder {
                     write!(f, " on {hostname}")?;
                 }
                 write!(f, " (registry row {row})")?;
+                if *mount {
+                    write!(f, ", mounted")?;
+                }
                 if *since > 0 {
                     write!(f, " since {}", crate::time::rfc3339(*since))?;
                 }
@@ -161,7 +181,7 @@ impl Hold {
         let Some(reg) = Registry::of(&file) else {
             return Ok(None);
         };
-        let until = Instant::now() + LEAVE_WAIT;
+        let start = Instant::now();
         loop {
             if set(&file, Lock::Write, reg.start, reg.len()).map_err(Refused::Io)? {
                 return Ok(Some(Hold {
@@ -174,10 +194,16 @@ impl Hold {
                 // Let go between the two asks: take the gate again.
                 None => continue,
                 Some(h @ Holder::Node { leaving: true, .. }) => {
-                    if Instant::now() >= until {
+                    if start.elapsed() >= LEAVE_WAIT {
                         return Err(Refused::Held(h));
                     }
-                    std::thread::sleep(Duration::from_millis(50));
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Some(h @ Holder::Node { mount: true, .. }) => {
+                    if start.elapsed() >= MOUNT_GRACE {
+                        return Err(Refused::Held(h));
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
                 }
                 Some(h) => return Err(Refused::Held(h)),
             }
@@ -185,8 +211,9 @@ impl Hold {
     }
 
     /// Narrows the gate to registry row `row` (the node's, written `ACTIVE`): the row
-    /// stays locked throughout, the rest of the registry is let go.
-    pub fn keep_row(&mut self, row: u32) -> io::Result<()> {
+    /// stays locked throughout, the rest of the registry is let go; a `mount` lets go
+    /// of the row's mount byte too.
+    pub fn keep_row(&mut self, row: u32, mount: bool) -> io::Result<()> {
         let at = self.reg.row_at(row);
         let end = self.reg.start.saturating_add(self.reg.len());
         unlock(
@@ -196,6 +223,9 @@ impl Hold {
         )?;
         let past = at.saturating_add(ROW);
         unlock(&self.file, past, end.saturating_sub(past))?;
+        if mount {
+            unlock(&self.file, at.saturating_add(MOUNT_BYTE), 1)?;
+        }
         self.row = Some(row);
         Ok(())
     }
@@ -204,7 +234,11 @@ impl Hold {
     /// meets the hold waits for the leave instead of refusing.
     pub fn leaving(&self) -> io::Result<()> {
         match self.row {
-            Some(row) => unlock(&self.file, self.reg.row_at(row).saturating_add(ROW - 1), 1),
+            Some(row) => unlock(
+                &self.file,
+                self.reg.row_at(row).saturating_add(LEAVING_BYTE),
+                1,
+            ),
             None => Ok(()),
         }
     }
@@ -253,14 +287,17 @@ fn holder_in(file: &File, reg: Registry) -> io::Result<Option<Holder>> {
     let Some((start, len)) = conflict(file, Lock::Write, reg.start, reg.len())? else {
         return Ok(None);
     };
-    // A row's hold covers its 128 bytes, or 127 while it leaves; the gate, more.
+    // A row's hold lies inside the row (its first byte always held); the gate, more.
     let off = start.saturating_sub(reg.start);
     if start < reg.start || len > ROW || len == 0 || off / ROW != (off + len - 1) / ROW {
         return Ok(Some(Holder::Gate));
     }
     let row = u32::try_from(off / ROW).unwrap_or(u32::MAX);
     let at = reg.row_at(row);
-    let leaving = conflict(file, Lock::Write, at.saturating_add(ROW - 1), 1)?.is_none();
+    let free = |byte: u64| -> io::Result<bool> {
+        Ok(conflict(file, Lock::Write, at.saturating_add(byte), 1)?.is_none())
+    };
+    let (mount, leaving) = (free(MOUNT_BYTE)?, free(LEAVING_BYTE)?);
     let mut bytes = [0u8; 128];
     let raw = file
         .read_exact_at(&mut bytes, at)
@@ -281,6 +318,7 @@ fn holder_in(file: &File, reg: Registry) -> io::Result<Option<Holder>> {
         node_id,
         hostname,
         since,
+        mount,
         leaving,
     }))
 }

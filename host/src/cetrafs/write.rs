@@ -344,6 +344,7 @@ pub(crate) fn join_checked<'d>(
     node_id: u64,
     dev: &'d FileDevice,
 ) -> Result<(Writer<&'d FileDevice>, Option<Hold>), Exit> {
+    let mount = tool == "mount";
     let mut hold = gate(tool, image)?;
     // This node's own crash first (docs/cetrafs.md section 15: its next join recovers
     // it): a command killed mid-transaction leaves counts behind the bitmaps, which the
@@ -391,7 +392,7 @@ pub(crate) fn join_checked<'d>(
         }
     };
     if let Some(h) = hold.as_mut() {
-        if let Err(e) = h.keep_row(w.row()) {
+        if let Err(e) = h.keep_row(w.row(), mount) {
             crate::say!("{tool}: {}: cannot hold its row: {e}", image.display());
             // Leaving writes nothing but the row and counts: the join is undone.
             let _ = w.leave();

@@ -122,15 +122,12 @@ pub fn mount(a: &MountArgs) -> Exit {
             Err(exit) => return exit,
         }
     };
-    let state = Arc::new(Mutex::new(State::new(backend)));
+    let mut st = State::new(backend);
+    // Told it is leaving when the session ends (`CetraFuse`'s drop): a command that
+    // meets the hold then waits for the leave instead of refusing.
+    st.hold = hold;
+    let state = Arc::new(Mutex::new(st));
     let exit = serve(a, Arc::clone(&state));
-    // Leaving: a command that meets the hold now waits for the leave to finish
-    // instead of refusing (plain `umount` returns before it has).
-    if let Some(h) = hold.as_ref() {
-        if let Err(e) = h.leaving() {
-            crate::report::warn(format!("{}: {e}", a.image.display()));
-        }
-    }
     let st = match Arc::try_unwrap(state) {
         Ok(m) => m.into_inner().unwrap_or_else(PoisonError::into_inner),
         Err(_) => {
