@@ -174,7 +174,8 @@ fn exists(cwd: &Path, path: &str) -> bool {
     tet(cwd, &["stat", "img", path]).0 == 0
 }
 
-/// One process of a race: its exit code and standard error.
+/// The two processes of a race: each one's exit code, and its standard output and
+/// error.
 fn race(cwd: &Path, a: &[&str], b: &[&str]) -> [(i32, String); 2] {
     let gate = Arc::new(Barrier::new(2));
     let spawn = |args: Vec<String>| {
@@ -188,7 +189,11 @@ fn race(cwd: &Path, a: &[&str], b: &[&str]) -> [(i32, String); 2] {
             let o = c.output().unwrap();
             (
                 o.status.code().unwrap_or(-1),
-                String::from_utf8_lossy(&o.stderr).into_owned(),
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                ),
             )
         })
     };
@@ -201,7 +206,7 @@ fn race(cwd: &Path, a: &[&str], b: &[&str]) -> [(i32, String); 2] {
 /// The loser's exit and message: refused with 8, naming what holds the image.
 fn assert_refused(who: &str, code: i32, err: &str) {
     assert_eq!(code, 8, "{who}: {err}");
-    assert!(err.contains("in use by"), "{who}: {err}");
+    assert!(err.contains("in use by"), "{who}: exit {code}: [{err}]");
 }
 
 #[test]
@@ -327,6 +332,10 @@ fn a_mount_and_a_writing_command_started_together_one_wins() {
                 }
                 (_, 0) => {
                     assert_refused(&what, rm.0, &rm.1);
+                    if name == "mount" {
+                        let (code, out, err) = tet(&d, &["umount", "mnt"]);
+                        assert_eq!(code, 0, "{what}: umount: {out}{err}");
+                    }
                     assert!(!mounted(&d.join("mnt")), "{what}");
                     if let Some((path, there)) = effect {
                         assert_eq!(exists(&d, path), there, "{what}: {path}");

@@ -194,7 +194,7 @@ impl fmt::Display for WriteError {
                 f,
                 "node {node_id:#x} ({}) is ACTIVE in registry row {row}: the filesystem may be \
                  mounted; unmount it, or if that node crashed, recover it with `tet-host \
-                 replay IMAGE --node-id {node_id:#x} --force`",
+                 replay IMAGE`",
                 alloc::string::String::from_utf8_lossy(hostname)
             ),
             WriteError::NeedsReplay { row, node_id } => write!(

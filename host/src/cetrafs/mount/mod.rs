@@ -169,18 +169,23 @@ fn read_only(image: &Path, dev: &'static FileDevice) -> Result<Backend, Exit> {
     match view::active_row(&fs, &mut bufs.data) {
         Ok(None) => {}
         Ok(Some(r)) => {
-            crate::say!(
-                "mount: {}: node {:#x} ({}) is ACTIVE in registry row {}: it may have the \
-                 image mounted read-write; unmount it there, or if that node crashed, \
-                 recover it with `tet-host replay {} --node-id {:#x} --force` (or mount \
-                 read-write as that node)",
-                image.display(),
-                r.node_id,
-                String::from_utf8_lossy(&r.hostname),
-                r.row,
-                image.display(),
-                r.node_id
-            );
+            match crate::cetrafs::hold::holder(image) {
+                Ok(Some(h)) => crate::say!(
+                    "mount: {}: in use by {h}: a read-only mount would read a filesystem \
+                     changing under it; unmount it there first",
+                    image.display()
+                ),
+                _ => crate::say!(
+                    "mount: {}: node {:#x} ({}) is ACTIVE in registry row {} but no process \
+                     holds it: it crashed. `tet-host replay {}` recovers it (or mount \
+                     read-write as that node)",
+                    image.display(),
+                    r.node_id,
+                    String::from_utf8_lossy(&r.hostname),
+                    r.row,
+                    image.display()
+                ),
+            }
             return Err(Exit::Operational);
         }
         Err(e) => {
@@ -423,6 +428,7 @@ fn start_in_background(a: &MountArgs) -> Exit {
     args.push("--foreground".into());
     args.push("--node-id".into());
     args.push(a.node.node_id.to_string().into());
+    let before = mounted_on(&a.mountpoint);
     let mut child = match std::process::Command::new(exe)
         .args(&args)
         .stdin(std::process::Stdio::null())
@@ -446,10 +452,17 @@ fn start_in_background(a: &MountArgs) -> Exit {
             let _ = done_tx.send(());
         });
     }
+    // The pipe ends when the child is up (it let go of it) or has ended: then the
+    // kernel shows the mount, or the child's exit is its answer.
     let t0 = Instant::now();
+    let mut piped = true;
     while t0.elapsed() < START_WAIT {
-        let up = done_rx.try_recv().is_ok();
+        piped = piped && done_rx.try_recv().is_err();
         if let Ok(Some(status)) = child.try_wait() {
+            // Its last words relayed before this process ends.
+            if piped {
+                let _ = done_rx.recv_timeout(Duration::from_secs(5));
+            }
             return match status.code() {
                 Some(0) => Exit::Clean,
                 Some(4) => Exit::Problems,
@@ -457,19 +470,10 @@ fn start_in_background(a: &MountArgs) -> Exit {
                 _ => Exit::Operational,
             };
         }
-        if up {
-            // Up, or ending: an exit right behind the pipe's end is the child's answer.
-            std::thread::sleep(Duration::from_millis(20));
-            return match child.try_wait() {
-                Ok(Some(s)) if s.code() != Some(0) => match s.code() {
-                    Some(4) => Exit::Problems,
-                    Some(16) => Exit::Usage,
-                    _ => Exit::Operational,
-                },
-                _ => Exit::Clean,
-            };
+        if !piped && mounted_on(&a.mountpoint) > before {
+            return Exit::Clean;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(if piped { 20 } else { 2 }));
     }
     crate::say!(
         "mount: {} did not appear on {} within {} s (the mount process {} goes on)",
@@ -561,20 +565,34 @@ pub fn umount(a: &UmountArgs) -> Exit {
     }
 }
 
-/// The image a cetrafs FUSE mount on `mountpoint` serves (its source in
-/// `/proc/self/mountinfo`, which `mount` sets to the image's absolute path).
-fn mounted_image(mountpoint: &Path) -> Option<PathBuf> {
+/// The sources of the FUSE mounts on `mountpoint`, oldest first, as
+/// `/proc/self/mountinfo` lists them (`fuse.cetrafs` through fusermount3, plain `fuse`
+/// when root mounts directly; `mount` sets the source to the image's absolute path).
+fn fuse_mounts_on(mountpoint: &Path) -> Vec<PathBuf> {
     let want = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines().rev().find_map(|l| {
-        let at = l.split(' ').nth(4).map(unescape)?;
-        let (_, tail) = l.split_once(" - ")?;
-        let mut t = tail.split(' ');
-        let (kind, source) = (t.next()?, t.next()?);
-        // `fuse.cetrafs` through fusermount3; plain `fuse` when root mounts directly.
-        (at == want.as_os_str().to_string_lossy() && matches!(kind, "fuse" | "fuse.cetrafs"))
-            .then(|| PathBuf::from(unescape(source)))
-    })
+    let want = want.as_os_str().to_string_lossy();
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    info.lines()
+        .filter_map(|l| {
+            let at = l.split(' ').nth(4).map(unescape)?;
+            let (_, tail) = l.split_once(" - ")?;
+            let mut t = tail.split(' ');
+            let (kind, source) = (t.next()?, t.next()?);
+            (at == want && kind.starts_with("fuse")).then(|| PathBuf::from(unescape(source)))
+        })
+        .collect()
+}
+
+/// How many FUSE mounts there are on `mountpoint`.
+fn mounted_on(mountpoint: &Path) -> usize {
+    fuse_mounts_on(mountpoint).len()
+}
+
+/// The image the newest FUSE mount on `mountpoint` serves.
+fn mounted_image(mountpoint: &Path) -> Option<PathBuf> {
+    fuse_mounts_on(mountpoint).pop()
 }
 
 /// A mountinfo field with its octal escapes (`\040` for a space) decoded.
