@@ -701,10 +701,11 @@ fn read_only_refuses_an_active_writer_and_rw_refuses_errors() {
     };
     let m = Mounted::start(&img, &mnt, &[]);
     std::fs::write(mnt.join("a"), b"a").unwrap();
+    std::fs::create_dir_all(d.join("mnt2")).unwrap();
     let (code, _, err) = tet(&["mount", "img", "mnt2", "--read-only", "--foreground"], &d);
     assert_eq!(code, 8, "{err}");
     assert!(
-        err.contains("is ACTIVE in registry row 0") && err.contains("--force"),
+        err.contains("in use by node 0x7e7") && err.contains("registry row 0"),
         "{err}"
     );
     let (code, _, err) = tet(
@@ -712,6 +713,7 @@ fn read_only_refuses_an_active_writer_and_rw_refuses_errors() {
         &d,
     );
     assert_eq!(code, 8, "a second writer: {err}");
+    assert!(err.contains("in use by node 0x7e7"), "{err}");
     m.unmount();
     // Damage: an inode's checksum broken; the read-write mount refuses, naming repair.
     let (_, out, _) = tet(&["stat", "img", "/a", "--json"], &d);
