@@ -1138,7 +1138,7 @@ fn a_join_is_refused_while_another_node_is_active_or_a_journal_is_dirty() {
         ),
         "{e:?}"
     );
-    assert!(e.to_string().contains("--node-id 0x55 --force"), "{e}");
+    assert!(e.to_string().contains("`tet-host replay IMAGE`"), "{e}");
     let mut img = image(8 << 20);
     register_node(&mut img, 0, 0x55, 3, b"other").unwrap();
     let target = {
