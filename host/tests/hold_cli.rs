@@ -310,10 +310,20 @@ fn a_mount_and_a_writing_command_started_together_one_wins() {
     std::fs::create_dir_all(d.join("src")).unwrap();
     let per_pair = rounds(5, 200);
     let mount = ["mount", "img", "mnt"];
-    let mut others: Vec<(&str, &[&str], Option<(&str, bool)>)> =
-        WRITING.iter().map(|w| (w.name, w.args, w.effect)).collect();
-    others.push(("mount", &mount, None));
-    for (name, args, effect) in others {
+    let mut others: Vec<Writing> = WRITING
+        .iter()
+        .map(|w| Writing {
+            name: w.name,
+            args: w.args,
+            effect: w.effect,
+        })
+        .collect();
+    others.push(Writing {
+        name: "mount",
+        args: &["mount", "img", "mnt"],
+        effect: None,
+    });
+    for Writing { name, args, effect } in others {
         for round in 0..per_pair {
             std::fs::write(d.join("img"), &base).unwrap();
             let [rm, ro] = race(&d, &mount, args);

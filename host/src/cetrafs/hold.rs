@@ -271,12 +271,12 @@ pub fn row_state(path: &Path, row: u32) -> io::Result<Option<NodeState>> {
 
 /// Waits up to `wait` until nobody holds the image at `path`; `Ok(true)` when free.
 pub fn wait_free(path: &Path, wait: Duration) -> io::Result<bool> {
-    let until = Instant::now() + wait;
+    let start = Instant::now();
     loop {
         if holder(path)?.is_none() {
             return Ok(true);
         }
-        if Instant::now() >= until {
+        if start.elapsed() >= wait {
             return Ok(false);
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -289,7 +289,8 @@ fn holder_in(file: &File, reg: Registry) -> io::Result<Option<Holder>> {
     };
     // A row's hold lies inside the row (its first byte always held); the gate, more.
     let off = start.saturating_sub(reg.start);
-    if start < reg.start || len > ROW || len == 0 || off / ROW != (off + len - 1) / ROW {
+    let last = off.saturating_add(len.saturating_sub(1));
+    if start < reg.start || len > ROW || len == 0 || off / ROW != last / ROW {
         return Ok(Some(Holder::Gate));
     }
     let row = u32::try_from(off / ROW).unwrap_or(u32::MAX);

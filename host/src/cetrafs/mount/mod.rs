@@ -319,7 +319,7 @@ fn commit_timer(state: &Mutex<State>, stop: &AtomicBool, image: &Path) {
             continue;
         }
         let since = *waiting_since.get_or_insert_with(Instant::now);
-        if since.elapsed() + COMMIT_TICK >= COMMIT_AFTER {
+        if since.elapsed().saturating_add(COMMIT_TICK) >= COMMIT_AFTER {
             waiting_since = None;
             if let Err(e) = w.sync() {
                 crate::report::warn(format!("{}: the timed commit: {e}", image.display()));
