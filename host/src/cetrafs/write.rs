@@ -309,7 +309,8 @@ pub fn gate(tool: &str, image: &Path) -> Result<Option<Hold>, Exit> {
         crate::say!("{tool}: {}: not written: {e}", image.display());
         if matches!(e, Refused::Held(Holder::Node { leaving: true, .. })) {
             crate::say!(
-                "{tool}: it was still leaving after {} s: wait for its process to end                  (`tet-host umount` returns when it has)",
+                "{tool}: it was still leaving after {} s: wait for its process to end \
+                 (`tet-host umount` returns when it has)",
                 hold::LEAVE_WAIT.as_secs()
             );
         }
@@ -380,7 +381,8 @@ pub(crate) fn join_checked<'d>(
         Err(WriteError::NodeActive { row, node_id, .. }) if hold.is_some() => {
             // Under the gate no process of this host holds any row: that node crashed.
             crate::say!(
-                "{tool}: {}: cannot join: node {node_id:#x} (registry row {row}) is ACTIVE                  but no process holds it: it crashed. `tet-host replay {}` recovers it",
+                "{tool}: {}: cannot join: node {node_id:#x} (registry row {row}) is ACTIVE \
+                 but no process holds it: it crashed. `tet-host replay {}` recovers it",
                 image.display(),
                 image.display()
             );

@@ -532,7 +532,9 @@ pub fn umount(a: &UmountArgs) -> Exit {
         Ok(true) => {}
         Ok(false) => {
             crate::say!(
-                "umount: {}: unmounted, but the mount process of node {node_id:#x} is still                  writing back {} after {} s; it goes on (wait for it, or run `tet-host                  umount` again)",
+                "umount: {}: unmounted, but the mount process of node {node_id:#x} is still \
+                 writing back {} after {} s; it goes on (wait for it, or run `tet-host \
+                 umount` again)",
                 a.mountpoint.display(),
                 image.display(),
                 a.timeout
@@ -555,7 +557,8 @@ pub fn umount(a: &UmountArgs) -> Exit {
         }
         _ => {
             crate::say!(
-                "umount: {}: the mount process of node {node_id:#x} ended without leaving                  {} (registry row {row} is not LEFT): `tet-host replay {}` recovers it",
+                "umount: {}: the mount process of node {node_id:#x} ended without leaving \
+                 {} (registry row {row} is not LEFT): `tet-host replay {}` recovers it",
                 a.mountpoint.display(),
                 image.display(),
                 image.display()
