@@ -149,6 +149,17 @@ pub enum Refused {
     Io(io::Error),
 }
 
+impl Refused {
+    /// The file system cannot lock at all (no OFD locks: some network and FUSE file
+    /// systems), as opposed to a lock that is held.
+    pub fn unsupported(&self) -> bool {
+        matches!(self, Refused::Io(e) if matches!(
+            e.raw_os_error(),
+            Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS)
+        ))
+    }
+}
+
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -192,7 +203,7 @@ impl Hold {
             }
             match holder_in(&file, reg).map_err(Refused::Io)? {
                 // Let go between the two asks: take the gate again.
-                None => continue,
+                None => std::thread::sleep(Duration::from_millis(1)),
                 Some(h @ Holder::Node { leaving: true, .. }) => {
                     if start.elapsed() >= LEAVE_WAIT {
                         return Err(Refused::Held(h));

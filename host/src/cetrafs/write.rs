@@ -305,7 +305,15 @@ fn hold_for_tests() {
 /// command, refused at once; held by one that is leaving, after waiting for it.
 /// `Ok(None)`: not an image whose superblock reads (the command's own open says so).
 pub fn gate(tool: &str, image: &Path) -> Result<Option<Hold>, Exit> {
-    let hold = Hold::gate(image).map_err(|e| {
+    let hold = Hold::gate(image).or_else(|e| {
+        if e.unsupported() {
+            // As e2fsprogs on an image file: written without a lock, said once.
+            crate::report::warn(format!(
+                "{}: {e}: another writer of this image would not be seen",
+                image.display()
+            ));
+            return Ok(None);
+        }
         crate::say!("{tool}: {}: not written: {e}", image.display());
         if matches!(e, Refused::Held(Holder::Node { leaving: true, .. })) {
             crate::say!(
@@ -314,7 +322,7 @@ pub fn gate(tool: &str, image: &Path) -> Result<Option<Hold>, Exit> {
                 hold::LEAVE_WAIT.as_secs()
             );
         }
-        Exit::Operational
+        Err(Exit::Operational)
     })?;
     if hold.is_some() {
         hold_for_tests();
