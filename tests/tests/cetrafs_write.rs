@@ -1728,3 +1728,134 @@ fn random_edits_of_a_file_of_thousands_of_extents_read_as_modelled() {
         "contents differ"
     );
 }
+
+/// The hot sector of every block group descriptor on `dev`, with its block and count.
+fn descriptor_sectors<D: tet_core::block::BlockDevice>(dev: D) -> Vec<(u64, [u8; 512], u64)> {
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(dev, &mut bufs.data).unwrap();
+    (0..fs.superblock().block_group_count())
+        .map(|bg| {
+            let d = fs.block_group(bg, &mut bufs.data).unwrap();
+            let (lba, free) = (d.lba(), d.raw().free_data_blocks.get());
+            fs.device().read_block(lba, &mut bufs.data).unwrap();
+            (lba, bufs.data[..512].try_into().unwrap(), free)
+        })
+        .collect()
+}
+
+/// The block groups of the zone groups a node owns on `dev`.
+fn owned_groups<D: tet_core::block::BlockDevice>(dev: D) -> Vec<u32> {
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(dev, &mut bufs.data).unwrap();
+    let mut out = Vec::new();
+    for z in 0..fs.superblock().zone_group_count() {
+        let zg = fs.zone_group(z, &mut bufs.data).unwrap();
+        if zg.owner().is_some() {
+            let first = zg.cold().first_bg_id.get();
+            out.extend(first..first + zg.cold().bg_count.get());
+        }
+    }
+    out
+}
+
+/// A previous owner's late update of `sector` (its count one less, resealed), tried by
+/// compare-and-write against the sector it was built on; whether it landed.
+fn late_update(dev: &MemDeviceMut<'_>, lba: u64, sector: &[u8; 512]) -> bool {
+    use tet_core::block::BlockDeviceMut;
+    let mut new = *sector;
+    let free = u64::from_le_bytes(new[64..72].try_into().unwrap());
+    new[64..72].copy_from_slice(&free.saturating_sub(1).to_le_bytes());
+    new[112..120].fill(0);
+    let crc = u64::from(tet_core::checksum::crc32c(&new[..128]));
+    new[112..120].copy_from_slice(&crc.to_le_bytes());
+    dev.compare_and_write(lba, sector, &new).unwrap()
+}
+
+#[test]
+fn a_late_update_built_before_a_change_of_owner_fails_even_when_the_count_did_not_change() {
+    // Section 4: `reconcile_seq` advances on every change of zone group owner (claim,
+    // release, recovery), so a compare-and-write built on the sequence and count read
+    // before it fails although the count is the same.
+    let mut img = image(8 << 20);
+    let before_claim = descriptor_sectors(MemDevice::new(&img));
+    let (before_release, stale_count, owner_before_release) = {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.create(1, b"f", 0o644, 0, 0).unwrap();
+        w.write(f, 0, &[7u8; 100]).unwrap();
+        // Zone group 0 is claimed: each of its block groups whose count the write left
+        // as it was refuses the update built before the claim.
+        let mut unchanged = 0;
+        let now = descriptor_sectors(&dev);
+        let claimed = owned_groups(&dev);
+        assert!(!claimed.is_empty(), "no zone group claimed");
+        for (bg, ((lba, sector, free), (_, _, free_now))) in
+            before_claim.iter().zip(&now).enumerate()
+        {
+            if claimed.contains(&(bg as u32)) && free_now == free {
+                unchanged += 1;
+                assert!(
+                    !late_update(&dev, *lba, sector),
+                    "block {lba}: a late update built before the claim landed"
+                );
+            }
+        }
+        let before_release = descriptor_sectors(&dev);
+        w.leave().unwrap();
+        (before_release, unchanged, claimed)
+    };
+    assert!(stale_count >= 1, "no block group kept its count");
+    // The release: every update built before it fails, the counts being unchanged.
+    let released = owned_groups(MemDevice::new(&img));
+    assert!(
+        released.is_empty(),
+        "a zone group is still owned after the leave"
+    );
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        for &bg in &owner_before_release {
+            let (lba, sector, _) = &before_release[bg as usize];
+            assert!(
+                !late_update(&dev, *lba, sector),
+                "block {lba}: a late update built before the release landed"
+            );
+        }
+    }
+    for ((_, _, a), (_, _, b)) in before_release
+        .iter()
+        .zip(descriptor_sectors(MemDevice::new(&img)).iter())
+    {
+        assert_eq!(a, b, "the release changed a count");
+    }
+    // Recovery of a crashed writer releases its zone groups the same way.
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.resolve(b"/f").unwrap();
+        w.write(f, B as u64, &[8u8; 100]).unwrap();
+        // Dropped without leaving.
+    }
+    let before_recovery = descriptor_sectors(MemDevice::new(&img));
+    let owner_before_recovery = owned_groups(MemDevice::new(&img));
+    assert!(
+        !owner_before_recovery.is_empty(),
+        "the crash left no zone group owned"
+    );
+    recover(MemDeviceMut::new(&mut img), ME).unwrap();
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        for &bg in &owner_before_recovery {
+            let (lba, sector, _) = &before_recovery[bg as usize];
+            assert!(
+                !late_update(&dev, *lba, sector),
+                "block {lba}: a late update built before the recovery landed"
+            );
+        }
+    }
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+}
