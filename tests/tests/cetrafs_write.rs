@@ -1859,3 +1859,211 @@ fn a_late_update_built_before_a_change_of_owner_fails_even_when_the_count_did_no
         all_findings(&img)
     );
 }
+
+/// What one growth transaction journaled, by kind of block.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Journaled {
+    inode: u32,
+    bitmap: u32,
+    /// Tree blocks that held the tree before (edits), and new ones (`F_FRESH`).
+    tree_edited: u32,
+    tree_fresh: u32,
+    other: u32,
+    /// Whether the inode's root (extent header and inline slots) changed.
+    root_changed: bool,
+}
+
+/// The targets of the last transaction in row `row`'s journal on `dev` (its slots stay in
+/// the journal until the next one overwrites them), sorted into kinds for inode `ino`.
+fn last_txn<D: tet_core::block::BlockDevice>(dev: D, row: u32, txn: u64, ino: u64) -> Journaled {
+    use tet_core::cetrafs::raw::RawSlotHeader;
+    use zerocopy::FromBytes;
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(dev, &mut bufs.data).unwrap();
+    let sb = fs.superblock().raw();
+    let inode_lba = sb.inode_table_start.get() + ino;
+    let bitmaps: Vec<std::ops::Range<u64>> = (0..fs.superblock().block_group_count())
+        .map(|bg| {
+            let (start, len) = fs.superblock().bg_span(bg);
+            start + 1..start + 1 + tet_core::cetrafs::bitmap_blocks(len)
+        })
+        .collect();
+    let start = fs.journal_start(row);
+    let mut out = Journaled::default();
+    let mut b = [0u8; B];
+    let mut s = 0u64;
+    loop {
+        fs.device().read_block(start + 1 + 2 * s, &mut b).unwrap();
+        let h = RawSlotHeader::read_from_bytes(&b[..64]).unwrap();
+        assert_eq!(
+            h.txn_id.get(),
+            txn,
+            "slot {s} is not of the last transaction"
+        );
+        let target = h.target_lba.get();
+        let fresh = h.flags.get() & tet_core::cetrafs::F_FRESH != 0;
+        if target == inode_lba {
+            out.inode += 1;
+        } else if bitmaps.iter().any(|r| r.contains(&target)) {
+            out.bitmap += 1;
+        } else if fs.superblock().bg_regions_start() <= target && fresh {
+            out.tree_fresh += 1;
+        } else if fs.superblock().bg_regions_start() <= target {
+            out.tree_edited += 1;
+        } else {
+            out.other += 1;
+        }
+        s += 1;
+        if s == u64::from(h.txn_slots.get()) {
+            break;
+        }
+    }
+    out
+}
+
+#[test]
+fn growing_a_file_edits_one_block_of_its_tree_at_every_depth() {
+    // Section 9: arrays are append-only and unordered, so growing a file edits a single
+    // block of its tree. A file written a block at a time with a hole after each block
+    // (so no two extents merge), one transaction a write, through depths 0, 1 and 2:
+    // each transaction journals the inode, the data bitmap block it allocates in, new
+    // tree blocks (`F_FRESH`), and exactly one array that held the tree before (a leaf,
+    // an interior block, or the inode's root, which is the inode's block).
+    let n = 1300u64; // past 4 × 254 extents: depth 2
+    let mut img = image(16 << 20);
+    // (depth before, depth after, what was journaled) → writes.
+    let mut by_depth: BTreeMap<(u16, u16, Journaled), u64> = BTreeMap::new();
+    let mut bad = Vec::new();
+    let mut model = Vec::new();
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.create(1, b"grow", 0o644, 0, 0).unwrap();
+        let depth = |dev: &MemDeviceMut<'_>| {
+            let mut bufs = Buffers::new();
+            let fs = Fs::open(dev, &mut bufs.data).unwrap();
+            fs.inode(f, &mut bufs.data).unwrap().depth()
+        };
+        let root = |dev: &MemDeviceMut<'_>| {
+            use tet_core::block::BlockDevice;
+            let mut bufs = Buffers::new();
+            let fs = Fs::open(dev, &mut bufs.data).unwrap();
+            let lba = fs.superblock().raw().inode_table_start.get() + f;
+            fs.device().read_block(lba, &mut bufs.data).unwrap();
+            bufs.data[104..180].to_vec()
+        };
+        for k in 0..n {
+            let (d0, r0) = (depth(&dev), root(&dev));
+            let fill = [(k % 251) as u8 | 1; 16];
+            let at = 2 * k as usize * B;
+            w.write(f, at as u64, &fill).unwrap();
+            model.resize(at, 0);
+            model.extend_from_slice(&fill);
+            let txn = w.next_txn_id() - 1;
+            let mut j = last_txn(&dev, w.row(), txn, f);
+            j.root_changed = root(&dev) != r0;
+            let d1 = depth(&dev);
+            let arrays = j.tree_edited + u32::from(j.root_changed);
+            if j.inode != 1 || j.other != 0 || arrays != 1 || j.bitmap > 2 || j.tree_fresh > 2 {
+                bad.push(format!("write {k} (depth {d0} to {d1}): {j:?}"));
+            }
+            *by_depth.entry((d0, d1, j)).or_insert(0) += 1;
+        }
+        w.leave().unwrap();
+    }
+    for ((d0, d1, j), count) in &by_depth {
+        println!("depth {d0} -> {d1}: {count} writes journaled {j:?}");
+    }
+    assert!(
+        bad.is_empty(),
+        "{} growths edit more than one array: {:?}",
+        bad.len(),
+        &bad[..bad.len().min(10)]
+    );
+    assert!(by_depth.keys().any(|k| k.1 == 2), "never reached depth 2");
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert!(
+        read_file(&img, b"/grow").unwrap() == model,
+        "contents differ"
+    );
+}
+
+#[test]
+fn growth_leaves_every_other_array_as_it_is_in_whatever_order() {
+    // Section 9: readers accept any order, and growth edits only the array it appends
+    // to. A file of 600 extents (3 leaves under the root) whose first leaf holds its
+    // extents in reverse, as another implementation may write them: the checker and
+    // the reader accept it, and an append edits the last leaf alone, leaving the first
+    // leaf's bytes as they were.
+    use tet_core::block::BlockDevice;
+    let (mut img, f, mut model) = many_extents(600, 16 << 20);
+    let inode_at = {
+        let mut bufs = Buffers::new();
+        let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+        assert_eq!(fs.inode(f, &mut bufs.data).unwrap().depth(), 1);
+        (fs.superblock().raw().inode_table_start.get() + f) as usize * B
+    };
+    let slots = img[inode_at + 116..inode_at + 180].to_vec();
+    let first = (0..4)
+        .filter(|i| img[inode_at + 106] as usize > *i)
+        .map(|i| &slots[16 * i..16 * i + 12])
+        .find(|ix| u32::from_le_bytes(ix[..4].try_into().unwrap()) == 0)
+        .map(|ix| u64::from_le_bytes(ix[4..12].try_into().unwrap()))
+        .unwrap();
+    let leaf = first as usize * B;
+    let n = u16::from_le_bytes(img[leaf + 2..leaf + 4].try_into().unwrap()) as usize;
+    assert!(n > 100, "first leaf holds {n}");
+    let entries: Vec<Vec<u8>> = (0..n)
+        .map(|i| img[leaf + 12 + 16 * i..leaf + 28 + 16 * i].to_vec())
+        .collect();
+    for (i, e) in entries.iter().rev().enumerate() {
+        img[leaf + 12 + 16 * i..leaf + 28 + 16 * i].copy_from_slice(e);
+    }
+    let crc = tet_core::checksum::crc32c_skipping(&img[leaf..leaf + B], 4088);
+    img[leaf + 4088..leaf + 4096].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert!(
+        read_file(&img, b"/frag").unwrap() == model,
+        "contents differ"
+    );
+    let reversed = img[leaf..leaf + B].to_vec();
+    let j = {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let at = 2 * 600 * B;
+        w.write(f, at as u64, b"appended").unwrap();
+        model.resize(at, 0);
+        model.extend_from_slice(b"appended");
+        let j = last_txn(&dev, w.row(), w.next_txn_id() - 1, f);
+        let mut b = [0u8; B];
+        dev.read_block(first, &mut b).unwrap();
+        assert!(b[..] == reversed[..], "the first leaf was rewritten");
+        w.leave().unwrap();
+        j
+    };
+    assert_eq!(
+        (j.inode, j.tree_edited, j.tree_fresh, j.other),
+        (1, 1, 0, 0),
+        "{j:?}"
+    );
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert!(
+        read_file(&img, b"/frag").unwrap() == model,
+        "contents differ"
+    );
+}

@@ -34,12 +34,14 @@ impl Ext {
     }
 }
 
-/// A file's mapping: its extents sorted by logical block, its tree blocks, and of those
-/// the leaves, each with the lowest logical block it maps (in tree order).
+/// A file's mapping: its extents sorted by logical block (changed by the caller), its
+/// tree blocks, and of those the leaves, each with the lowest logical block it maps (in
+/// tree order); `orig`, the extents as read, tells growth from other edits.
 pub(super) struct Map {
     pub exts: Vec<Ext>,
     pub tree: Vec<u64>,
     pub leaves: Vec<(u64, u64)>,
+    pub orig: Vec<Ext>,
 }
 
 impl Map {
@@ -49,12 +51,13 @@ impl Map {
             exts,
             tree: Vec::new(),
             leaves: Vec::new(),
+            orig: Vec::new(),
         }
     }
 }
 
 const CRC_AT: usize = TAIL_AT + 8;
-const MAX_LEN: u64 = (1 << 31) - 1;
+pub(super) const MAX_LEN: u64 = (1 << 31) - 1;
 
 fn bad(what: &'static str, lba: u64, at: usize) -> WriteError {
     WriteError::Device(Error::new(
@@ -65,7 +68,7 @@ fn bad(what: &'static str, lba: u64, at: usize) -> WriteError {
     ))
 }
 
-fn ext_of(bytes: &[u8]) -> Option<Ext> {
+pub(super) fn ext_of(bytes: &[u8]) -> Option<Ext> {
     let e = RawExtent::read_from_bytes(bytes.get(..16)?).ok()?;
     let len = e.len.get();
     Some(Ext {
@@ -76,7 +79,7 @@ fn ext_of(bytes: &[u8]) -> Option<Ext> {
     })
 }
 
-fn raw_ext(e: &Ext) -> RawExtent {
+pub(super) fn raw_ext(e: &Ext) -> RawExtent {
     let mut r = RawExtent::read_from_bytes(&[0u8; 16][..]).unwrap_or_else(|_| zero_ext());
     r.logical.set(u32::try_from(e.logical).unwrap_or(u32::MAX));
     let len = u32::try_from(e.len).unwrap_or(0);
@@ -89,7 +92,7 @@ fn zero_ext() -> RawExtent {
     zerocopy::FromZeros::new_zeroed()
 }
 
-fn header(entries: usize, max: u16, depth: u16) -> RawExtentHeader {
+pub(super) fn header(entries: usize, max: u16, depth: u16) -> RawExtentHeader {
     let mut h: RawExtentHeader = zerocopy::FromZeros::new_zeroed();
     h.magic.set(EXTENT_MAGIC);
     h.entries.set(u16::try_from(entries).unwrap_or(0));
@@ -98,14 +101,14 @@ fn header(entries: usize, max: u16, depth: u16) -> RawExtentHeader {
     h
 }
 
-fn put_at(b: &mut [u8], at: usize, bytes: &[u8]) {
+pub(super) fn put_at(b: &mut [u8], at: usize, bytes: &[u8]) {
     if let Some(d) = b.get_mut(at..at.saturating_add(bytes.len())) {
         d.copy_from_slice(bytes);
     }
 }
 
 /// A tree block holding `h` then `entries`, with its tail sealed.
-fn tree_block(h: &RawExtentHeader, entries: &[&[u8]]) -> Block {
+pub(super) fn tree_block(h: &RawExtentHeader, entries: &[&[u8]]) -> Block {
     let mut b: Block = [0; BLOCK_SIZE];
     put_at(&mut b, 0, h.as_bytes());
     let mut at = 12usize;
@@ -138,6 +141,7 @@ impl<D: BlockDeviceMut> Writer<D> {
             }
         }
         m.exts.sort_unstable_by_key(|e| e.logical);
+        m.orig.clone_from(&m.exts);
         Ok(m)
     }
 
@@ -199,9 +203,11 @@ impl<D: BlockDeviceMut> Writer<D> {
         Ok(())
     }
 
-    /// Writes `m` back into `inode` (and tree blocks), merging adjacent extents; tree
-    /// blocks no longer needed are freed, new ones allocated near `hint`. `max_depth`:
-    /// 1 for directories, 2 for files.
+    /// Writes `m` back into `inode` (and tree blocks). Growth (extents added after every
+    /// block the file maps) edits one array of the tree ([`Writer::grow`]); any other
+    /// edit, or growth of a tree with no room on its right edge, lays the extents out
+    /// again, merging adjacent ones: tree blocks no longer needed are freed, new ones
+    /// allocated near the file's end. `max_depth`: 1 for directories, 2 for files.
     pub(super) fn store_map(
         &mut self,
         t: &mut Txn,
@@ -209,6 +215,11 @@ impl<D: BlockDeviceMut> Writer<D> {
         mut m: Map,
         max_depth: u16,
     ) -> Result<(), WriteError> {
+        if let Some(added) = super::grow::growth(&m.orig, &m.exts) {
+            if self.grow(t, inode, &m, added, max_depth)? {
+                return Ok(());
+            }
+        }
         m.exts.sort_unstable_by_key(|e| e.logical);
         let mut exts: Vec<Ext> = Vec::with_capacity(m.exts.len());
         for e in m.exts {
