@@ -1579,13 +1579,24 @@ fn a_mid_file_edit_of_a_file_of_4000_extents_rewrites_the_leaves_it_touches() {
         let dev = MemDeviceMut::new(&mut img);
         let mut w = Writer::join(&dev, &opts()).unwrap();
         let before = w.next_txn_id();
+        let mut most = (0, 0);
         for (i, h) in holes.iter().enumerate() {
             let at = *h as usize * B + 100;
             let body = [0xA0 | (i % 16) as u8; 300];
             w.write(f, at as u64, &body)
                 .unwrap_or_else(|e| panic!("write {i} into hole block {h}: {e:?}"));
             model[at..at + 300].copy_from_slice(&body);
+            // Section 15: a hole filled (an edit that is not growth) edits the leaf that
+            // holds it and the interior block above it, and writes at most a new leaf
+            // and a new interior block when they split.
+            let j = last_txn(&dev, w.row(), w.next_txn_id() - 1, f);
+            assert!(
+                j.tree_edited <= 2 && j.tree_fresh <= 2 && j.inode == 1 && j.other == 0,
+                "write {i} into hole block {h}: {j:?}"
+            );
+            most = most.max((j.tree_edited, j.tree_fresh));
         }
+        println!("most tree blocks edited and new by one hole filled: {most:?}");
         // An edit of a mapped block in the middle, and a truncate through a leaf.
         w.write(f, 4001 * B as u64 - 7, b"across two blocks")
             .unwrap();

@@ -35,12 +35,14 @@ impl Ext {
 }
 
 /// A file's mapping: its extents sorted by logical block (changed by the caller), its
-/// tree blocks, and of those the leaves, each with the lowest logical block it maps (in
-/// tree order); `orig`, the extents as read, tells growth from other edits.
+/// tree blocks, and of those the leaves and the interior blocks, each with the lowest
+/// logical block it maps (in tree order); `orig`, the extents as read, tells growth from
+/// other edits.
 pub(super) struct Map {
     pub exts: Vec<Ext>,
     pub tree: Vec<u64>,
     pub leaves: Vec<(u64, u64)>,
+    pub interiors: Vec<(u64, u64)>,
     pub orig: Vec<Ext>,
 }
 
@@ -51,6 +53,7 @@ impl Map {
             exts,
             tree: Vec::new(),
             leaves: Vec::new(),
+            interiors: Vec::new(),
             orig: Vec::new(),
         }
     }
@@ -177,6 +180,19 @@ impl<D: BlockDeviceMut> Writer<D> {
         let max = if depth == 0 { LEAF_MAX } else { INDEX_MAX };
         let n = usize::from(h.entries.get().min(max));
         let first = m.exts.len();
+        if depth == 1 {
+            let lo = (0..n)
+                .filter_map(|i| {
+                    let at = 12usize.saturating_add(i.saturating_mul(12));
+                    b.get(at..at.saturating_add(4))
+                        .and_then(|s| <[u8; 4]>::try_from(s).ok())
+                        .map(u32::from_le_bytes)
+                })
+                .min();
+            if let Some(lo) = lo {
+                m.interiors.push((u64::from(lo), lba));
+            }
+        }
         for i in 0..n {
             if depth == 0 {
                 let at = 12usize.saturating_add(i.saturating_mul(16));
@@ -283,10 +299,27 @@ impl<D: BlockDeviceMut> Writer<D> {
                 })?
             }
         };
-        // Tree blocks: the leaves that stay keep theirs; other leaves take the file's
-        // other old leaf blocks, interior blocks its old interior blocks, then either
-        // the other kind, then new blocks near `hint`; old blocks left over are freed.
-        let kept = |b: &u64| leaves.iter().any(|l| l.1 == Some(*b));
+        // Interior blocks (depth 2) keep their leaves: a leaf goes to the interior block
+        // whose range holds its first extent, as an extent goes to its leaf; spread
+        // evenly instead when that needs more than the root holds.
+        let groups = if depth == 2 {
+            let firsts: Vec<u64> = leaves
+                .iter()
+                .map(|(r, _)| exts.get(r.start).map_or(0, |e| e.logical))
+                .collect();
+            in_place_by(&m.interiors, &firsts, usize::from(INDEX_MAX))
+                .filter(|g| g.len() <= inline)
+                .unwrap_or_else(|| spread(leaves.len(), interiors))
+        } else {
+            Vec::new()
+        };
+        // Tree blocks: the leaves and interior blocks that stay keep theirs; other
+        // leaves take the file's other old leaf blocks, interior blocks its old interior
+        // blocks, then either the other kind, then new blocks near `hint`; old blocks
+        // left over are freed.
+        let kept = |b: &u64| {
+            leaves.iter().any(|l| l.1 == Some(*b)) || groups.iter().any(|g| g.1 == Some(*b))
+        };
         let was_leaf = |b: &u64| m.leaves.iter().any(|l| l.1 == *b);
         let mut spare_leaves: Vec<u64> = m
             .tree
@@ -294,8 +327,12 @@ impl<D: BlockDeviceMut> Writer<D> {
             .copied()
             .filter(|b| was_leaf(b) && !kept(b))
             .collect();
-        let mut spare_interiors: Vec<u64> =
-            m.tree.iter().copied().filter(|b| !was_leaf(b)).collect();
+        let mut spare_interiors: Vec<u64> = m
+            .tree
+            .iter()
+            .copied()
+            .filter(|b| !was_leaf(b) && !kept(b))
+            .collect();
         spare_leaves.reverse();
         spare_interiors.reverse();
         let hint = exts.last().map(|e| e.physical.saturating_add(e.len));
@@ -330,20 +367,12 @@ impl<D: BlockDeviceMut> Writer<D> {
         if depth == 1 {
             root = leaf_ix;
         } else if depth == 2 {
-            // The leaves spread evenly over the interior blocks.
-            for k in 0..interiors {
-                let lo = leaf_ix
-                    .len()
-                    .saturating_mul(k)
-                    .checked_div(interiors)
-                    .unwrap_or(0);
-                let hi = leaf_ix
-                    .len()
-                    .saturating_mul(k.saturating_add(1))
-                    .checked_div(interiors)
-                    .unwrap_or(0);
-                let chunk = leaf_ix.get(lo..hi).unwrap_or(&[]);
-                let lba = take(self, t, true)?;
+            for (range, old) in &groups {
+                let chunk = leaf_ix.get(range.clone()).unwrap_or(&[]);
+                let lba = match old {
+                    Some(b) => *b,
+                    None => take(self, t, true)?,
+                };
                 let ixs: Vec<RawExtentIndex> = chunk
                     .iter()
                     .map(|(l, c)| {
@@ -386,6 +415,14 @@ impl<D: BlockDeviceMut> Writer<D> {
         }
         Ok(())
     }
+}
+
+/// `n` leaves spread evenly over `parts` new interior blocks.
+fn spread(n: usize, parts: usize) -> Vec<(Range<usize>, Option<u64>)> {
+    let at = |k: usize| n.saturating_mul(k).checked_div(parts).unwrap_or(0);
+    (0..parts)
+        .map(|k| (at(k)..at(k.saturating_add(1)), None))
+        .collect()
 }
 
 /// `n` extents packed into full leaves, all in new blocks.
@@ -435,7 +472,17 @@ fn merge_to(leaves: &mut Vec<(Range<usize>, Option<u64>)>, cap: usize) {
 /// for another leaf, or freed). `None` when there are no old leaves or two of them
 /// begin at the same block.
 fn in_place(old: &[(u64, u64)], exts: &[Ext]) -> Option<Vec<(Range<usize>, Option<u64>)>> {
-    let leaf = usize::from(LEAF_MAX);
+    let keys: Vec<u64> = exts.iter().map(|e| e.logical).collect();
+    in_place_by(old, &keys, usize::from(LEAF_MAX))
+}
+
+/// [`in_place`] for any entries: `keys` (sorted) laid out in the old blocks `old`, each
+/// holding at most `leaf` entries.
+fn in_place_by(
+    old: &[(u64, u64)],
+    keys: &[u64],
+    leaf: usize,
+) -> Option<Vec<(Range<usize>, Option<u64>)>> {
     let mut old = old.to_vec();
     old.sort_unstable_by_key(|l| l.0);
     let count = old.len();
@@ -443,16 +490,16 @@ fn in_place(old: &[(u64, u64)], exts: &[Ext]) -> Option<Vec<(Range<usize>, Optio
     if old.is_empty() || old.len() != count {
         return None;
     }
-    let n = exts.len();
+    let n = keys.len();
     let mut out = Vec::with_capacity(old.len());
     let mut start = 0usize;
     for (i, (_, lba)) in old.iter().enumerate() {
         let last = i.saturating_add(1) == old.len();
         let end = match old.get(i.saturating_add(1)) {
             Some((next, _)) => start.saturating_add(
-                exts.get(start..)
+                keys.get(start..)
                     .unwrap_or(&[])
-                    .partition_point(|e| e.logical < *next),
+                    .partition_point(|k| k < next),
             ),
             None => n,
         };
