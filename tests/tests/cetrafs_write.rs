@@ -2010,7 +2010,8 @@ fn growth_leaves_every_other_array_as_it_is_in_whatever_order() {
     // to. A file of 600 extents (3 leaves under the root) whose first leaf holds its
     // extents in reverse, as another implementation may write them: the checker and
     // the reader accept it, and an append edits the last leaf alone, leaving the first
-    // leaf's bytes as they were.
+    // leaf's bytes as they were (and so does an edit of the last leaf that is not
+    // growth).
     use tet_core::block::BlockDevice;
     let (mut img, f, mut model) = many_extents(600, 16 << 20);
     let inode_at = {
@@ -2059,6 +2060,16 @@ fn growth_leaves_every_other_array_as_it_is_in_whatever_order() {
         let mut b = [0u8; B];
         dev.read_block(first, &mut b).unwrap();
         assert!(b[..] == reversed[..], "the first leaf was rewritten");
+        // An edit that is not growth (a hole filled in the last leaf) rewrites only the
+        // arrays whose entries change: the first leaf's entries, in their order, stay.
+        let at = (2 * 590 + 1) * B;
+        w.write(f, at as u64, b"hole").unwrap();
+        model[at..at + 4].copy_from_slice(b"hole");
+        dev.read_block(first, &mut b).unwrap();
+        assert!(
+            b[..] == reversed[..],
+            "the first leaf was rewritten by an edit elsewhere"
+        );
         w.leave().unwrap();
         j
     };

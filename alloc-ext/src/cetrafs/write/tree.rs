@@ -1,8 +1,11 @@
 //! A file's extents read whole into memory and written back into its tree (section 9:
-//! inline, then leaves, then interior blocks). Each extent stays in the leaf whose range
-//! holds it; a leaf that overflows splits in place, one that empties is freed, so an
-//! edit anywhere in a file rewrites the leaves it touches and the interior blocks above
-//! them, not every later leaf.
+//! inline, then leaves, then interior blocks). Growth appends to one array
+//! ([`super::grow`]). Any other edit lays the extents out again: each extent stays in the
+//! leaf whose range holds it and each leaf in its interior block; one that overflows
+//! splits in place, one that empties is freed, and an array whose entries stay the same
+//! keeps its bytes, so an edit anywhere in a file rewrites the leaves it touches and the
+//! interior blocks above them, not every later leaf (section 15, "Extent trees as
+//! written").
 
 use alloc::vec::Vec;
 use core::ops::Range;
@@ -408,13 +411,41 @@ impl<D: BlockDeviceMut> Writer<D> {
         Ok(())
     }
 
-    /// A tree block's new contents, journaled only when they change.
+    /// A tree block's new contents, journaled only when its entries change: the same
+    /// entries in another order (an array written unordered, section 9) keep the block.
     fn put_tree(&self, t: &mut Txn, lba: u64, b: Block) -> Result<(), WriteError> {
-        if t.fresh.contains(&lba) || self.read(t, lba)? != b {
+        if t.fresh.contains(&lba) || !same_entries(&self.read(t, lba)?, &b) {
             Self::put(t, lba, b);
         }
         Ok(())
     }
+}
+
+/// Whether tree blocks `a` and `b` hold the same header and the same entries, in any
+/// order.
+fn same_entries(a: &Block, b: &Block) -> bool {
+    if a == b {
+        return true;
+    }
+    let (Some(ha), Some(hb)) = (a.get(..12), b.get(..12)) else {
+        return false;
+    };
+    if ha != hb {
+        return false;
+    }
+    let Ok(h) = RawExtentHeader::read_from_bytes(ha) else {
+        return false;
+    };
+    let stride = if h.depth.get() == 0 { 16 } else { 12 };
+    let end = usize::from(h.entries.get())
+        .saturating_mul(stride)
+        .saturating_add(12);
+    let entries = |x: &'_ Block| -> Option<Vec<Vec<u8>>> {
+        let mut v: Vec<Vec<u8>> = x.get(12..end)?.chunks(stride).map(<[u8]>::to_vec).collect();
+        v.sort_unstable();
+        Some(v)
+    };
+    entries(a).is_some() && entries(a) == entries(b)
 }
 
 /// `n` leaves spread evenly over `parts` new interior blocks.
