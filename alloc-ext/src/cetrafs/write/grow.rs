@@ -397,3 +397,159 @@ impl<D: BlockDeviceMut> Writer<D> {
         Ok(lba)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::restriction, reason = "tests fail by panicking")]
+mod tests {
+    use alloc::vec;
+
+    use tet_core::block::{MemDevice, MemDeviceMut, BLOCK_SIZE};
+    use tet_core::cetrafs::check::Severity;
+    use tet_core::cetrafs::{Buffers, Fs};
+
+    use super::*;
+    use crate::cetrafs::fsck;
+    use crate::cetrafs::mkfs::{ImageBuilder, Params};
+    use crate::cetrafs::write::JoinOptions;
+
+    const B: usize = BLOCK_SIZE;
+
+    fn errors(img: &[u8]) -> Vec<alloc::string::String> {
+        let (f, _) = fsck::findings(MemDevice::new(img), &fsck::Options::default());
+        f.iter()
+            .filter(|f| f.severity() == Severity::Error)
+            .map(|f| alloc::format!("{:?} {}", f.code, f.error))
+            .collect()
+    }
+
+    /// An image holding `/f`, whose tree is built by hand at depth 2: `interiors`
+    /// interior blocks, each full (339 leaves), every leaf holding one extent except the
+    /// very last, which is full (254); extent `k` maps logical block `2k`, whose first
+    /// byte is `k % 251 + 1`. The image, the inode, and the number of extents.
+    fn full_edge(interiors: usize) -> (Vec<u8>, u64, usize) {
+        let leaves = interiors * 339;
+        let n = leaves - 1 + 254;
+        let mut img = ImageBuilder::new(Params {
+            size_bytes: 48 << 20,
+            bg_size_blocks: 4096,
+            inodes: 64,
+            nodes: 1,
+            journal_blocks: 2 * (n + 400) as u64 + 1,
+            ..Params::default()
+        })
+        .build()
+        .unwrap();
+        let f = {
+            let dev = MemDeviceMut::new(&mut img);
+            let opts = JoinOptions {
+                node_id: 1,
+                hostname: b"t".to_vec(),
+                now_secs: 0,
+            };
+            let mut w = Writer::join(&dev, &opts).unwrap();
+            let f = w.create(1, b"f", 0o644, 0, 0).unwrap();
+            w.run(|w, t| {
+                let mut r = w.inode(t, f)?;
+                let mut exts = Vec::new();
+                for k in 0..n {
+                    let (p, _) = w.alloc_run(t, None, 1)?;
+                    let mut b: Block = [0; B];
+                    b[0] = (k % 251) as u8 + 1;
+                    Writer::<&MemDeviceMut<'_>>::put_data(t, p, b);
+                    exts.push(Ext {
+                        logical: 2 * k as u64,
+                        len: 1,
+                        physical: p,
+                        uninit: false,
+                    });
+                }
+                let mut ix = Vec::new();
+                for e in &exts[..leaves - 1] {
+                    ix.extend(w.new_leaves(t, core::slice::from_ref(e))?);
+                }
+                ix.extend(w.new_leaves(t, &exts[leaves - 1..])?);
+                w.new_interiors(t, &mut r, &[], &ix)?;
+                r.blocks.set(n as u64);
+                r.size.set((2 * n as u64 - 1) * B as u64);
+                w.put_inode(t, f, r);
+                Ok(())
+            })
+            .unwrap();
+            w.leave().unwrap();
+            f
+        };
+        assert_eq!(errors(&img), Vec::<alloc::string::String>::new());
+        (img, f, n)
+    }
+
+    /// The file's first bytes of each even block, its depth and root entries.
+    fn read_back(img: &[u8], f: u64) -> (Vec<u8>, u16, u16) {
+        let mut bufs = Buffers::new();
+        let fs = Fs::open(MemDevice::new(img), &mut bufs.data).unwrap();
+        let ino = fs.inode(f, &mut bufs.data).unwrap();
+        let mut out = vec![0u8; ino.size() as usize];
+        fs.read(&ino, 0, &mut out, &mut bufs).unwrap();
+        let firsts = out.iter().step_by(2 * B).copied().collect();
+        (firsts, ino.depth(), ino.raw().extent_header.entries.get())
+    }
+
+    #[test]
+    fn growth_past_a_full_interior_block_adds_one_to_the_root() {
+        // Step 3 at depth 2: the last leaf and its interior block full, the root not:
+        // a new leaf under a new interior block, and the root gains its entry; no
+        // block of the tree as it was is edited (the inode is the one array).
+        let (mut img, f, n) = full_edge(1);
+        let before = img.clone();
+        let tree = {
+            let dev = MemDeviceMut::new(&mut img);
+            let opts = JoinOptions {
+                node_id: 1,
+                hostname: b"t".to_vec(),
+                now_secs: 0,
+            };
+            let mut w = Writer::join(&dev, &opts).unwrap();
+            let t = Txn::default();
+            let tree = w.map_of(&t, &w.inode(&t, f).unwrap()).unwrap().tree;
+            assert_eq!(tree.len(), 340);
+            w.write(f, 2 * n as u64 * B as u64, &[0xEE]).unwrap();
+            w.write(f, (2 * n as u64 + 2) * B as u64, &[0xEF]).unwrap();
+            w.leave().unwrap();
+            tree
+        };
+        assert_eq!(errors(&img), Vec::<alloc::string::String>::new());
+        let (firsts, depth, roots) = read_back(&img, f);
+        assert_eq!((depth, roots), (2, 2));
+        let mut want: Vec<u8> = (0..n).map(|k| (k % 251) as u8 + 1).collect();
+        want.extend([0xEE, 0xEF]);
+        assert_eq!(firsts, want);
+        // Every block of the tree as it was keeps its bytes.
+        for lba in tree {
+            let at = lba as usize * B;
+            assert!(before[at..at + B] == img[at..at + B], "block {lba} changed");
+        }
+    }
+
+    #[test]
+    fn growth_of_a_full_tree_lays_it_out_again_and_reads_back() {
+        // The right edge full and the root too (4 interior blocks of 339 leaves): not
+        // growth within the rule; the leaves are merged and the extents laid out again.
+        let (mut img, f, n) = full_edge(4);
+        {
+            let dev = MemDeviceMut::new(&mut img);
+            let opts = JoinOptions {
+                node_id: 1,
+                hostname: b"t".to_vec(),
+                now_secs: 0,
+            };
+            let mut w = Writer::join(&dev, &opts).unwrap();
+            w.write(f, 2 * n as u64 * B as u64, &[0xEE]).unwrap();
+            w.leave().unwrap();
+        }
+        assert_eq!(errors(&img), Vec::<alloc::string::String>::new());
+        let (firsts, depth, _) = read_back(&img, f);
+        assert_eq!(depth, 2);
+        let mut want: Vec<u8> = (0..n).map(|k| (k % 251) as u8 + 1).collect();
+        want.push(0xEE);
+        assert_eq!(firsts, want);
+    }
+}
