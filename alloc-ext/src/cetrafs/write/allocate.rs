@@ -127,10 +127,11 @@ impl<D: BlockDeviceMut> Writer<D> {
         Ok(())
     }
 
-    /// Releases zone group `z` (section 15, "Allocation"): each of its block groups'
-    /// `reconcile_seq` + 1 with the count as the node holds it, flushed, then the zone
-    /// group's owner `0xFFFF`. A cut between leaves the zone group the row's, and
-    /// recovery advances the sequences again before it releases it.
+    /// Releases zone group `z` (section 15, "Allocation"; every transaction already
+    /// checkpointed): each of its block groups' free count set from its bitmap with
+    /// `reconcile_seq` + 1, flushed, then the zone group's owner `0xFFFF`. A cut between
+    /// leaves the zone group the row's, and recovery does the same again before it
+    /// releases it.
     pub(super) fn release_zone(&mut self, z: u32) -> Result<(), WriteError> {
         let (first, n) = self
             .zones
@@ -138,11 +139,23 @@ impl<D: BlockDeviceMut> Writer<D> {
             .copied()
             .unwrap_or((0, 0));
         for bg in first..first.saturating_add(n) {
-            if let Some(c) = self.counts.get_mut(&bg) {
-                c.reconcile_seq = c.reconcile_seq.wrapping_add(1);
-                let (free, seq) = (c.free, c.reconcile_seq);
-                self.write_group_count(bg, free, seq)?;
-            }
+            let mut b: Block = [0; BLOCK_SIZE];
+            let seq = self
+                .fs
+                .block_group(bg, &mut b)?
+                .raw()
+                .reconcile_seq
+                .get()
+                .wrapping_add(1);
+            let free = self.count_free(bg)?;
+            self.write_group_count(bg, free, seq)?;
+            self.counts.insert(
+                bg,
+                GroupCount {
+                    free,
+                    reconcile_seq: seq,
+                },
+            );
         }
         self.fs.device().flush()?;
         self.write_zone(z, None)
