@@ -389,7 +389,7 @@ impl<D: BlockDeviceMut> Writer<D> {
         // longer being the row's).
         self.fs.device().flush()?;
         for z in self.owned.clone() {
-            self.write_zone(z, None)?;
+            self.release_zone(z)?;
         }
         self.fs.device().flush()?;
         let (_, _, mut r) = row_at(&self.fs, self.row)?;

@@ -11,6 +11,7 @@
 
 mod allocate;
 mod dir;
+mod grow;
 mod join;
 mod ops;
 mod pending;

@@ -165,7 +165,26 @@ fn read_only(image: &Path, dev: &'static FileDevice) -> Result<Backend, Exit> {
         Exit::of(e.kind.category())
     };
     let mut bufs = Buffers::new();
-    let fs = Fs::open(dev, &mut bufs.data).map_err(cannot)?;
+    // Group tables that fail are read without, as the reading commands do (section 2,
+    // check 7: a reader does not depend on them).
+    let tables = match Fs::open(dev, &mut bufs.data) {
+        Err(e)
+            if e.kind.category() == tet_core::Category::Corrupt
+                && Fs::open_for_read(dev, &mut bufs.data).is_ok() =>
+        {
+            crate::cetrafs::warn_tables(image, &e);
+            false
+        }
+        _ => true,
+    };
+    let open = |d, buf: &mut tet_core::block::Block| {
+        if tables {
+            Fs::open(d, buf)
+        } else {
+            Fs::open_for_read(d, buf)
+        }
+    };
+    let fs = open(dev, &mut bufs.data).map_err(cannot)?;
     match view::active_row(&fs, &mut bufs.data) {
         Ok(None) => {}
         Ok(Some(r)) => {
@@ -212,7 +231,12 @@ fn read_only(image: &Path, dev: &'static FileDevice) -> Result<Backend, Exit> {
     };
     let ov = Box::leak(Box::new(ov));
     let over = OverlayDevice::new(dev, ov);
-    let fs = Fs::open(over, &mut bufs.data).map_err(cannot)?;
+    let fs = if tables {
+        Fs::open(over, &mut bufs.data)
+    } else {
+        Fs::open_for_read(over, &mut bufs.data)
+    }
+    .map_err(cannot)?;
     Ok(Backend::ReadOnly(Box::new(fs)))
 }
 
