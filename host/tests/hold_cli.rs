@@ -24,10 +24,6 @@ use common::{detach, fuse_ready, rounds};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tet-host");
 
-/// How long a winner keeps the image after taking it (`TET_HOST_TEST_HOLD_MS`), so the
-/// loser, started at the same moment, always meets it.
-const HOLD_MS: &str = "300";
-
 fn dir(name: &str) -> PathBuf {
     let base = if Path::new("/dev/shm").is_dir() {
         PathBuf::from("/dev/shm")
@@ -174,33 +170,56 @@ fn exists(cwd: &Path, path: &str) -> bool {
     tet(cwd, &["stat", "img", path]).0 == 0
 }
 
-/// The two processes of a race: each one's exit code, and its standard output and
-/// error.
+/// The two processes of a race, started together behind a barrier: each one's exit
+/// code, and its standard output and error. Whichever takes the image holds it until
+/// the other has ended (`TET_HOST_TEST_HOLD_UNTIL`), so the loser always meets the
+/// hold however the two are scheduled.
 fn race(cwd: &Path, a: &[&str], b: &[&str]) -> [(i32, String); 2] {
+    let release = cwd.join("release");
+    let _ = std::fs::remove_file(&release);
     let gate = Arc::new(Barrier::new(2));
-    let spawn = |args: Vec<String>| {
+    let spawn = |args: &[&str], k: usize| {
         let gate = Arc::clone(&gate);
-        let cwd = cwd.to_path_buf();
+        let out = cwd.join(format!("race{k}.out"));
+        let mut c = tet_in(cwd, args);
+        c.env("TET_HOST_TEST_HOLD_UNTIL", &release)
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(cwd.join(format!("race{k}.err"))).unwrap());
         std::thread::spawn(move || {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let mut c = tet_in(&cwd, &args);
-            c.env("TET_HOST_TEST_HOLD_MS", HOLD_MS);
             gate.wait();
-            let o = c.output().unwrap();
-            (
-                o.status.code().unwrap_or(-1),
-                format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&o.stdout),
-                    String::from_utf8_lossy(&o.stderr)
-                ),
-            )
+            c.spawn().unwrap()
         })
     };
-    let own = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let ta = spawn(own(a));
-    let tb = spawn(own(b));
-    [ta.join().unwrap(), tb.join().unwrap()]
+    let (ta, tb) = (spawn(a, 0), spawn(b, 1));
+    let mut kids = [ta.join().unwrap(), tb.join().unwrap()];
+    let mut codes: [Option<i32>; 2] = [None, None];
+    let t0 = Instant::now();
+    // The first to end (the loser) lets the other go on.
+    while codes.iter().all(Option::is_none) && t0.elapsed() < Duration::from_secs(60) {
+        for (k, c) in kids.iter_mut().enumerate() {
+            if let Some(s) = c.try_wait().unwrap() {
+                codes[k] = Some(s.code().unwrap_or(-1));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::fs::write(&release, b"").unwrap();
+    let mut got = Vec::new();
+    for (k, c) in kids.iter_mut().enumerate() {
+        let code = match codes[k] {
+            Some(code) => code,
+            None => c.wait().unwrap().code().unwrap_or(-1),
+        };
+        let text = format!(
+            "{}{}",
+            std::fs::read_to_string(cwd.join(format!("race{k}.out"))).unwrap(),
+            std::fs::read_to_string(cwd.join(format!("race{k}.err"))).unwrap()
+        );
+        got.push((code, text));
+    }
+    let b = got.pop().unwrap();
+    let a = got.pop().unwrap();
+    [a, b]
 }
 
 /// The loser's exit and message: refused with 8, naming what holds the image.

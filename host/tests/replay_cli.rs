@@ -99,7 +99,7 @@ fn replay_once_then_nothing_and_live_nodes_refused() {
     let mut holder = std::process::Command::new(env!("CARGO_BIN_EXE_tet-host"))
         .args(["mkdir", "held", "/z"])
         .current_dir(&dir)
-        .env("TET_HOST_TEST_HOLD_MS", "3000")
+        .env("TET_HOST_TEST_HOLD_UNTIL", dir.join("release"))
         .spawn()
         .unwrap();
     let t0 = std::time::Instant::now();
@@ -120,6 +120,7 @@ fn replay_once_then_nothing_and_live_nodes_refused() {
         std::fs::read(dir.join("held")).unwrap() == before,
         "refused: nothing written"
     );
+    std::fs::write(dir.join("release"), b"").unwrap();
     assert!(holder.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&dir);
 }

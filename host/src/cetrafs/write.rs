@@ -288,15 +288,17 @@ fn with_writer(
     Exit::Clean
 }
 
-/// A test hook: `TET_HOST_TEST_HOLD_MS` keeps a writing command joined (holding the
-/// image) that many milliseconds before it writes, so the tests of two commands
-/// started together know which one they race against. Not for users.
+/// A test hook: with `TET_HOST_TEST_HOLD_UNTIL=PATH`, a command that has taken an
+/// image's gate keeps it until PATH exists (at most 60 s), so a test of two commands
+/// started together lets the winner go on only once the loser has met its hold. Not
+/// for users.
 fn hold_for_tests() {
-    if let Some(ms) = std::env::var("TET_HOST_TEST_HOLD_MS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        std::thread::sleep(std::time::Duration::from_millis(ms.min(60_000)));
+    let Some(path) = std::env::var_os("TET_HOST_TEST_HOLD_UNTIL") else {
+        return;
+    };
+    let t0 = std::time::Instant::now();
+    while !Path::new(&path).exists() && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
 
