@@ -25,18 +25,7 @@ use common::{detach, fuse_ready, rounds};
 const BIN: &str = env!("CARGO_BIN_EXE_tet-host");
 
 fn dir(name: &str) -> PathBuf {
-    let base = if Path::new("/dev/shm").is_dir() {
-        PathBuf::from("/dev/shm")
-    } else {
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-    };
-    let d = base.join(format!("tet-hold-{name}-{}", std::process::id()));
-    if d.join("mnt").exists() {
-        detach(&d.join("mnt"));
-    }
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(d.join("mnt")).unwrap();
-    d
+    common::mount_dir("tet-hold", name)
 }
 
 fn tet_in(cwd: &Path, args: &[&str]) -> Command {

@@ -27,22 +27,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_tet-host");
 /// A deadline for any one step on the mounted tree.
 const STEP: Duration = Duration::from_secs(120);
 
-/// The test's directory: on /dev/shm when there is one (the writer flushes after every
-/// operation, which on a disk costs milliseconds; the crash test kills the process, not
-/// the machine, so memory keeps what was written), else under the target directory.
 fn dir(name: &str) -> PathBuf {
-    let base = if Path::new("/dev/shm").is_dir() {
-        PathBuf::from("/dev/shm")
-    } else {
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-    };
-    let d = base.join(format!("tet-mount-{name}-{}", std::process::id()));
-    if d.join("mnt").exists() {
-        detach(&d.join("mnt"));
-    }
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(d.join("mnt")).unwrap();
-    d
+    common::mount_dir("tet-mount", name)
 }
 
 /// When FUSE can be used ([`fuse_ready`] for `test`): the test's directory holding a

@@ -67,6 +67,25 @@ pub fn which(prog: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// A test's directory, with an empty `mnt` in it: on /dev/shm when there is one (the
+/// writer flushes after every operation, which on a disk costs milliseconds; the crash
+/// tests kill processes, not the machine, so memory keeps what was written), else under
+/// the target directory. A mount left there by an earlier run is detached first.
+pub fn mount_dir(prefix: &str, name: &str) -> PathBuf {
+    let base = if Path::new("/dev/shm").is_dir() {
+        PathBuf::from("/dev/shm")
+    } else {
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+    };
+    let d = base.join(format!("{prefix}-{name}-{}", std::process::id()));
+    if d.join("mnt").exists() {
+        detach(&d.join("mnt"));
+    }
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("mnt")).unwrap();
+    d
+}
+
 /// Unmounts `mnt` lazily, whatever holds it (a test's guard).
 pub fn detach(mnt: &Path) {
     for (prog, args) in [("fusermount3", ["-u", "-z"]), ("umount", ["-l", ""])] {
