@@ -82,6 +82,7 @@ fn dispatch(command: Command) -> Exit {
                 }
                 Ok(Some(dev)) => {
                     cetrafs::write::warn_if_held(&file);
+                    cetrafs::write::warn_if_crashed(&file);
                     cetrafs::info::info(&file, &cetrafs::reading(&file, dev), out)
                 }
                 Ok(None) => with_input(&file, |b| tet::info::info_with(&file, b, out, more)),
@@ -559,6 +560,7 @@ fn dispatch(command: Command) -> Exit {
                 Err(e) => e,
                 Ok(Some(dev)) => {
                     cetrafs::write::warn_if_held(&file);
+                    cetrafs::write::warn_if_crashed(&file);
                     let limit = read
                         .memory
                         .memory_budget

@@ -552,7 +552,7 @@ fn a_killed_put_is_recovered_by_replay_alone() {
     }
     ok(&d, &["mkfs", "base", "--size", "128M"]);
     let mut seed = 44u64;
-    let (mut stale_seen, mut rounds_done) = (0, 0);
+    let (mut stale_seen, mut crashed_seen, mut rounds_done) = (0, 0, 0);
     for round in 0..rounds(4, 40) {
         std::fs::copy(d.join("base"), d.join("img")).unwrap();
         let mut c = tet_in(&d, &["put", "img", "src", "/"])
@@ -575,6 +575,15 @@ fn a_killed_put_is_recovered_by_replay_alone() {
         if findings.iter().any(|f| f["code"] == "free-count-stale") {
             stale_seen += 1;
         }
+        // A put killed while joined: verify names the crash and its remedy.
+        if ok(&d, &["info", "img"]).contains(" ACTIVE ") {
+            crashed_seen += 1;
+            assert!(
+                err.contains("is ACTIVE but no process holds it")
+                    && err.contains("`tet-host replay img` recovers it"),
+                "round {round}: {err}"
+            );
+        }
         // One command recovers it, without a node id.
         let (code, out, err) = tet(&d, &["replay", "img"]);
         assert!(code == 0 || code == 1, "round {round}: {out}{err}");
@@ -584,6 +593,10 @@ fn a_killed_put_is_recovered_by_replay_alone() {
         assert_clean(&d, "img");
         rounds_done += 1;
     }
-    println!("killed put rounds {rounds_done}, free-count-stale seen in {stale_seen}");
+    println!(
+        "killed put rounds {rounds_done}: killed while joined {crashed_seen}, \
+         free-count-stale seen in {stale_seen}"
+    );
+    assert!(crashed_seen > 0, "no round killed a joined put");
     let _ = std::fs::remove_dir_all(&d);
 }

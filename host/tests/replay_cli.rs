@@ -29,7 +29,14 @@ fn dirty_image(live: bool) -> Vec<u8> {
     )
     .unwrap();
     let mut img = b.build().unwrap();
-    register_node(&mut img, 0, 7, if live { 1 } else { 2 }, b"n7").unwrap();
+    register_node(
+        &mut img,
+        0,
+        7,
+        if live { 1 } else { 2 },
+        &common::this_host(),
+    )
+    .unwrap();
     let mut bufs = Buffers::new();
     let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
     let i = fs.resolve(b"/a", &mut bufs).unwrap();
@@ -105,7 +112,7 @@ fn replay_once_then_nothing_and_live_nodes_refused() {
     let t0 = std::time::Instant::now();
     let before = loop {
         let (_, _, err) = run(&["ls", "held", "/"], &dir);
-        if err.contains("in use by") {
+        if err.contains("in use by node") {
             break std::fs::read(dir.join("held")).unwrap();
         }
         assert!(t0.elapsed().as_secs() < 20, "the holder took the image");
@@ -122,6 +129,34 @@ fn replay_once_then_nothing_and_live_nodes_refused() {
     );
     std::fs::write(dir.join("release"), b"").unwrap();
     assert!(holder.wait().unwrap().success());
+    // A writer of another host may be alive there: its journal is not replayed (exit
+    // 8), its row not recovered (exit 4, named); with --force both are.
+    let mut img = dirty_image(true);
+    register_node(&mut img, 0, 7, 1, b"elsewhere").unwrap();
+    std::fs::write(dir.join("foreign"), img).unwrap();
+    let (code, _, err) = run(&["replay", "foreign"], &dir);
+    assert_eq!(code, 8, "{err}");
+    assert!(
+        err.contains("needs replay") && err.contains("--force"),
+        "{err}"
+    );
+    let (code, out, err) = run(&["replay", "foreign", "--force"], &dir);
+    assert_eq!(code, 1, "{err}");
+    assert!(String::from_utf8_lossy(&out).contains("recovered node 0x7:"));
+    let (code, _, err) = run(&["mkfs", "foreign", "--size", "16M", "--force"], &dir);
+    assert_eq!(code, 0, "{err}");
+    let mut img = std::fs::read(dir.join("foreign")).unwrap();
+    register_node(&mut img, 0, 7, 1, b"elsewhere").unwrap();
+    std::fs::write(dir.join("foreign"), img).unwrap();
+    let (code, _, err) = run(&["replay", "foreign"], &dir);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("node 0x7 of host elsewhere is ACTIVE: not recovered"),
+        "{err}"
+    );
+    let (code, out, err) = run(&["replay", "foreign", "--force"], &dir);
+    assert_eq!(code, 1, "{err}");
+    assert!(String::from_utf8_lossy(&out).contains("recovered node 0x7:"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

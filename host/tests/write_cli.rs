@@ -155,7 +155,7 @@ fn a_crashed_writer_is_refused_to_others_and_recovered_by_replay() {
             &dev,
             &JoinOptions {
                 node_id: 77,
-                hostname: b"crashed".to_vec(),
+                hostname: common::this_host(),
                 now_secs: 0,
             },
         )
@@ -171,6 +171,8 @@ fn a_crashed_writer_is_refused_to_others_and_recovered_by_replay() {
         err.contains("node 0x4d (registry row 0) is ACTIVE but no process holds it"),
         "{err}"
     );
+    let ls = String::from_utf8(ok(&["info", "img"], &d)).unwrap();
+    assert!(ls.contains("ACTIVE"), "{ls}");
     assert!(err.contains("`tet-host replay img` recovers it"), "{err}");
     // One command, no node id: every crashed writer is recovered.
     let (c, out, err) = run(&["replay", "img"], &d);

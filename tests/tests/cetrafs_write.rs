@@ -894,7 +894,7 @@ fn power_cuts(batch: bool) {
             );
             // Recovery as the protocol defines it (`replay`: every crashed writer),
             // then the checker and the tree.
-            let back = recover_all(MemDeviceMut::new(&mut img)).unwrap();
+            let back = recover_all(MemDeviceMut::new(&mut img), |_| true).unwrap();
             assert!(back.iter().all(|(id, _)| *id == ME), "{back:?}");
             let context =
                 format!("cut after write {cut} of {total} (tear {tear}), {done} operations done");
@@ -1312,7 +1312,7 @@ fn a_power_cut_at_any_write_of_put_leaves_whole_files_only() {
                 "put cut after write {cut}, before recovery: {:?}",
                 all_findings(&img)
             );
-            recover_all(MemDeviceMut::new(&mut img)).unwrap();
+            recover_all(MemDeviceMut::new(&mut img), |_| true).unwrap();
             let context = format!("put cut after write {cut} of {total} (tear {tear})");
             assert_eq!(
                 errors(&img),

@@ -102,6 +102,8 @@ pub enum Holder {
     /// Another command holds the gate: it is joining, or replaying, repairing, tuning
     /// or formatting the image.
     Gate,
+    /// A read-only mount reads it (and must not see it change).
+    Reader,
 }
 
 impl std::fmt::Display for Holder {
@@ -136,6 +138,7 @@ impl std::fmt::Display for Holder {
                 "another tet-host command (joining, or replaying, repairing, tuning or \
                  formatting it)"
             ),
+            Holder::Reader => write!(f, "a read-only mount"),
         }
     }
 }
@@ -155,7 +158,7 @@ impl Refused {
     pub fn unsupported(&self) -> bool {
         matches!(self, Refused::Io(e) if matches!(
             e.raw_os_error(),
-            Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS)
+            Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::ENOSYS)
         ))
     }
 }
@@ -210,10 +213,41 @@ impl Hold {
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 }
-                Some(h @ Holder::Node { mount: true, .. }) => {
+                Some(h @ (Holder::Node { mount: true, .. } | Holder::Reader)) => {
                     if start.elapsed() >= MOUNT_GRACE {
                         return Err(Refused::Held(h));
                     }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Some(h) => return Err(Refused::Held(h)),
+            }
+        }
+    }
+
+    /// A read-only mount's hold of the image at `path`: a read lock on the whole
+    /// registry, which any number of readers share and which every writer meets. It
+    /// waits for writers as [`Hold::gate`] does. `Ok(None)`: not a cetrafs image whose
+    /// superblock reads.
+    pub fn read(path: &Path) -> Result<Option<Hold>, Refused> {
+        let file = File::open(path).map_err(Refused::Io)?;
+        let Some(reg) = Registry::of(&file) else {
+            return Ok(None);
+        };
+        let start = Instant::now();
+        loop {
+            if set(&file, Lock::Read, reg.start, reg.len()).map_err(Refused::Io)? {
+                return Ok(Some(Hold {
+                    file,
+                    reg,
+                    row: None,
+                }));
+            }
+            match holder_in(&file, reg).map_err(Refused::Io)? {
+                None => std::thread::sleep(Duration::from_millis(1)),
+                Some(Holder::Node { leaving: true, .. }) if start.elapsed() < LEAVE_WAIT => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Some(Holder::Node { mount: true, .. }) if start.elapsed() < MOUNT_GRACE => {
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 Some(h) => return Err(Refused::Held(h)),
@@ -243,6 +277,7 @@ impl Hold {
 
     /// Says the holder is leaving: lets go of its row's last byte, so a command that
     /// meets the hold waits for the leave instead of refusing.
+    /// A reader (a read-only mount) lets go of everything: it writes nothing back.
     pub fn leaving(&self) -> io::Result<()> {
         match self.row {
             Some(row) => unlock(
@@ -250,7 +285,7 @@ impl Hold {
                 self.reg.row_at(row).saturating_add(LEAVING_BYTE),
                 1,
             ),
-            None => Ok(()),
+            None => unlock(&self.file, self.reg.start, self.reg.len()),
         }
     }
 }
@@ -280,11 +315,49 @@ pub fn row_state(path: &Path, row: u32) -> io::Result<Option<NodeState>> {
         .and_then(|r| NodeState::from_raw(r.state.get())))
 }
 
-/// Waits up to `wait` until nobody holds the image at `path`; `Ok(true)` when free.
-pub fn wait_free(path: &Path, wait: Duration) -> io::Result<bool> {
+/// The registry rows in use of the image at `path`: (row, node id, state), in row
+/// order, as they read now (a row that does not read is left out).
+pub fn rows(path: &Path) -> io::Result<Vec<(u32, u64, NodeState)>> {
+    let file = File::open(path)?;
+    let Some(reg) = Registry::of(&file) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for row in 0..reg.rows {
+        let mut bytes = [0u8; 128];
+        if file.read_exact_at(&mut bytes, reg.row_at(row)).is_err() {
+            break;
+        }
+        if let Ok(r) = RawNodeRow::read_from_bytes(&bytes) {
+            if let (true, Some(state)) = (r.magic == NODE_MAGIC, NodeState::from_raw(r.state.get()))
+            {
+                out.push((row, r.node_id.get(), state));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The rows `ACTIVE` or `FENCED` of the image at `path` as (row, node id): with nobody
+/// holding the image, writers that crashed.
+pub fn crashed_rows(path: &Path) -> io::Result<Vec<(u32, u64)>> {
+    Ok(rows(path)?
+        .into_iter()
+        .filter(|(_, _, s)| matches!(s, NodeState::Active | NodeState::Fenced))
+        .map(|(row, id, _)| (row, id))
+        .collect())
+}
+
+/// Waits up to `wait` until nobody holds registry row `row` of the image at `path`;
+/// `Ok(true)` when free.
+pub fn wait_row_free(path: &Path, row: u32, wait: Duration) -> io::Result<bool> {
+    let file = File::open(path)?;
+    let Some(reg) = Registry::of(&file) else {
+        return Ok(true);
+    };
     let start = Instant::now();
     loop {
-        if holder(path)?.is_none() {
+        if conflict(&file, Lock::Write, reg.row_at(row), ROW)?.is_none() {
             return Ok(true);
         }
         if start.elapsed() >= wait {
@@ -295,9 +368,12 @@ pub fn wait_free(path: &Path, wait: Duration) -> io::Result<bool> {
 }
 
 fn holder_in(file: &File, reg: Registry) -> io::Result<Option<Holder>> {
-    let Some((start, len)) = conflict(file, Lock::Write, reg.start, reg.len())? else {
+    let Some((start, len, read)) = conflicting(file, Lock::Write, reg.start, reg.len())? else {
         return Ok(None);
     };
+    if read {
+        return Ok(Some(Holder::Reader));
+    }
     // A row's hold lies inside the row (its first byte always held); the gate, more.
     let off = start.saturating_sub(reg.start);
     let last = off.saturating_add(len.saturating_sub(1));
@@ -337,6 +413,7 @@ fn holder_in(file: &File, reg: Registry) -> io::Result<Option<Holder>> {
 
 #[derive(Clone, Copy)]
 enum Lock {
+    Read,
     Write,
     Unlock,
 }
@@ -362,9 +439,20 @@ fn unlock(file: &File, start: u64, len: u64) -> io::Result<()> {
 /// The range of a lock another open file description holds that conflicts with a
 /// `lock` of `len` bytes at `start`.
 fn conflict(file: &File, lock: Lock, start: u64, len: u64) -> io::Result<Option<(u64, u64)>> {
+    Ok(conflicting(file, lock, start, len)?.map(|(at, n, _)| (at, n)))
+}
+
+/// [`conflict`], and whether the lock held is a read lock.
+fn conflicting(
+    file: &File,
+    lock: Lock,
+    start: u64,
+    len: u64,
+) -> io::Result<Option<(u64, u64, bool)>> {
     let mut fl = flock(lock, start, len)?;
     fcntl(file, libc::F_OFD_GETLK, &mut fl)?;
-    if i32::from(fl.l_type) == libc::F_UNLCK {
+    let kind = i32::from(fl.l_type);
+    if kind == libc::F_UNLCK {
         return Ok(None);
     }
     let at = u64::try_from(fl.l_start).unwrap_or(0);
@@ -373,12 +461,13 @@ fn conflict(file: &File, lock: Lock, start: u64, len: u64) -> io::Result<Option<
         .ok()
         .filter(|n| *n > 0)
         .unwrap_or(u64::MAX);
-    Ok(Some((at, n)))
+    Ok(Some((at, n, kind == libc::F_RDLCK)))
 }
 
 fn flock(lock: Lock, start: u64, len: u64) -> io::Result<libc::flock> {
     let bad = |_| io::Error::from(io::ErrorKind::InvalidInput);
     let kind = match lock {
+        Lock::Read => libc::F_RDLCK,
         Lock::Write => libc::F_WRLCK,
         Lock::Unlock => libc::F_UNLCK,
     };

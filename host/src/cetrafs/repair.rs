@@ -40,6 +40,18 @@ pub fn repair(
     if let Err(e) = crate::repair_mode::check_can_ask(mode) {
         return e;
     }
+    // What is only read may change under a live writer: said once, about the source
+    // (one written in place is refused instead, below).
+    if m == Mode::No || copy_to.is_some() {
+        crate::cetrafs::write::warn_if_held(path);
+    }
+    let _out_hold = match copy_to.filter(|to| to.exists()) {
+        Some(to) if m != Mode::No => match crate::cetrafs::write::gate("repair", to) {
+            Ok(h) => h,
+            Err(e) => return e,
+        },
+        _ => None,
+    };
     if let Some(to) = copy_to {
         if let Err(e) = check_output(to, &[path], force) {
             return e;
@@ -84,9 +96,9 @@ pub fn repair(
         }
         _ => path,
     };
-    // Written in place: nobody else may hold it meanwhile (--force or not).
-    let _hold = if m == Mode::No || copy_to.is_some() {
-        crate::cetrafs::write::warn_if_held(path);
+    // Written in place: nobody else may hold it meanwhile (--force or not). An output
+    // over an existing image: that image is held for the copy and the rename.
+    let _hold = if m == Mode::No {
         None
     } else {
         match crate::cetrafs::write::gate("repair", path) {

@@ -54,11 +54,20 @@ pub fn replay(
         }
     };
     let mut conflicts: Vec<Finding> = Vec::new();
+    // Rows of this host that no process holds crashed; another host's may be alive
+    // there (the hold is local), so they, and with them a forced replay, wait for
+    // --force.
+    let me = crate::cetrafs::write::hostname();
+    let foreign = if held && !force {
+        other_hosts_writers(&fs, &me)
+    } else {
+        Vec::new()
+    };
     let r = run(
         &fs,
         ReplayOptions {
             node_id,
-            force: force || held,
+            force: force || (held && foreign.is_empty()),
         },
         &mut table,
         &mut bufs,
@@ -87,7 +96,7 @@ pub fn replay(
     // writer"): its zone groups released with their counts from the bitmaps, its row
     // LEFT, without a second node.
     let done = if held {
-        tet_alloc::cetrafs::write::recover_all(dev)
+        tet_alloc::cetrafs::write::recover_all(dev, |r| force || same_host(r, &me))
     } else if force {
         tet_alloc::cetrafs::write::recover(dev, node_id).map(|r| vec![(node_id, r)])
     } else {
@@ -150,11 +159,49 @@ pub fn replay(
             );
         }
     }
-    if report.conflicts > 0 {
+    for (id, host) in &foreign {
+        crate::report::warn(format!(
+            "{}: node {id:#x} of host {host} is ACTIVE: not recovered (it may be alive there; \
+             if it crashed, `tet-host replay {} --force` recovers it)",
+            path.display(),
+            path.display()
+        ));
+    }
+    if report.conflicts > 0 || !foreign.is_empty() {
         Exit::Problems
     } else if report.journals > 0 || !recovered.is_empty() {
         Exit::Fixed
     } else {
         Exit::Clean
     }
+}
+
+/// Whether registry row `r` was written by this host (`me`), or names no host.
+fn same_host(r: &tet_core::cetrafs::raw::RawNodeRow, me: &[u8]) -> bool {
+    let end = r.hostname.iter().position(|b| *b == 0).unwrap_or(64);
+    let host = r.hostname.get(..end).unwrap_or(&[]);
+    host.is_empty() || host == me
+}
+
+/// The writers (rows `ACTIVE` or `FENCED`) of hosts other than `me`, as (node id, host).
+fn other_hosts_writers<D: tet_core::block::BlockDevice>(
+    fs: &tet_core::cetrafs::Fs<D>,
+    me: &[u8],
+) -> Vec<(u64, String)> {
+    use tet_core::cetrafs::NodeState;
+    let mut bufs = Buffers::new();
+    (0..fs.superblock().node_capacity())
+        .filter_map(|row| match fs.node_row(row, &mut bufs.data) {
+            Ok(Some(n))
+                if matches!(n.state(), NodeState::Active | NodeState::Fenced)
+                    && !same_host(n.raw(), me) =>
+            {
+                let r = n.raw();
+                let end = r.hostname.iter().position(|b| *b == 0).unwrap_or(64);
+                let host = String::from_utf8_lossy(r.hostname.get(..end).unwrap_or(&[]));
+                Some((r.node_id.get(), host.into_owned()))
+            }
+            _ => None,
+        })
+        .collect()
 }

@@ -42,6 +42,12 @@ pub fn tune(path: &Path, o: &TuneOptions, output: Output) -> Exit {
         crate::say!("tune: {why}");
         return Exit::Usage;
     }
+    // A process holding the image refuses it, --force or not; taken before anything is
+    // read, so a leaving mount's last writes are seen.
+    let hold = match super::write::gate("tune", path) {
+        Ok(h) => h,
+        Err(e) => return e,
+    };
     let dev = match device::FileDevice::open(path) {
         Ok(d) => d,
         Err(e) => {
@@ -67,22 +73,28 @@ pub fn tune(path: &Path, o: &TuneOptions, output: Output) -> Exit {
             return e;
         }
     };
-    // A process holding the image refuses it, --force or not.
-    let _hold = match super::write::gate("tune", path) {
-        Ok(h) => h,
-        Err(e) => return e,
-    };
     if !o.force {
         let mut bufs = Buffers::new();
         for row in 0..fs.superblock().node_capacity() {
             if let Ok(Some(n)) = fs.node_row(row, &mut bufs.data) {
                 if n.state() == tet_core::cetrafs::NodeState::Active {
-                    crate::say!(
-                        "{}: node {} (registry row {row}) is ACTIVE: the filesystem may be \
-                         mounted. Change it offline, or pass --force",
-                        path.display(),
-                        n.raw().node_id.get()
-                    );
+                    if hold.is_some() {
+                        crate::say!(
+                            "{}: node {:#x} (registry row {row}) is ACTIVE but no process \
+                             holds it: it crashed. `tet-host replay {}` recovers it (or pass \
+                             --force)",
+                            path.display(),
+                            n.raw().node_id.get(),
+                            path.display()
+                        );
+                    } else {
+                        crate::say!(
+                            "{}: node {} (registry row {row}) is ACTIVE: the filesystem may \
+                             be mounted. Change it offline, or pass --force",
+                            path.display(),
+                            n.raw().node_id.get()
+                        );
+                    }
                     return Exit::Operational;
                 }
             }

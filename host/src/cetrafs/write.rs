@@ -32,7 +32,7 @@ const ONE_TRANSACTION: u64 = 1 << 20;
 #[derive(clap::Args, Clone, Debug)]
 pub struct Node {
     /// The node id to join as (a crashed command is recovered by `tet-host replay
-    /// IMAGE --node-id ID --force`, or by the next command with the same id).
+    /// IMAGE`, or by the next command with the same id).
     #[arg(long, default_value_t = OFFLINE_NODE_ID, value_parser = clap::value_parser!(u64).range(1..))]
     pub node_id: u64,
 }
@@ -307,6 +307,15 @@ fn hold_for_tests() {
 /// command, refused at once; held by one that is leaving, after waiting for it.
 /// `Ok(None)`: not an image whose superblock reads (the command's own open says so).
 pub fn gate(tool: &str, image: &Path) -> Result<Option<Hold>, Exit> {
+    let hold = gate_only(tool, image)?;
+    if hold.is_some() {
+        hold_for_tests();
+    }
+    Ok(hold)
+}
+
+/// [`gate`] without the test hook (a joiner pauses with its row held instead).
+fn gate_only(tool: &str, image: &Path) -> Result<Option<Hold>, Exit> {
     let hold = Hold::gate(image).or_else(|e| {
         if e.unsupported() {
             // As e2fsprogs on an image file: written without a lock, said once.
@@ -326,9 +335,6 @@ pub fn gate(tool: &str, image: &Path) -> Result<Option<Hold>, Exit> {
         }
         Err(Exit::Operational)
     })?;
-    if hold.is_some() {
-        hold_for_tests();
-    }
     Ok(hold)
 }
 
@@ -338,6 +344,22 @@ pub fn warn_if_held(image: &Path) {
     if let Ok(Some(h)) = hold::holder(image) {
         crate::report::warn(format!(
             "{} is in use by {h}: what is read may be changing",
+            image.display()
+        ));
+    }
+}
+
+/// Warns on stderr for each writer of `image` that crashed (its row `ACTIVE` or `FENCED`
+/// while no process holds the image), naming the one command that recovers them.
+pub fn warn_if_crashed(image: &Path) {
+    if !matches!(hold::holder(image), Ok(None)) {
+        return;
+    }
+    for (row, id) in hold::crashed_rows(image).unwrap_or_default() {
+        crate::report::warn(format!(
+            "{}: node {id:#x} (registry row {row}) is ACTIVE but no process holds it: it \
+             crashed; `tet-host replay {}` recovers it",
+            image.display(),
             image.display()
         ));
     }
@@ -356,7 +378,7 @@ pub(crate) fn join_checked<'d>(
     dev: &'d FileDevice,
 ) -> Result<(Writer<&'d FileDevice>, Option<Hold>), Exit> {
     let mount = tool == "mount";
-    let mut hold = gate(tool, image)?;
+    let mut hold = gate_only(tool, image)?;
     // This node's own crash first (docs/cetrafs.md section 15: its next join recovers
     // it): a command killed mid-transaction leaves counts behind the bitmaps, which the
     // check would report as errors. Nobody holds the image (the gate is ours), so an
@@ -388,6 +410,21 @@ pub(crate) fn join_checked<'d>(
     };
     let mut w = match Writer::join(dev, &opts) {
         Ok(w) => w,
+        Err(WriteError::NodeActive {
+            row,
+            node_id,
+            hostname: host,
+        }) if hold.is_some() && !host.is_empty() && host != opts.hostname => {
+            crate::say!(
+                "{tool}: {}: cannot join: node {node_id:#x} of host {} (registry row {row}) is \
+                 ACTIVE: it may be alive there (this host cannot see its hold); if it \
+                 crashed, `tet-host replay {} --force` recovers it",
+                image.display(),
+                String::from_utf8_lossy(&host),
+                image.display()
+            );
+            return Err(Exit::Operational);
+        }
         Err(WriteError::NodeActive { row, node_id, .. }) if hold.is_some() => {
             // Under the gate no process of this host holds any row: that node crashed.
             crate::say!(
@@ -395,6 +432,22 @@ pub(crate) fn join_checked<'d>(
                  but no process holds it: it crashed. `tet-host replay {}` recovers it",
                 image.display(),
                 image.display()
+            );
+            return Err(Exit::Operational);
+        }
+        Err(WriteError::Errno(Errno::ENOSPC)) => {
+            let ids: Vec<String> = hold::rows(image)
+                .unwrap_or_default()
+                .iter()
+                .map(|(_, id, _)| format!("{id:#x}"))
+                .collect();
+            crate::say!(
+                "{tool}: {}: cannot join as node {node_id:#x}: the node registry is full \
+                 (each of its {} rows keeps the node id that first joined in it, and rows are \
+                 never reused): join as one of {}",
+                image.display(),
+                ids.len(),
+                ids.join(", ")
             );
             return Err(Exit::Operational);
         }
@@ -410,6 +463,9 @@ pub(crate) fn join_checked<'d>(
             let _ = w.leave();
             return Err(Exit::Operational);
         }
+    }
+    if hold.is_some() {
+        hold_for_tests();
     }
     w.set_time(now_ns());
     Ok((w, hold))

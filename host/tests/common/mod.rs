@@ -86,6 +86,15 @@ pub fn mount_dir(prefix: &str, name: &str) -> PathBuf {
     d
 }
 
+/// This host's name as `tet-host` writes it in a registry row (`/etc/hostname`, white
+/// space dropped, at most 64 bytes).
+pub fn this_host() -> Vec<u8> {
+    let mut h = std::fs::read("/etc/hostname").unwrap_or_default();
+    h.retain(|b| !b.is_ascii_whitespace());
+    h.truncate(64);
+    h
+}
+
 /// Unmounts `mnt` lazily, whatever holds it (a test's guard).
 pub fn detach(mnt: &Path) {
     for (prog, args) in [("fusermount3", ["-u", "-z"]), ("umount", ["-l", ""])] {

@@ -201,21 +201,29 @@ fn recover_in<D: BlockDeviceMut>(
     Ok((out, w.fs))
 }
 
-/// Recovers every writer whose row is `ACTIVE` or `FENCED` (section 15, "Recovery of a
-/// crashed writer"), in row order: for a caller that knows no node is alive (the host's
-/// `replay`, holding the image's gate). Each recovery is [`recover`]'s; the result
-/// names each node recovered with what was done. Idempotent, as [`recover`] is.
-pub fn recover_all<D: BlockDeviceMut>(dev: D) -> Result<Vec<(u64, Recovered)>, WriteError> {
+/// Recovers every writer whose row is `ACTIVE` or `FENCED` and that `crashed` says is
+/// not alive (section 15, "Recovery of a crashed writer"), in row order: for a caller
+/// that knows which nodes are alive (the host's `replay`, holding the image's gate,
+/// knows its own host's). Each recovery is [`recover`]'s; the result names each node
+/// recovered with what was done. Idempotent, as [`recover`] is.
+pub fn recover_all<D: BlockDeviceMut>(
+    dev: D,
+    mut crashed: impl FnMut(&RawNodeRow) -> bool,
+) -> Result<Vec<(u64, Recovered)>, WriteError> {
     let mut bufs = Buffers::new();
     let mut fs = Fs::open(dev, &mut bufs.data)?;
-    let mut crashed = Vec::new();
+    let mut ids = Vec::new();
     for row in 0..fs.superblock().node_capacity() {
         let (_, _, r) = row_at(&fs, row)?;
         let state = NodeState::from_raw(r.state.get());
-        if r.magic == NODE_MAGIC && matches!(state, Some(NodeState::Active | NodeState::Fenced)) {
-            crashed.push(r.node_id.get());
+        if r.magic == NODE_MAGIC
+            && matches!(state, Some(NodeState::Active | NodeState::Fenced))
+            && crashed(&r)
+        {
+            ids.push(r.node_id.get());
         }
     }
+    let crashed = ids;
     let mut out = Vec::with_capacity(crashed.len());
     for id in crashed {
         let (r, back) = recover_in(fs, id)?;

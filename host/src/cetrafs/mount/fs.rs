@@ -73,9 +73,6 @@ pub struct State {
     pub kept: BTreeSet<u64>,
     /// Device errors logged (the first few are printed).
     errors: u64,
-    /// The read-write mount's hold on the image (docs/cetrafs.md section 15, "Holding
-    /// an image"), until the state is dropped after the leave.
-    pub hold: Option<crate::cetrafs::hold::Hold>,
 }
 
 impl State {
@@ -87,7 +84,6 @@ impl State {
             open: BTreeMap::new(),
             kept: BTreeSet::new(),
             errors: 0,
-            hold: None,
         }
     }
 }
@@ -97,6 +93,11 @@ pub struct CetraFuse {
     state: Arc<Mutex<State>>,
     image: String,
     notifier: Arc<OnceLock<Notifier>>,
+    /// The mount's hold on the image (docs/cetrafs.md section 15, "Holding an image"),
+    /// told at the session's end that the mount is leaving; shared with the command,
+    /// which lets go of it after the leave. Apart from the state's lock, which a commit
+    /// may hold through a long flush.
+    hold: Option<Arc<crate::cetrafs::hold::Hold>>,
 }
 
 impl CetraFuse {
@@ -107,11 +108,13 @@ impl CetraFuse {
         state: Arc<Mutex<State>>,
         image: &Path,
         notifier: Arc<OnceLock<Notifier>>,
+        hold: Option<Arc<crate::cetrafs::hold::Hold>>,
     ) -> CetraFuse {
         CetraFuse {
             state,
             image: image.display().to_string(),
             notifier,
+            hold,
         }
     }
 
@@ -124,7 +127,7 @@ impl Drop for CetraFuse {
     /// The session has ended (the kernel unmounted it): the leave starts now, so a
     /// command that meets the hold waits for it instead of refusing.
     fn drop(&mut self) {
-        if let Some(h) = self.lock().hold.as_ref() {
+        if let Some(h) = self.hold.as_deref() {
             if let Err(e) = h.leaving() {
                 crate::report::warn(format!("{}: {e}", self.image));
             }

@@ -60,9 +60,14 @@ pub struct MountArgs {
     pub allow_other: bool,
     /// Where the background mount writes its messages once it is up (appended);
     /// without it they go nowhere. Messages before the mount is up (why it was
-    /// refused) always reach this command's standard error.
+    /// refused) always reach this command's standard error; with --foreground and no
+    /// --log every message does.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+    /// Set by the command that starts the mount in the background: let go of standard
+    /// error once the mount is up.
+    #[arg(long, hide = true)]
+    pub detached: bool,
     #[command(flatten)]
     pub node: Node,
 }
@@ -78,8 +83,26 @@ pub fn mount(a: &MountArgs) -> Exit {
             );
             return Exit::Usage;
         }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            crate::say!(
+                "mount: {}: no such directory (the mount point must be an existing directory)",
+                a.mountpoint.display()
+            );
+            return Exit::Usage;
+        }
         Err(e) => {
             crate::say!("mount: {}: {e}", a.mountpoint.display());
+            return Exit::Usage;
+        }
+    }
+    // A log that cannot be written is refused before anything is mounted.
+    if let Some(log) = &a.log {
+        if let Err(e) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
+            crate::say!("mount: --log {}: {e}", log.display());
             return Exit::Usage;
         }
     }
@@ -101,8 +124,17 @@ pub fn mount(a: &MountArgs) -> Exit {
     let dev: &'static FileDevice = Box::leak(Box::new(dev));
     // The row's hold (docs/cetrafs.md section 15, "Holding an image"), for as long as
     // this process lives; a read-only mount holds nothing.
-    let mut hold = None;
+    let hold;
     let backend = if a.read_only {
+        // Writers are kept out while it reads (a read-only mount caches nothing it
+        // could check again, and a writer would change blocks under it).
+        hold = match crate::cetrafs::hold::Hold::read(&a.image) {
+            Ok(h) => h,
+            Err(e) => {
+                crate::say!("mount: {}: {e}", a.image.display());
+                return Exit::Operational;
+            }
+        };
         match read_only(&a.image, dev) {
             Ok(b) => b,
             Err(exit) => return exit,
@@ -122,12 +154,12 @@ pub fn mount(a: &MountArgs) -> Exit {
             Err(exit) => return exit,
         }
     };
-    let mut st = State::new(backend);
     // Told it is leaving when the session ends (`CetraFuse`'s drop): a command that
-    // meets the hold then waits for the leave instead of refusing.
-    st.hold = hold;
-    let state = Arc::new(Mutex::new(st));
-    let exit = serve(a, Arc::clone(&state));
+    // meets the hold then waits for the leave instead of refusing. Let go of when this
+    // function returns, after the leave.
+    let hold = hold.map(Arc::new);
+    let state = Arc::new(Mutex::new(State::new(backend)));
+    let exit = serve(a, Arc::clone(&state), hold.clone());
     let st = match Arc::try_unwrap(state) {
         Ok(m) => m.into_inner().unwrap_or_else(PoisonError::into_inner),
         Err(_) => {
@@ -189,7 +221,7 @@ fn read_only(image: &Path, dev: &'static FileDevice) -> Result<Backend, Exit> {
         Ok(None) => {}
         Ok(Some(r)) => {
             match crate::cetrafs::hold::holder(image) {
-                Ok(Some(h)) => crate::say!(
+                Ok(Some(h @ crate::cetrafs::hold::Holder::Node { .. })) => crate::say!(
                     "mount: {}: in use by {h}: a read-only mount would read a filesystem \
                      changing under it; unmount it there first",
                     image.display()
@@ -241,7 +273,11 @@ fn read_only(image: &Path, dev: &'static FileDevice) -> Result<Backend, Exit> {
 }
 
 /// Mounts and serves until unmounted or signalled.
-fn serve(a: &MountArgs, state: Arc<Mutex<State>>) -> Exit {
+fn serve(
+    a: &MountArgs,
+    state: Arc<Mutex<State>>,
+    hold: Option<Arc<crate::cetrafs::hold::Hold>>,
+) -> Exit {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [
         signal_hook::consts::SIGINT,
@@ -272,12 +308,16 @@ fn serve(a: &MountArgs, state: Arc<Mutex<State>>) -> Exit {
         config.acl = fuser::SessionACL::All;
     }
     let notifier = Arc::new(OnceLock::new());
-    let fsys = CetraFuse::new(Arc::clone(&state), &a.image, Arc::clone(&notifier));
+    let fsys = CetraFuse::new(Arc::clone(&state), &a.image, Arc::clone(&notifier), hold);
     let session = match fuser::spawn_mount(fsys, &a.mountpoint, &config) {
         Ok(s) => {
             let _ = notifier.set(s.notifier());
-            if let Err(e) = detach_stderr(a.log.as_deref()) {
-                crate::report::warn(format!("mount: the log: {e}"));
+            if a.detached || a.log.is_some() {
+                if let Err(e) = detach_stderr(a.log.as_deref()) {
+                    crate::report::warn(format!("mount: the log: {e}"));
+                    // The starting command waits for standard error to be let go of.
+                    let _ = detach_stderr(None);
+                }
             }
             s
         }
@@ -450,6 +490,7 @@ fn start_in_background(a: &MountArgs) -> Exit {
         );
     }
     args.push("--foreground".into());
+    args.push("--detached".into());
     args.push("--node-id".into());
     args.push(a.node.node_id.to_string().into());
     let before = mounted_on(&a.mountpoint);
@@ -525,7 +566,7 @@ pub struct UmountArgs {
 /// recovers it), 8 when it could not be unmounted or did not end within `--timeout`,
 /// 16 when MOUNTPOINT is not a cetrafs FUSE mount.
 pub fn umount(a: &UmountArgs) -> Exit {
-    let Some(image) = mounted_image(&a.mountpoint) else {
+    let Some((image, read_only)) = mounted_image(&a.mountpoint) else {
         crate::say!(
             "umount: {}: not a tet-host mount (no cetrafs FUSE mount there)",
             a.mountpoint.display()
@@ -543,16 +584,36 @@ pub fn umount(a: &UmountArgs) -> Exit {
         );
         return Exit::Operational;
     }
-    // A read-only mount holds nothing and writes nothing: unmounted is done.
-    let Some((row, node_id)) = holder else {
+    // A read-only mount writes nothing: unmounted is done.
+    if read_only {
         println!(
-            "{}: unmounted ({})",
+            "{}: unmounted (read-only, {})",
             a.mountpoint.display(),
             image.display()
         );
         return Exit::Clean;
+    }
+    // A read-write mount whose process no longer held the image had died.
+    let Some((row, node_id)) = holder else {
+        let crashed = crate::cetrafs::hold::crashed_rows(&image).unwrap_or_default();
+        if crashed.is_empty() {
+            println!(
+                "{}: unmounted ({})",
+                a.mountpoint.display(),
+                image.display()
+            );
+            return Exit::Clean;
+        }
+        crate::say!(
+            "umount: {}: unmounted, but its mount process had ended without leaving {} \
+             (killed?): `tet-host replay {}` recovers it",
+            a.mountpoint.display(),
+            image.display(),
+            image.display()
+        );
+        return Exit::Problems;
     };
-    match crate::cetrafs::hold::wait_free(&image, Duration::from_secs(a.timeout)) {
+    match crate::cetrafs::hold::wait_row_free(&image, row, Duration::from_secs(a.timeout)) {
         Ok(true) => {}
         Ok(false) => {
             crate::say!(
@@ -595,7 +656,7 @@ pub fn umount(a: &UmountArgs) -> Exit {
 /// The sources of the FUSE mounts on `mountpoint`, oldest first, as
 /// `/proc/self/mountinfo` lists them (`fuse.cetrafs` through fusermount3, plain `fuse`
 /// when root mounts directly; `mount` sets the source to the image's absolute path).
-fn fuse_mounts_on(mountpoint: &Path) -> Vec<PathBuf> {
+fn fuse_mounts_on(mountpoint: &Path) -> Vec<(PathBuf, bool)> {
     let want = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
     let want = want.as_os_str().to_string_lossy();
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
@@ -603,11 +664,14 @@ fn fuse_mounts_on(mountpoint: &Path) -> Vec<PathBuf> {
     };
     info.lines()
         .filter_map(|l| {
-            let at = l.split(' ').nth(4).map(unescape)?;
+            let mut f = l.split(' ');
+            let at = f.nth(4).map(unescape)?;
+            let read_only = f.next()?.split(',').any(|o| o == "ro");
             let (_, tail) = l.split_once(" - ")?;
             let mut t = tail.split(' ');
             let (kind, source) = (t.next()?, t.next()?);
-            (at == want && kind.starts_with("fuse")).then(|| PathBuf::from(unescape(source)))
+            (at == want && kind.starts_with("fuse"))
+                .then(|| (PathBuf::from(unescape(source)), read_only))
         })
         .collect()
 }
@@ -617,8 +681,8 @@ fn mounted_on(mountpoint: &Path) -> usize {
     fuse_mounts_on(mountpoint).len()
 }
 
-/// The image the newest FUSE mount on `mountpoint` serves.
-fn mounted_image(mountpoint: &Path) -> Option<PathBuf> {
+/// The image the newest FUSE mount on `mountpoint` serves, and whether it is read-only.
+fn mounted_image(mountpoint: &Path) -> Option<(PathBuf, bool)> {
     fuse_mounts_on(mountpoint).pop()
 }
 
