@@ -769,7 +769,7 @@ pub fn gathered_npy<'f>(
     src: &NumpySource,
     budget: u64,
 ) -> Result<(Vec<u8>, Option<String>), tet_alloc::tet::query::QueryError> {
-    let values = crate::tet::query::select_values(file, plan_, budget, None)?;
+    let values = crate::tet::query::select_values(file, plan_, budget, &())?;
     let shape: Vec<u64> = plan_.selection.shape().as_slice().to_vec();
     let ((descr, shape, values), why) = restore(plan_.dataset.dtype(), shape, values, src);
     let mut out = crate::tet::npy::header(&descr, &shape);

@@ -11,7 +11,6 @@ pub fn open_walk(data: &[u8]) {
         deep: true,
         threads: Some(1),
         budget: Some(64 << 20),
-        progress: false,
     };
     let verified_clean = match crate::tet::verify::check_with(data, &opts) {
         Ok(c) => {
@@ -123,7 +122,6 @@ fn repair_round(data: &[u8], n: u32) {
         deep: true,
         threads: Some(1),
         budget: Some(64 << 20),
-        progress: false,
     };
     let Ok(checked) = crate::tet::verify::check_with(data, &opts) else {
         return;

@@ -22,6 +22,10 @@ pub const JSON_ATTRS_KEY: &str = "zarr_json_attrs";
 /// The attribute recording the source's Zarr `fill_value` (its JSON text).
 pub const FILL_KEY: &str = "zarr_fill_value";
 
+/// The attribute keeping, as a JSON object of their texts, the CF attributes `convert
+/// --unpack` decoded (read by `query`'s `null_count` hint).
+pub const DECODED_KEY: &str = "cf_decoded";
+
 /// The attribute marking a dataset converted from a 0-d array (`"[]"`): `export` writes
 /// it back with shape `()`.
 pub const SCALAR_KEY: &str = "numpy_shape";
@@ -103,13 +107,13 @@ impl Resolved {
     }
 }
 
-/// Why a query's names could not be resolved, with the exit status it earns: what the
-/// user wrote (16), the file's own damaged metadata or coordinates (4), or what the
-/// machine could not do within the memory budget (8).
+/// Why a query's names could not be resolved, with its category: what the user wrote
+/// (`usage`), the file's own damaged metadata or coordinates (`corrupt`), or what the
+/// machine could not do within the memory budget (`resource`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
-    /// The exit status.
-    pub exit: crate::Exit,
+    /// What went wrong, as the exit status sees it.
+    pub category: tet_core::Category,
     /// The message, naming the field.
     pub message: String,
 }
@@ -117,14 +121,14 @@ pub struct Refusal {
 impl Refusal {
     fn damaged(message: String) -> Refusal {
         Refusal {
-            exit: crate::Exit::Problems,
+            category: tet_core::Category::Corrupt,
             message,
         }
     }
 
     fn resource(message: String) -> Refusal {
         Refusal {
-            exit: crate::Exit::Operational,
+            category: tet_core::Category::Resource,
             message,
         }
     }
@@ -133,7 +137,7 @@ impl Refusal {
 impl From<String> for Refusal {
     fn from(message: String) -> Refusal {
         Refusal {
-            exit: crate::Exit::Usage,
+            category: tet_core::Category::Usage,
             message,
         }
     }
@@ -220,11 +224,11 @@ pub fn coord_values(file: &TetFile<'_>, c: &Coord, budget: u64) -> Result<Values
         )));
     }
     let located = |e: tet_alloc::tet::query::QueryError| Refusal {
-        exit: crate::Exit::of(e.category()),
+        category: e.category(),
         message: format!("coordinate dataset {name:?}: {e}"),
     };
     let p = plan(file, ds, &[]).map_err(located)?;
-    let bytes = crate::tet::query::select_values(file, &p, budget, None).map_err(located)?;
+    let bytes = crate::tet::query::select_values(file, &p, budget, &()).map_err(located)?;
     Ok(decode_values(ds.dtype(), &bytes))
 }
 
@@ -258,7 +262,7 @@ pub fn coord_ends(
             step: None,
         }];
         let p = plan(file, ds, &sel).map_err(|e| format!("coordinate dataset {name:?}: {e}"))?;
-        let b = crate::tet::query::select_values(file, &p, budget, None)
+        let b = crate::tet::query::select_values(file, &p, budget, &())
             .map_err(|e| format!("coordinate dataset {name:?}: {e}"))?;
         Ok(decode_values(ds.dtype(), &b))
     };
@@ -421,7 +425,7 @@ pub fn resolve(
                 None => marker().map_err(Refusal::damaged)?.ok_or_else(|| {
                     // `convert --unpack` made the markers NaN and moved them aside.
                     let decoded: Vec<String> = dm
-                        .and_then(|d| d.attr(crate::tet::ingest::DECODED_KEY))
+                        .and_then(|d| d.attr(DECODED_KEY))
                         .and_then(|t| {
                             serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(t)
                                 .ok()
