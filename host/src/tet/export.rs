@@ -510,13 +510,7 @@ pub fn for_each_slab<'f>(
     let mut dec = ChunkDecoder::new(CZstd::new(), budget);
     // Threads for zstd slabs: each holds a decoder and a copy of its tile, so the count is
     // lowered until that fits the budget left beside the window.
-    let largest = plan_
-        .rows
-        .iter()
-        .filter_map(|r| file.rows().get(usize::try_from(*r).ok()?))
-        .map(|r| r.raw_byte_len.get())
-        .max()
-        .unwrap_or(0);
+    let largest = crate::tet::query::largest_chunk(file, plan_);
     let per_thread = dec.memory_needed(largest).saturating_add(largest).max(1);
     let fit = budget
         .saturating_sub(window)

@@ -21,16 +21,19 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
         }
     };
     let shown = &report.findings;
+    // The last line of a file with nothing found, `incomplete` when the budget stopped
+    // the decode pass.
+    let clean = format!(
+        "{}: {}{}",
+        path.display(),
+        report.status(),
+        partial(report.decoded)
+    );
     match output {
         Output::Json => crate::report::print_json(&report.json()),
         Output::Quiet => {
             if report.is_clean() {
-                println!(
-                    "{}: {}{}",
-                    path.display(),
-                    report.status(),
-                    partial(report.decoded)
-                );
+                println!("{clean}");
             } else {
                 let first = shown
                     .iter()
@@ -57,12 +60,7 @@ pub fn verify(path: &Path, bytes: &[u8], output: Output, opts: &DecodeOptions) -
                 println!("note: {note}");
             }
             if report.is_clean() {
-                println!(
-                    "{}: {}{}",
-                    path.display(),
-                    report.status(),
-                    partial(report.decoded)
-                );
+                println!("{clean}");
             } else {
                 println!("{}", summary_line(path, report.errors, report.warnings));
             }

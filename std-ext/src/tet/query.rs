@@ -49,32 +49,21 @@ pub fn run<'f>(
     run_with(file, plan_, op, axes, threads, budget, &())
 }
 
-/// [`run`], telling `progress` the plan's read bytes, then each chunk's stored bytes.
-pub fn run_with<'f>(
-    file: &TetFile<'f>,
-    plan_: &ReadPlan<'f>,
-    op: Operation,
-    axes: &Axes,
-    threads: usize,
-    budget: u64,
-    progress: &dyn Progress,
-) -> Result<Output, QueryError> {
-    progress.begin(plan_.read_bytes);
-    let out = run_pool(file, plan_, op, axes, threads, budget, progress);
-    progress.end();
-    out
-}
-
-/// Decoder contexts that fit `budget` beside each other, at most `threads` (at least one):
-/// each holds the largest chunk of the plan (and its masked copy, for a masked plan).
-fn threads_for(file: &TetFile<'_>, plan_: &ReadPlan<'_>, threads: usize, budget: u64) -> usize {
-    let largest = plan_
+/// The decoded bytes of the largest chunk `plan_` reads (what each decoder must hold).
+pub fn largest_chunk(file: &TetFile<'_>, plan_: &ReadPlan<'_>) -> u64 {
+    plan_
         .rows
         .iter()
         .filter_map(|r| file.rows().get(usize::try_from(*r).ok()?))
         .map(|r| r.raw_byte_len.get())
         .max()
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+/// Decoder contexts that fit `budget` beside each other, at most `threads` (at least one):
+/// each holds the largest chunk of the plan (and its masked copy, for a masked plan).
+fn threads_for(file: &TetFile<'_>, plan_: &ReadPlan<'_>, threads: usize, budget: u64) -> usize {
+    let largest = largest_chunk(file, plan_);
     let probe = ChunkDecoder::new(CZstd::new(), budget);
     // A masked plan's threads each hold the masked copy too (8 bytes an element when
     // widened to f64).
@@ -101,7 +90,8 @@ fn pool(threads: usize, budget: u64) -> Result<rayon::ThreadPool, QueryError> {
         })
 }
 
-fn run_pool<'f>(
+/// [`run`], telling `progress` the plan's read bytes, then each chunk's stored bytes.
+pub fn run_with<'f>(
     file: &TetFile<'f>,
     plan_: &ReadPlan<'f>,
     op: Operation,
@@ -120,7 +110,8 @@ fn run_pool<'f>(
     };
     let dtype = plan_.dtype();
     let pool = pool(threads_for(file, plan_, threads, budget), budget)?;
-    pool.install(|| match op {
+    progress.begin(plan_.read_bytes);
+    let out = pool.install(|| match op {
         Operation::Reduce(r) if axes.scalar() => {
             // Linear scan: raw payloads that follow each other are read as windows of
             // about 64 MiB, one task per window walking its chunks in order, instead of
@@ -242,7 +233,9 @@ fn run_pool<'f>(
             execute(file, plan_, op, axes, &mut dec)
         }
         Operation::Histogram(h) => histogram_par(file, plan_, h, axes, budget, &tick),
-    })
+    });
+    progress.end();
+    out
 }
 
 /// The selection's range for a histogram without one (its smallest and largest elements,
