@@ -13,9 +13,7 @@ use tet_core::tet::select::Slice;
 use tet_core::tet::Codec;
 use tet_std::input::Input;
 use tet_std::tet::query::{Planned, Query};
-use tet_std::tet::verify::DecodeOptions;
 use tet_std::tet::{dataset, open_reading, open_tet};
-use tet_std::Exit;
 
 use crate::buffer::ChunkBuffer;
 use crate::error::Failure;
@@ -210,23 +208,7 @@ impl Handle {
     ) -> PyResult<String> {
         let path = self.path.clone();
         let bytes = self.bytes();
-        let out = py.detach(|| -> Result<String, Failure> {
-            let opts = DecodeOptions {
-                deep,
-                threads: None,
-                budget: memory_budget,
-            };
-            let report = tet_std::tet::verify::report(&path, bytes, &opts, &())?;
-            let mut v = report.json();
-            // What `tet-host verify` would exit with, and the decode error the budget
-            // stopped at: the binding's two additions to the CLI's document.
-            if let Some(o) = v.as_object_mut() {
-                let exit = report.outcome().map_or(Exit::Clean, Exit::of);
-                o.insert("exit".into(), json!(exit.code()));
-                o.insert("operational".into(), json!(report.operational));
-            }
-            Ok(v.to_string())
-        })?;
+        let out = py.detach(|| crate::verify::report_json(&path, bytes, deep, memory_budget))?;
         Ok(out)
     }
 

@@ -12,6 +12,7 @@ mod buffer;
 mod error;
 mod file;
 mod query;
+mod verify;
 mod write;
 
 use pyo3::prelude::*;
@@ -24,6 +25,7 @@ fn _tetrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<write::RawWriter>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(parse_budget, m)?)?;
+    m.add_function(wrap_pyfunction!(verify::verify_path, m)?)?;
     Ok(())
 }
 
