@@ -8,16 +8,11 @@ use crate::Exit;
 /// Runs `f` on the opened input at `path` (mapped, or read with `no_mmap`), for callers
 /// that release pages behind them ([`Input::release`]).
 pub fn with_opened(path: &std::path::Path, no_mmap: bool, f: impl FnOnce(&Input) -> Exit) -> Exit {
-    let opened = if no_mmap {
-        Input::read(path)
-    } else {
-        Input::open(path)
-    };
-    match opened {
+    match Input::load(path, no_mmap) {
         Ok(i) => f(&i),
         Err(e) => {
-            crate::say!("cannot read {}: {e}", path.display());
-            Exit::Operational
+            crate::say!("{e}");
+            Exit::of(e.category())
         }
     }
 }
@@ -34,16 +29,5 @@ pub fn with_input_mode(
     no_mmap: bool,
     f: impl FnOnce(&[u8]) -> Exit,
 ) -> Exit {
-    let opened = if no_mmap {
-        Input::read(path)
-    } else {
-        Input::open(path)
-    };
-    match opened {
-        Ok(i) => f(i.bytes()),
-        Err(e) => {
-            crate::say!("cannot read {}: {e}", path.display());
-            Exit::Operational
-        }
-    }
+    with_opened(path, no_mmap, |i| f(i.bytes()))
 }

@@ -73,12 +73,7 @@ impl Handle {
     #[pyo3(signature = (path, mmap = true))]
     fn new(py: Python<'_>, path: PathBuf, mmap: bool) -> PyResult<Handle> {
         let opened = py.detach(|| -> Result<Handle, Failure> {
-            let input = if mmap {
-                Input::open(&path)
-            } else {
-                Input::read(&path)
-            }
-            .map_err(|e| Failure::io(format!("cannot read {}: {e}", path.display())))?;
+            let input = Input::load(&path, !mmap)?;
             let warnings = open_reading(&path, input.bytes())?.warnings;
             Ok(Handle {
                 input: Arc::new(input),

@@ -50,12 +50,7 @@ pub fn verify_path(
     mmap: bool,
 ) -> PyResult<String> {
     let out = py.detach(|| -> Result<String, Failure> {
-        let input = if mmap {
-            Input::open(&path)
-        } else {
-            Input::read(&path)
-        }
-        .map_err(|e| Failure::io(format!("cannot read {}: {e}", path.display())))?;
+        let input = Input::load(&path, !mmap)?;
         match tet_std::classify_bytes(input.bytes()) {
             Ok(Format::Tet) => report_json(&path, input.bytes(), deep, memory_budget),
             Ok(Format::Cetrafs) => Err(Failure::usage(format!(

@@ -37,6 +37,18 @@ impl Input {
         Ok(Input::Read(buf))
     }
 
+    /// Opens `path` mapped ([`Input::open`]) or, with `no_mmap`, read into memory
+    /// ([`Input::read`]); the failure as an operational error (`cannot read PATH: ...`).
+    pub fn load(path: &Path, no_mmap: bool) -> Result<Input, crate::Error> {
+        let opened = if no_mmap {
+            Input::read(path)
+        } else {
+            Input::open(path)
+        };
+        opened
+            .map_err(|e| crate::Error::io(format!("cannot read {}: {e}", path.display())).at(path))
+    }
+
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {
         match self {
