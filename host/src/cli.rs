@@ -451,6 +451,9 @@ pub enum Command {
     Getfattr(crate::cetrafs::write::GetfattrArgs),
     /// Mount a cetrafs image through FUSE, read-write as one node or --read-only.
     Mount(crate::cetrafs::mount::MountArgs),
+    /// Unmount a `tet-host mount` and wait until its process has written back and left
+    /// (plain `umount` of a FUSE mount returns before that).
+    Umount(crate::cetrafs::mount::UmountArgs),
     /// Check every structural rule and decode payloads (.tet: the first 128 chunks, or
     /// all with --deep); exit 0 when clean, 4 when problems are found.
     Verify {
@@ -504,7 +507,8 @@ impl Command {
             | Command::Truncate(_)
             | Command::Setfattr(_)
             | Command::Getfattr(_)
-            | Command::Mount(_) => false,
+            | Command::Mount(_)
+            | Command::Umount(_) => false,
         }
     }
 }

@@ -80,7 +80,10 @@ fn dispatch(command: Command) -> Exit {
                     );
                     Exit::Usage
                 }
-                Ok(Some(dev)) => cetrafs::info::info(&file, &cetrafs::reading(&file, dev), out),
+                Ok(Some(dev)) => {
+                    cetrafs::write::warn_if_held(&file);
+                    cetrafs::info::info(&file, &cetrafs::reading(&file, dev), out)
+                }
                 Ok(None) => with_input(&file, |b| tet::info::info_with(&file, b, out, more)),
             }
         }
@@ -126,13 +129,19 @@ fn dispatch(command: Command) -> Exit {
                 Exit::Usage
             }
             Ok(true) => match cetrafs::device::FileDevice::open_rw(&image) {
-                Ok(d) => cetrafs::replay::replay(
-                    &image,
-                    &d,
-                    node_id,
-                    force,
-                    if json { Output::Json } else { Output::Human },
-                ),
+                Ok(d) => match cetrafs::write::gate("replay", &image) {
+                    Err(e) => e,
+                    Ok(hold) => cetrafs::replay::replay(
+                        &image,
+                        &d,
+                        cetrafs::replay::Which {
+                            node_id,
+                            force,
+                            held: hold.is_some(),
+                        },
+                        if json { Output::Json } else { Output::Human },
+                    ),
+                },
                 Err(e) => {
                     tet_host::say!("cannot write {}: {e}", image.display());
                     Exit::Operational
@@ -196,6 +205,7 @@ fn dispatch(command: Command) -> Exit {
         Command::Setfattr(a) => only_cetrafs(&a.image, || cetrafs::write::setfattr(&a)),
         Command::Getfattr(a) => only_cetrafs(&a.image, || cetrafs::write::getfattr(&a)),
         Command::Mount(a) => only_cetrafs(&a.image, || cetrafs::mount::mount(&a)),
+        Command::Umount(a) => cetrafs::mount::umount(&a),
         Command::Tune {
             image,
             label,
@@ -548,6 +558,7 @@ fn dispatch(command: Command) -> Exit {
             match sniff(&file) {
                 Err(e) => e,
                 Ok(Some(dev)) => {
+                    cetrafs::write::warn_if_held(&file);
                     let limit = read
                         .memory
                         .memory_budget

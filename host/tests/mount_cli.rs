@@ -20,40 +20,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{detach, fuse_ready, is_root, which};
+
 const BIN: &str = env!("CARGO_BIN_EXE_tet-host");
 /// A deadline for any one step on the mounted tree.
 const STEP: Duration = Duration::from_secs(120);
-
-/// Whether FUSE can be used here; prints SKIPPING (and fails under CI) when not.
-fn fuse_ready(test: &str) -> bool {
-    let ok =
-        Path::new("/dev/fuse").exists() && (is_root() || which("fusermount3")) && which("timeout");
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{test}: /dev/fuse, root or fusermount3, and timeout are required under CI"
-        );
-        println!("SKIPPING {test}: no /dev/fuse (or not root and no fusermount3)");
-    }
-    ok
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn which(prog: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {prog}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 /// The test's directory: on /dev/shm when there is one (the writer flushes after every
 /// operation, which on a disk costs milliseconds; the crash test kills the process, not
@@ -252,20 +224,6 @@ impl Mounted {
         }
         detach(&self.mnt);
     }
-}
-
-fn detach(mnt: &Path) {
-    let _ = Command::new("fusermount3")
-        .arg("-u")
-        .arg("-z")
-        .arg(mnt)
-        .stderr(Stdio::null())
-        .status();
-    let _ = Command::new("umount")
-        .arg("-l")
-        .arg(mnt)
-        .stderr(Stdio::null())
-        .status();
 }
 
 impl Drop for Mounted {
@@ -743,10 +701,11 @@ fn read_only_refuses_an_active_writer_and_rw_refuses_errors() {
     };
     let m = Mounted::start(&img, &mnt, &[]);
     std::fs::write(mnt.join("a"), b"a").unwrap();
+    std::fs::create_dir_all(d.join("mnt2")).unwrap();
     let (code, _, err) = tet(&["mount", "img", "mnt2", "--read-only", "--foreground"], &d);
     assert_eq!(code, 8, "{err}");
     assert!(
-        err.contains("is ACTIVE in registry row 0") && err.contains("--force"),
+        err.contains("in use by node 0x7e7") && err.contains("registry row 0"),
         "{err}"
     );
     let (code, _, err) = tet(
@@ -754,6 +713,7 @@ fn read_only_refuses_an_active_writer_and_rw_refuses_errors() {
         &d,
     );
     assert_eq!(code, 8, "a second writer: {err}");
+    assert!(err.contains("in use by node 0x7e7"), "{err}");
     m.unmount();
     // Damage: an inode's checksum broken; the read-write mount refuses, naming repair.
     let (_, out, _) = tet(&["stat", "img", "/a", "--json"], &d);

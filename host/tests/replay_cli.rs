@@ -78,17 +78,49 @@ fn replay_once_then_nothing_and_live_nodes_refused() {
         (0, "img: clean\n".to_string())
     );
 
+    // A row ACTIVE that no process holds is a writer that crashed: replay recovers it,
+    // without --force or its node id, and the image ends clean.
     std::fs::write(dir.join("live"), dirty_image(true)).unwrap();
-    let before = std::fs::read(dir.join("live")).unwrap();
-    let (code, _, err) = run(&["replay", "live"], &dir);
-    assert_eq!(code, 8);
-    assert!(err.contains("node 7 (registry row 0)"), "{err}");
+    let (code, out, err) = run(&["replay", "live"], &dir);
+    assert_eq!(code, 1, "{err}");
     assert!(
-        std::fs::read(dir.join("live")).unwrap() == before,
+        String::from_utf8_lossy(&out).contains("recovered node 0x7:"),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+    let (code, out, _) = run(&["verify", "live"], &dir);
+    assert_eq!(
+        (code, String::from_utf8(out).unwrap()),
+        (0, "live: clean\n".to_string())
+    );
+    // A live process holding the image refuses replay, --force or not, writing nothing.
+    std::fs::write(dir.join("held"), dirty_image(false)).unwrap();
+    ok_replay(&dir, "held");
+    let mut holder = std::process::Command::new(env!("CARGO_BIN_EXE_tet-host"))
+        .args(["mkdir", "held", "/z"])
+        .current_dir(&dir)
+        .env("TET_HOST_TEST_HOLD_MS", "3000")
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let before = loop {
+        let (_, _, err) = run(&["ls", "held", "/"], &dir);
+        if err.contains("in use by") {
+            break std::fs::read(dir.join("held")).unwrap();
+        }
+        assert!(t0.elapsed().as_secs() < 20, "the holder took the image");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    for args in [&["replay", "held"][..], &["replay", "--force", "held"]] {
+        let (code, _, err) = run(args, &dir);
+        assert_eq!(code, 8, "{args:?}: {err}");
+        assert!(err.contains("in use by"), "{err}");
+    }
+    assert!(
+        std::fs::read(dir.join("held")).unwrap() == before,
         "refused: nothing written"
     );
-    let (code, _, err) = run(&["replay", "--force", "live"], &dir);
-    assert_eq!(code, 1, "{err}");
+    assert!(holder.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -157,4 +189,10 @@ fn repair_conventions_on_a_cetrafs_image() {
     assert_eq!(code, 8);
     assert!(err.contains("node 7 (registry row 0) is ACTIVE"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Replays `img` in `dir` to the end (exit 0 or 1).
+fn ok_replay(dir: &std::path::Path, img: &str) {
+    let (code, _, err) = run(&["replay", img], dir);
+    assert!(code == 0 || code == 1, "{err}");
 }

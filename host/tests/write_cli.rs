@@ -167,9 +167,13 @@ fn a_crashed_writer_is_refused_to_others_and_recovered_by_replay() {
     std::fs::write(d.join("img"), &img).unwrap();
     let (c, _, err) = run(&["mkdir", "img", "/x"], &d);
     assert_eq!(c, 8, "{err}");
-    assert!(err.contains("node 0x4d (crashed) is ACTIVE"), "{err}");
-    assert!(err.contains("replay IMAGE --node-id 0x4d --force"), "{err}");
-    let (c, out, err) = run(&["replay", "img", "--node-id", "77", "--force"], &d);
+    assert!(
+        err.contains("node 0x4d (registry row 0) is ACTIVE but no process holds it"),
+        "{err}"
+    );
+    assert!(err.contains("`tet-host replay img` recovers it"), "{err}");
+    // One command, no node id: every crashed writer is recovered.
+    let (c, out, err) = run(&["replay", "img"], &d);
     assert_eq!(c, 1, "{err}");
     assert!(
         String::from_utf8_lossy(&out).contains("recovered node 0x4d"),

@@ -556,6 +556,16 @@ pub const DAMAGE: &[Damage] = &[
         Code::GroupFreeCount,
     ),
     (
+        "group free count behind its bitmap in a zone the ACTIVE writer owns",
+        |i| {
+            // Row 0 is the base image's ACTIVE node 7: a crashed writer's trailing
+            // count (docs/cetrafs.md section 15), a warning.
+            Img::set_owner(i, 0, 0);
+            Img::adjust_free(i, 0, -1);
+        },
+        Code::FreeCountStale,
+    ),
+    (
         "zone free count off",
         |i| {
             patch::<RawZoneGroupHot>(i, B, |z| {
@@ -970,6 +980,7 @@ mod repair {
         Code::InodeUnmarked,
         Code::GroupFreeCount,
         Code::ZoneFreeCount,
+        Code::FreeCountStale,
         Code::BlockLeaked,
         Code::BlockUnmarked,
         Code::BitmapPadding,

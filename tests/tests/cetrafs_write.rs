@@ -14,7 +14,9 @@ use std::collections::BTreeMap;
 
 use tet_alloc::cetrafs::fsck;
 use tet_alloc::cetrafs::mkfs::{ImageBuilder, Params, Placement, Sparse};
-use tet_alloc::cetrafs::write::{recover, Errno, JoinOptions, SetAttr, WriteError, Writer};
+use tet_alloc::cetrafs::write::{
+    recover, recover_all, Errno, JoinOptions, SetAttr, WriteError, Writer,
+};
 use tet_core::block::{MemDevice, MemDeviceMut, BLOCK_SIZE};
 use tet_core::cetrafs::check::Severity;
 use tet_core::cetrafs::{Buffers, Fs};
@@ -882,8 +884,18 @@ fn power_cuts(batch: bool) {
                     Err(_) => 0,
                 }
             };
-            // Recovery as the protocol defines it, then the checker and the tree.
-            recover(MemDeviceMut::new(&mut img), ME).unwrap();
+            // A crashed writer's image is damaged nowhere: its counts trail, as
+            // warnings naming `replay` (docs/cetrafs.md section 15).
+            assert_eq!(
+                errors(&img),
+                Vec::<String>::new(),
+                "cut after write {cut}, before recovery: {:?}",
+                all_findings(&img)
+            );
+            // Recovery as the protocol defines it (`replay`: every crashed writer),
+            // then the checker and the tree.
+            let back = recover_all(MemDeviceMut::new(&mut img)).unwrap();
+            assert!(back.iter().all(|(id, _)| *id == ME), "{back:?}");
             let context =
                 format!("cut after write {cut} of {total} (tear {tear}), {done} operations done");
             assert_eq!(
@@ -1126,7 +1138,7 @@ fn a_join_is_refused_while_another_node_is_active_or_a_journal_is_dirty() {
         ),
         "{e:?}"
     );
-    assert!(e.to_string().contains("--node-id 0x55 --force"), "{e}");
+    assert!(e.to_string().contains("`tet-host replay IMAGE`"), "{e}");
     let mut img = image(8 << 20);
     register_node(&mut img, 0, 0x55, 3, b"other").unwrap();
     let target = {
@@ -1294,7 +1306,13 @@ fn a_power_cut_at_any_write_of_put_leaves_whole_files_only() {
                     }
                 }
             }
-            recover(MemDeviceMut::new(&mut img), ME).unwrap();
+            assert_eq!(
+                errors(&img),
+                Vec::<String>::new(),
+                "put cut after write {cut}, before recovery: {:?}",
+                all_findings(&img)
+            );
+            recover_all(MemDeviceMut::new(&mut img)).unwrap();
             let context = format!("put cut after write {cut} of {total} (tear {tear})");
             assert_eq!(
                 errors(&img),
@@ -1579,13 +1597,24 @@ fn a_mid_file_edit_of_a_file_of_4000_extents_rewrites_the_leaves_it_touches() {
         let dev = MemDeviceMut::new(&mut img);
         let mut w = Writer::join(&dev, &opts()).unwrap();
         let before = w.next_txn_id();
+        let mut most = (0, 0);
         for (i, h) in holes.iter().enumerate() {
             let at = *h as usize * B + 100;
             let body = [0xA0 | (i % 16) as u8; 300];
             w.write(f, at as u64, &body)
                 .unwrap_or_else(|e| panic!("write {i} into hole block {h}: {e:?}"));
             model[at..at + 300].copy_from_slice(&body);
+            // Section 15: a hole filled (an edit that is not growth) edits the leaf that
+            // holds it and the interior block above it, and writes at most a new leaf
+            // and a new interior block when they split.
+            let j = last_txn(&dev, w.row(), w.next_txn_id() - 1, f);
+            assert!(
+                j.tree_edited <= 2 && j.tree_fresh <= 2 && j.inode == 1 && j.other == 0,
+                "write {i} into hole block {h}: {j:?}"
+            );
+            most = most.max((j.tree_edited, j.tree_fresh));
         }
+        println!("most tree blocks edited and new by one hole filled: {most:?}");
         // An edit of a mapped block in the middle, and a truncate through a leaf.
         w.write(f, 4001 * B as u64 - 7, b"across two blocks")
             .unwrap();
@@ -1717,6 +1746,356 @@ fn random_edits_of_a_file_of_thousands_of_extents_read_as_modelled() {
         after - before
     };
     assert_eq!(txns, edits, "one transaction an edit");
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert!(
+        read_file(&img, b"/frag").unwrap() == model,
+        "contents differ"
+    );
+}
+
+/// The hot sector of every block group descriptor on `dev`, with its block and count.
+fn descriptor_sectors<D: tet_core::block::BlockDevice>(dev: D) -> Vec<(u64, [u8; 512], u64)> {
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(dev, &mut bufs.data).unwrap();
+    (0..fs.superblock().block_group_count())
+        .map(|bg| {
+            let d = fs.block_group(bg, &mut bufs.data).unwrap();
+            let (lba, free) = (d.lba(), d.raw().free_data_blocks.get());
+            fs.device().read_block(lba, &mut bufs.data).unwrap();
+            (lba, bufs.data[..512].try_into().unwrap(), free)
+        })
+        .collect()
+}
+
+/// The block groups of the zone groups a node owns on `dev`.
+fn owned_groups<D: tet_core::block::BlockDevice>(dev: D) -> Vec<u32> {
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(dev, &mut bufs.data).unwrap();
+    let mut out = Vec::new();
+    for z in 0..fs.superblock().zone_group_count() {
+        let zg = fs.zone_group(z, &mut bufs.data).unwrap();
+        if zg.owner().is_some() {
+            let first = zg.cold().first_bg_id.get();
+            out.extend(first..first + zg.cold().bg_count.get());
+        }
+    }
+    out
+}
+
+/// A previous owner's late update of `sector` (its count one less, resealed), tried by
+/// compare-and-write against the sector it was built on; whether it landed.
+fn late_update(dev: &MemDeviceMut<'_>, lba: u64, sector: &[u8; 512]) -> bool {
+    use tet_core::block::BlockDeviceMut;
+    let mut new = *sector;
+    let free = u64::from_le_bytes(new[64..72].try_into().unwrap());
+    new[64..72].copy_from_slice(&free.saturating_sub(1).to_le_bytes());
+    new[112..120].fill(0);
+    let crc = u64::from(tet_core::checksum::crc32c(&new[..128]));
+    new[112..120].copy_from_slice(&crc.to_le_bytes());
+    dev.compare_and_write(lba, sector, &new).unwrap()
+}
+
+#[test]
+fn a_late_update_built_before_a_change_of_owner_fails_even_when_the_count_did_not_change() {
+    // Section 4: `reconcile_seq` advances on every change of zone group owner (claim,
+    // release, recovery), so a compare-and-write built on the sequence and count read
+    // before it fails although the count is the same.
+    let mut img = image(8 << 20);
+    let before_claim = descriptor_sectors(MemDevice::new(&img));
+    let (before_release, stale_count, owner_before_release) = {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.create(1, b"f", 0o644, 0, 0).unwrap();
+        w.write(f, 0, &[7u8; 100]).unwrap();
+        // Zone group 0 is claimed: each of its block groups whose count the write left
+        // as it was refuses the update built before the claim.
+        let mut unchanged = 0;
+        let now = descriptor_sectors(&dev);
+        let claimed = owned_groups(&dev);
+        assert!(!claimed.is_empty(), "no zone group claimed");
+        for (bg, ((lba, sector, free), (_, _, free_now))) in
+            before_claim.iter().zip(&now).enumerate()
+        {
+            if claimed.contains(&(bg as u32)) && free_now == free {
+                unchanged += 1;
+                assert!(
+                    !late_update(&dev, *lba, sector),
+                    "block {lba}: a late update built before the claim landed"
+                );
+            }
+        }
+        let before_release = descriptor_sectors(&dev);
+        w.leave().unwrap();
+        (before_release, unchanged, claimed)
+    };
+    assert!(stale_count >= 1, "no block group kept its count");
+    // The release: every update built before it fails, the counts being unchanged.
+    let released = owned_groups(MemDevice::new(&img));
+    assert!(
+        released.is_empty(),
+        "a zone group is still owned after the leave"
+    );
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        for &bg in &owner_before_release {
+            let (lba, sector, _) = &before_release[bg as usize];
+            assert!(
+                !late_update(&dev, *lba, sector),
+                "block {lba}: a late update built before the release landed"
+            );
+        }
+    }
+    for ((_, _, a), (_, _, b)) in before_release
+        .iter()
+        .zip(descriptor_sectors(MemDevice::new(&img)).iter())
+    {
+        assert_eq!(a, b, "the release changed a count");
+    }
+    // Recovery of a crashed writer releases its zone groups the same way.
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.resolve(b"/f").unwrap();
+        w.write(f, B as u64, &[8u8; 100]).unwrap();
+        // Dropped without leaving.
+    }
+    let before_recovery = descriptor_sectors(MemDevice::new(&img));
+    let owner_before_recovery = owned_groups(MemDevice::new(&img));
+    assert!(
+        !owner_before_recovery.is_empty(),
+        "the crash left no zone group owned"
+    );
+    recover(MemDeviceMut::new(&mut img), ME).unwrap();
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        for &bg in &owner_before_recovery {
+            let (lba, sector, _) = &before_recovery[bg as usize];
+            assert!(
+                !late_update(&dev, *lba, sector),
+                "block {lba}: a late update built before the recovery landed"
+            );
+        }
+    }
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+}
+
+/// What one growth transaction journaled, by kind of block.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Journaled {
+    inode: u32,
+    bitmap: u32,
+    /// Tree blocks that held the tree before (edits), and new ones (`F_FRESH`).
+    tree_edited: u32,
+    tree_fresh: u32,
+    other: u32,
+    /// Whether the inode's root (extent header and inline slots) changed.
+    root_changed: bool,
+}
+
+/// The targets of the last transaction in row `row`'s journal on `dev` (its slots stay in
+/// the journal until the next one overwrites them), sorted into kinds for inode `ino`.
+fn last_txn<D: tet_core::block::BlockDevice>(dev: D, row: u32, txn: u64, ino: u64) -> Journaled {
+    use tet_core::cetrafs::raw::RawSlotHeader;
+    use zerocopy::FromBytes;
+    let mut bufs = Buffers::new();
+    let fs = Fs::open(dev, &mut bufs.data).unwrap();
+    let sb = fs.superblock().raw();
+    let inode_lba = sb.inode_table_start.get() + ino;
+    let bitmaps: Vec<std::ops::Range<u64>> = (0..fs.superblock().block_group_count())
+        .map(|bg| {
+            let (start, len) = fs.superblock().bg_span(bg);
+            start + 1..start + 1 + tet_core::cetrafs::bitmap_blocks(len)
+        })
+        .collect();
+    let start = fs.journal_start(row);
+    let mut out = Journaled::default();
+    let mut b = [0u8; B];
+    let mut s = 0u64;
+    loop {
+        fs.device().read_block(start + 1 + 2 * s, &mut b).unwrap();
+        let h = RawSlotHeader::read_from_bytes(&b[..64]).unwrap();
+        assert_eq!(
+            h.txn_id.get(),
+            txn,
+            "slot {s} is not of the last transaction"
+        );
+        let target = h.target_lba.get();
+        let fresh = h.flags.get() & tet_core::cetrafs::F_FRESH != 0;
+        if target == inode_lba {
+            out.inode += 1;
+        } else if bitmaps.iter().any(|r| r.contains(&target)) {
+            out.bitmap += 1;
+        } else if fs.superblock().bg_regions_start() <= target && fresh {
+            out.tree_fresh += 1;
+        } else if fs.superblock().bg_regions_start() <= target {
+            out.tree_edited += 1;
+        } else {
+            out.other += 1;
+        }
+        s += 1;
+        if s == u64::from(h.txn_slots.get()) {
+            break;
+        }
+    }
+    out
+}
+
+#[test]
+fn growing_a_file_edits_one_block_of_its_tree_at_every_depth() {
+    // Section 9: arrays are append-only and unordered, so growing a file edits a single
+    // block of its tree. A file written a block at a time with a hole after each block
+    // (so no two extents merge), one transaction a write, through depths 0, 1 and 2:
+    // each transaction journals the inode, the data bitmap block it allocates in, new
+    // tree blocks (`F_FRESH`), and exactly one array that held the tree before (a leaf,
+    // an interior block, or the inode's root, which is the inode's block).
+    let n = 1300u64; // past 4 × 254 extents: depth 2
+    let mut img = image(16 << 20);
+    // (depth before, depth after, what was journaled) → writes.
+    let mut by_depth: BTreeMap<(u16, u16, Journaled), u64> = BTreeMap::new();
+    let mut bad = Vec::new();
+    let mut model = Vec::new();
+    {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let f = w.create(1, b"grow", 0o644, 0, 0).unwrap();
+        let depth = |dev: &MemDeviceMut<'_>| {
+            let mut bufs = Buffers::new();
+            let fs = Fs::open(dev, &mut bufs.data).unwrap();
+            fs.inode(f, &mut bufs.data).unwrap().depth()
+        };
+        let root = |dev: &MemDeviceMut<'_>| {
+            use tet_core::block::BlockDevice;
+            let mut bufs = Buffers::new();
+            let fs = Fs::open(dev, &mut bufs.data).unwrap();
+            let lba = fs.superblock().raw().inode_table_start.get() + f;
+            fs.device().read_block(lba, &mut bufs.data).unwrap();
+            bufs.data[104..180].to_vec()
+        };
+        for k in 0..n {
+            let (d0, r0) = (depth(&dev), root(&dev));
+            let fill = [(k % 251) as u8 | 1; 16];
+            let at = 2 * k as usize * B;
+            w.write(f, at as u64, &fill).unwrap();
+            model.resize(at, 0);
+            model.extend_from_slice(&fill);
+            let txn = w.next_txn_id() - 1;
+            let mut j = last_txn(&dev, w.row(), txn, f);
+            j.root_changed = root(&dev) != r0;
+            let d1 = depth(&dev);
+            let arrays = j.tree_edited + u32::from(j.root_changed);
+            if j.inode != 1 || j.other != 0 || arrays != 1 || j.bitmap > 2 || j.tree_fresh > 2 {
+                bad.push(format!("write {k} (depth {d0} to {d1}): {j:?}"));
+            }
+            *by_depth.entry((d0, d1, j)).or_insert(0) += 1;
+        }
+        w.leave().unwrap();
+    }
+    for ((d0, d1, j), count) in &by_depth {
+        println!("depth {d0} -> {d1}: {count} writes journaled {j:?}");
+    }
+    assert!(
+        bad.is_empty(),
+        "{} growths edit more than one array: {:?}",
+        bad.len(),
+        &bad[..bad.len().min(10)]
+    );
+    assert!(by_depth.keys().any(|k| k.1 == 2), "never reached depth 2");
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert!(
+        read_file(&img, b"/grow").unwrap() == model,
+        "contents differ"
+    );
+}
+
+#[test]
+fn growth_leaves_every_other_array_as_it_is_in_whatever_order() {
+    // Section 9: readers accept any order, and growth edits only the array it appends
+    // to. A file of 600 extents (3 leaves under the root) whose first leaf holds its
+    // extents in reverse, as another implementation may write them: the checker and
+    // the reader accept it, and an append edits the last leaf alone, leaving the first
+    // leaf's bytes as they were (and so does an edit of the last leaf that is not
+    // growth).
+    use tet_core::block::BlockDevice;
+    let (mut img, f, mut model) = many_extents(600, 16 << 20);
+    let inode_at = {
+        let mut bufs = Buffers::new();
+        let fs = Fs::open(MemDevice::new(&img), &mut bufs.data).unwrap();
+        assert_eq!(fs.inode(f, &mut bufs.data).unwrap().depth(), 1);
+        (fs.superblock().raw().inode_table_start.get() + f) as usize * B
+    };
+    let slots = img[inode_at + 116..inode_at + 180].to_vec();
+    let first = (0..4)
+        .filter(|i| img[inode_at + 106] as usize > *i)
+        .map(|i| &slots[16 * i..16 * i + 12])
+        .find(|ix| u32::from_le_bytes(ix[..4].try_into().unwrap()) == 0)
+        .map(|ix| u64::from_le_bytes(ix[4..12].try_into().unwrap()))
+        .unwrap();
+    let leaf = first as usize * B;
+    let n = u16::from_le_bytes(img[leaf + 2..leaf + 4].try_into().unwrap()) as usize;
+    assert!(n > 100, "first leaf holds {n}");
+    let entries: Vec<Vec<u8>> = (0..n)
+        .map(|i| img[leaf + 12 + 16 * i..leaf + 28 + 16 * i].to_vec())
+        .collect();
+    for (i, e) in entries.iter().rev().enumerate() {
+        img[leaf + 12 + 16 * i..leaf + 28 + 16 * i].copy_from_slice(e);
+    }
+    let crc = tet_core::checksum::crc32c_skipping(&img[leaf..leaf + B], 4088);
+    img[leaf + 4088..leaf + 4096].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(
+        errors(&img),
+        Vec::<String>::new(),
+        "{:?}",
+        all_findings(&img)
+    );
+    assert!(
+        read_file(&img, b"/frag").unwrap() == model,
+        "contents differ"
+    );
+    let reversed = img[leaf..leaf + B].to_vec();
+    let j = {
+        let dev = MemDeviceMut::new(&mut img);
+        let mut w = Writer::join(&dev, &opts()).unwrap();
+        let at = 2 * 600 * B;
+        w.write(f, at as u64, b"appended").unwrap();
+        model.resize(at, 0);
+        model.extend_from_slice(b"appended");
+        let j = last_txn(&dev, w.row(), w.next_txn_id() - 1, f);
+        let mut b = [0u8; B];
+        dev.read_block(first, &mut b).unwrap();
+        assert!(b[..] == reversed[..], "the first leaf was rewritten");
+        // An edit that is not growth (a hole filled in the last leaf) rewrites only the
+        // arrays whose entries change: the first leaf's entries, in their order, stay.
+        let at = (2 * 590 + 1) * B;
+        w.write(f, at as u64, b"hole").unwrap();
+        model[at..at + 4].copy_from_slice(b"hole");
+        dev.read_block(first, &mut b).unwrap();
+        assert!(
+            b[..] == reversed[..],
+            "the first leaf was rewritten by an edit elsewhere"
+        );
+        w.leave().unwrap();
+        j
+    };
+    assert_eq!(
+        (j.inode, j.tree_edited, j.tree_fresh, j.other),
+        (1, 1, 0, 0),
+        "{j:?}"
+    );
     assert_eq!(
         errors(&img),
         Vec::<String>::new(),

@@ -79,3 +79,42 @@ fn one_exit_code_table_everywhere() {
         );
     }
 }
+
+/// Section 11.1 of docs/cetrafs.md, the one table of feature bits and fields taken from
+/// reserved space, has a row for every bit the library knows, at its set and position,
+/// and names no bit the library does not know; the bits of section 11's table agree.
+#[test]
+fn every_cetrafs_feature_bit_is_in_the_reserved_bytes_table() {
+    use tet_core::cetrafs::Features as F;
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/cetrafs.md"))
+        .unwrap();
+    let start = doc.find("### 11.1").unwrap();
+    let end = doc[start..].find("## 12.").map_or(doc.len(), |e| start + e);
+    let table = &doc[start..end];
+    let mut known = Vec::new();
+    for (set, bits) in [
+        ("compat", F::COMPAT),
+        ("incompat", F::INCOMPAT),
+        ("ro_compat", F::RO_COMPAT),
+    ] {
+        for (bit, name) in bits {
+            let row = format!("| `{name}` | `feature_{set}` bit {bit} |");
+            assert!(table.contains(&row), "section 11.1 lacks the row {row}");
+            let listed = format!("| {set} | {bit} | `{name}` |");
+            assert!(doc.contains(&listed), "section 11 lacks {listed}");
+            known.push(*name);
+        }
+    }
+    for line in table.lines().filter(|l| l.contains("| `feature_")) {
+        assert!(
+            known
+                .iter()
+                .any(|n| line.starts_with(&format!("| `{n}` |"))),
+            "section 11.1 names a bit the library does not know: {line}"
+        );
+    }
+    assert!(
+        table.contains("| `replaying_txn` | journal flag block, bytes 28..36 |"),
+        "section 11.1 lacks replaying_txn"
+    );
+}

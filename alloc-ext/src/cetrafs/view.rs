@@ -220,7 +220,7 @@ pub fn active_row<D: BlockDevice>(fs: &Fs<D>, buf: &mut Block) -> Result<Option<
         let Some(r) = fs.node_row(row, buf)? else {
             continue;
         };
-        if r.state_name() == "ACTIVE" {
+        if r.state() == tet_core::cetrafs::NodeState::Active {
             let raw = r.raw();
             let end = raw.hostname.iter().position(|b| *b == 0).unwrap_or(64);
             return Ok(Some(ActiveRow {

@@ -10,7 +10,7 @@
 
 use core::ops::ControlFlow;
 
-use super::groups::{BlockGroup, NodeRow, PendingFree};
+use super::groups::{BlockGroup, NodeRow, NodeState, PendingFree, ZoneGroup};
 use super::inode::Inode;
 pub use super::journal::Committed;
 use super::journal::{walk_journal, JournalProblem, SlotClass};
@@ -73,6 +73,7 @@ codes! {
     BlockUnmarked = "block-unmarked", Error, "Data blocks owned by a file, tree or queue are marked free in the bitmap.";
     GroupFreeCount = "group-free-count", Error, "A block group's free_data_blocks differs from the clear bits of its data bitmap.";
     ZoneFreeCount = "zone-free-count", Error, "A zone group's free_data_blocks differs from the sum over its block groups.";
+    FreeCountStale = "free-count-stale", Warning, "A zone group owned by a node whose registry row is ACTIVE or FENCED (a writer that crashed, or one writing now) has a free count behind its bitmaps, as a cut after a transaction leaves it: `tet-host replay IMAGE` recovers a crashed writer and sets them.";
     SuperblockCopy = "superblock-copy", Warning, "A superblock copy (COMPAT_SB_COPIES, section 3.1) cannot be read, fails its checks, or differs from the superblock in use: the image depends on fewer copies than it has (`tet-host repair` rewrites it).";
     CheckIncomplete = "check-incomplete", Error, "A pass could not run (its memory would exceed the budget, or the image did not mount); findings are missing.";
 }
@@ -439,6 +440,15 @@ fn check_xattrs<D: BlockDevice>(
 /// Receives each block group's data bitmap blocks as they are read.
 pub type BitmapVisitor<'a> = &'a mut dyn FnMut(&BlockGroup, u64, &Block);
 
+/// Whether zone group `zg` is owned by a registry row that is `ACTIVE` or `FENCED`.
+fn owner_is_writer<D: BlockDevice>(fs: &Fs<D>, zg: &ZoneGroup, buf: &mut Block) -> bool {
+    let owner = zg.hot.owner_node_id.get();
+    owner != ZG_NO_OWNER
+        && fs.node_row(owner.into(), buf).is_ok_and(|n| {
+            n.is_some_and(|n| matches!(n.state(), NodeState::Active | NodeState::Fenced))
+        })
+}
+
 /// Region headers, data bitmap padding, each group's `free_data_blocks` against its
 /// bitmap, and each zone group's against the sum of its groups. `on_bitmap(bg, k,
 /// block)` sees bitmap block `k` of every group (the fsck compares it with ownership).
@@ -459,6 +469,14 @@ pub fn check_groups<D: BlockDevice>(
         };
         let first = zg.cold.first_bg_id.get();
         let end = first.saturating_add(zg.cold.bg_count.get());
+        // A writer's counts trail its bitmaps between a transaction and its count
+        // updates (docs/cetrafs.md section 15, step 6): for a zone group an ACTIVE or
+        // FENCED row owns, that is the crash recovery sets right, not damage.
+        let (group_code, zone_code) = if owner_is_writer(fs, &zg, &mut bufs.data) {
+            (Code::FreeCountStale, Code::FreeCountStale)
+        } else {
+            (Code::GroupFreeCount, Code::ZoneFreeCount)
+        };
         let mut free_sum: u64 = 0;
         for bi in first..end {
             let bg = match fs.block_group(bi, &mut bufs.tree) {
@@ -512,7 +530,7 @@ pub fn check_groups<D: BlockDevice>(
             let free = data.saturating_sub(used);
             if !unread && free != bg.raw.free_data_blocks.get() {
                 sink.report(&Finding::new(
-                    Code::GroupFreeCount,
+                    group_code,
                     err(
                         ErrorKind::Mismatch {
                             expected: free,
@@ -527,7 +545,7 @@ pub fn check_groups<D: BlockDevice>(
         }
         if free_sum != zg.hot.free_data_blocks.get() {
             sink.report(&Finding::new(
-                Code::ZoneFreeCount,
+                zone_code,
                 err(
                     ErrorKind::Mismatch {
                         expected: free_sum,
@@ -674,25 +692,23 @@ pub fn check_registry<D: BlockDevice>(
             continue;
         }
         let state = match fs.node_row(owner.into(), buf) {
-            Ok(Some(n)) => n.raw.state.get(),
-            Ok(None) => 0,
+            Ok(Some(n)) => Some(n.state()),
+            Ok(None) => None,
             Err(_) => continue,
         };
         let code = match state {
-            1 => continue,
-            2 => Code::ZoneOwnerFenced,
+            Some(NodeState::Active) => continue,
+            Some(NodeState::Fenced) => Code::ZoneOwnerFenced,
             _ => Code::ZoneOwner,
         };
         sink.report(&Finding::new(
             code,
             err(
                 ErrorKind::Invalid,
-                if state == 0 {
-                    "zone_group.owner_node_id (a free registry row)"
-                } else if state == 2 {
-                    "zone_group.owner_node_id (a FENCED node)"
-                } else {
-                    "zone_group.owner_node_id (a node that has LEFT)"
+                match state {
+                    None => "zone_group.owner_node_id (a free registry row)",
+                    Some(NodeState::Fenced) => "zone_group.owner_node_id (a FENCED node)",
+                    _ => "zone_group.owner_node_id (a node that has LEFT)",
                 },
                 zg.lba,
                 12,

@@ -58,6 +58,13 @@ impl<D: BlockDevice> Fs<D> {
         Fs::open_for_read_as(dev, buf)
     }
 
+    /// [`Fs::open_for_read`] for an image that may have been cut short, as
+    /// [`Fs::open_shortened`] without the group tables: what a read-only tool mounts
+    /// when the tables fail (`docs/cetrafs.md` section 2, checks 3 and 7).
+    pub fn open_shortened_for_read(dev: D, buf: &mut Block) -> Result<Fs<D>> {
+        Fs::mount_as(dev, buf, true)
+    }
+
     /// Mount check 7: the zone and block group tables.
     pub(super) fn check_group_tables(&self, buf: &mut Block) -> Result<()> {
         let z = self.sb.zone_group_count();

@@ -302,7 +302,7 @@ impl NodeRow {
             ));
         }
         let state = raw.state.get();
-        if !(1..=3).contains(&state) {
+        if NodeState::from_raw(state).is_none() {
             return Err(err(
                 ErrorKind::OutOfRange {
                     value: state.into(),
@@ -321,12 +321,54 @@ impl NodeRow {
         &self.raw
     }
 
+    /// The row's state (checked by [`NodeRow::parse`] to be one of the three).
+    pub fn state(&self) -> NodeState {
+        NodeState::from_raw(self.raw.state.get()).unwrap_or(NodeState::Left)
+    }
+
     /// `ACTIVE`, `FENCED` or `LEFT`.
     pub fn state_name(&self) -> &'static str {
-        match self.raw.state.get() {
-            1 => "ACTIVE",
-            2 => "FENCED",
-            _ => "LEFT",
+        self.state().name()
+    }
+}
+
+/// A registry row's `state` (docs/cetrafs.md section 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NodeState {
+    /// 1: the node has joined and writes (or crashed while it did).
+    Active,
+    /// 2: another node has fenced it; its journal and zone groups await recovery.
+    Fenced,
+    /// 3: the node left cleanly (or was recovered).
+    Left,
+}
+
+impl NodeState {
+    /// The state a stored `u32` names, if any.
+    pub const fn from_raw(raw: u32) -> Option<NodeState> {
+        match raw {
+            1 => Some(NodeState::Active),
+            2 => Some(NodeState::Fenced),
+            3 => Some(NodeState::Left),
+            _ => None,
+        }
+    }
+
+    /// The value stored in `state`.
+    pub const fn raw(self) -> u32 {
+        match self {
+            NodeState::Active => 1,
+            NodeState::Fenced => 2,
+            NodeState::Left => 3,
+        }
+    }
+
+    /// The spec's name: `ACTIVE`, `FENCED` or `LEFT`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            NodeState::Active => "ACTIVE",
+            NodeState::Fenced => "FENCED",
+            NodeState::Left => "LEFT",
         }
     }
 }

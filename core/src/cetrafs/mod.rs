@@ -21,7 +21,7 @@ mod tree;
 pub use check::{Code, Finding};
 pub use dir::{DirEntry, FileType, Xattr, MAX_PATH_COMPONENTS};
 pub use fs::Fs;
-pub use groups::{BlockGroup, NodeRow, PendingFree, ZoneGroup};
+pub use groups::{BlockGroup, NodeRow, NodeState, PendingFree, ZoneGroup};
 pub use inode::Inode;
 pub use journal::{
     Committed, JournalFlag, JournalProblem, Overlay, OverlayDevice, Slot, SlotClass,

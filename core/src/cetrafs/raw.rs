@@ -227,7 +227,8 @@ raw!(
     seq: U64,
     /// 24.
     row: U32,
-    /// 28: the transaction a replay is writing, 0 = none (taken from reserved space).
+    /// 28: the transaction a replay or checkpoint is writing, 0 = none (taken from
+    /// reserved space without a feature bit: `docs/cetrafs.md` sections 1 and 11.1).
     replaying_txn: U64,
     /// 36.
     reserved: [u8; 20],

@@ -183,7 +183,7 @@ pub fn replay<D: BlockDeviceMut>(
                     continue;
                 }
                 if let Some(n) = fs.node_row(row, &mut bufs.data)? {
-                    if n.raw().state.get() == 1 {
+                    if n.state() == super::NodeState::Active {
                         return Err(ReplayError::LiveNode {
                             row,
                             node_id: n.raw().node_id.get(),

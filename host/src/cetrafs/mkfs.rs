@@ -647,6 +647,15 @@ pub fn mkfs(image: &Path, o: &MkfsOptions<'_>) -> Exit {
         crate::say!("mkfs: {why}; nothing written");
         return Exit::Usage;
     }
+    // An image a process holds is never formatted over, --force or not.
+    let _hold = if image.exists() {
+        match super::write::gate("mkfs", image) {
+            Ok(h) => h,
+            Err(e) => return e,
+        }
+    } else {
+        None
+    };
     if let Err(e) = confirm_overwrite(image, o.force) {
         return e;
     }

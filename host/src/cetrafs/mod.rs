@@ -3,6 +3,7 @@
 
 pub mod device;
 pub mod extract;
+pub mod hold;
 pub mod info;
 pub mod mkfs;
 pub mod mount;
@@ -176,32 +177,43 @@ pub fn warn_copy(path: &Path, e: &Error, lba: u64) {
 fn open_fs<D: BlockDevice>(path: &Path, dev: D) -> Result<Fs<D>, Exit> {
     let mut b = Buffers::new();
     // The group tables matter to allocation only: a reader whose tables fail reads
-    // without them, with a warning (repair rebuilds them from the geometry).
+    // without them, with a warning (docs/cetrafs.md section 2, check 7; repair rebuilds
+    // them from the geometry).
     let tables_fail = match Fs::open_shortened(&dev, &mut b.data) {
         // (Damage only: a device that fails to read is reported as it is.)
         Err(e)
             if e.offset >= BLOCK_SIZE_U64
                 && e.kind.category() == tet_core::Category::Corrupt
-                && Fs::open_for_read(&dev, &mut b.data).is_ok() =>
+                && Fs::open_shortened_for_read(&dev, &mut b.data).is_ok() =>
         {
             Some(e)
         }
         _ => None,
     };
     if let Some(e) = tables_fail {
-        crate::report::warn(format!(
-            "{}: the group tables fail their checks ({}); reading without them (`tet-host \
-             repair` rebuilds them)",
-            path.display(),
-            describe(&e)
-        ));
-        return Fs::open_for_read(dev, &mut b.data).map_err(|e| cannot_mount(path, &e));
+        warn_tables(path, &e);
     }
-    let fs = Fs::open_shortened(dev, &mut b.data).map_err(|e| cannot_mount(path, &e))?;
+    let fs = if tables_fail.is_some() {
+        Fs::open_shortened_for_read(dev, &mut b.data)
+    } else {
+        Fs::open_shortened(dev, &mut b.data)
+    }
+    .map_err(|e| cannot_mount(path, &e))?;
     if let Some(e) = fs.shortened() {
         warn_shortened(path, &e);
     }
     Ok(fs)
+}
+
+/// The warning of a command that reads an image whose group tables fail (`e`, their
+/// error): it reads without them.
+pub fn warn_tables(path: &Path, e: &Error) {
+    crate::report::warn(format!(
+        "{}: the group tables fail their checks ({}); reading without them (`tet-host \
+         repair` rebuilds them)",
+        path.display(),
+        describe(e)
+    ));
 }
 
 /// Mounts the image for a command that writes it ([`Fs::open`]): an image shorter than
@@ -303,8 +315,13 @@ fn shortened(path: &Path) -> Option<Error> {
 /// the journals lie before its end.
 pub fn with_journal<R>(dev: Dev<'_>, no_journal: bool, f: impl FnOnce(Dev<'_>) -> R) -> R {
     let mut bufs = Buffers::new();
+    // (Journals lie where the superblock says: group tables that fail do not hide them.)
     let Some(fs) = (!no_journal)
-        .then(|| Fs::open_shortened(dev, &mut bufs.data).ok())
+        .then(|| {
+            Fs::open_shortened(dev, &mut bufs.data)
+                .or_else(|_| Fs::open_shortened_for_read(dev, &mut bufs.data))
+                .ok()
+        })
         .flatten()
     else {
         return f(dev);
@@ -464,7 +481,10 @@ fn features_json(f: &Features) -> Value {
 /// what it looks like (8, [`crate::sniff`]).
 pub fn with_device(path: &std::path::Path, f: impl FnOnce(Dev<'_>) -> Exit) -> Exit {
     match crate::sniff(path) {
-        Ok(Some(d)) => f(&reading(path, d)),
+        Ok(Some(d)) => {
+            write::warn_if_held(path);
+            f(&reading(path, d))
+        }
         Ok(None) => {
             crate::say!(
                 "{}: a .tet file, not a cetrafs image; this command reads cetrafs images",

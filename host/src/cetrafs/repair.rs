@@ -84,6 +84,16 @@ pub fn repair(
         }
         _ => path,
     };
+    // Written in place: nobody else may hold it meanwhile (--force or not).
+    let _hold = if m == Mode::No || copy_to.is_some() {
+        crate::cetrafs::write::warn_if_held(path);
+        None
+    } else {
+        match crate::cetrafs::write::gate("repair", path) {
+            Ok(h) => h,
+            Err(e) => return e,
+        }
+    };
     let opened = if m == Mode::No {
         crate::cetrafs::device::FileDevice::open(path)
     } else {

@@ -67,11 +67,16 @@ pub fn tune(path: &Path, o: &TuneOptions, output: Output) -> Exit {
             return e;
         }
     };
+    // A process holding the image refuses it, --force or not.
+    let _hold = match super::write::gate("tune", path) {
+        Ok(h) => h,
+        Err(e) => return e,
+    };
     if !o.force {
         let mut bufs = Buffers::new();
         for row in 0..fs.superblock().node_capacity() {
             if let Ok(Some(n)) = fs.node_row(row, &mut bufs.data) {
-                if n.state_name() == "ACTIVE" {
+                if n.state() == tet_core::cetrafs::NodeState::Active {
                     crate::say!(
                         "{}: node {} (registry row {row}) is ACTIVE: the filesystem may be \
                          mounted. Change it offline, or pass --force",

@@ -19,6 +19,7 @@ use tet_core::block::BlockDeviceMut;
 use tet_core::cetrafs::check::Severity;
 
 use crate::cetrafs::device::FileDevice;
+use crate::cetrafs::hold::{self, Hold, Holder, Refused};
 use crate::Exit;
 
 /// The node id the offline commands join as (and `replay --node-id` recovers).
@@ -270,7 +271,7 @@ fn with_writer(
             return Exit::Operational;
         }
     };
-    let mut w = match join_checked(tool, image, node_id, &dev) {
+    let (mut w, _hold) = match join_checked(tool, image, node_id, &dev) {
         Ok(w) => w,
         Err(exit) => return exit,
     };
@@ -287,19 +288,77 @@ fn with_writer(
     Exit::Clean
 }
 
+/// A test hook: `TET_HOST_TEST_HOLD_MS` keeps a writing command joined (holding the
+/// image) that many milliseconds before it writes, so the tests of two commands
+/// started together know which one they race against. Not for users.
+fn hold_for_tests() {
+    if let Some(ms) = std::env::var("TET_HOST_TEST_HOLD_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms.min(60_000)));
+    }
+}
+
+/// Takes the gate of `image` for `tool`, a command that writes it (docs/cetrafs.md
+/// section 15, "Holding an image"), or says why not: held by a live node or another
+/// command, refused at once; held by one that is leaving, after waiting for it.
+/// `Ok(None)`: not an image whose superblock reads (the command's own open says so).
+pub fn gate(tool: &str, image: &Path) -> Result<Option<Hold>, Exit> {
+    let hold = Hold::gate(image).or_else(|e| {
+        if e.unsupported() {
+            // As e2fsprogs on an image file: written without a lock, said once.
+            crate::report::warn(format!(
+                "{}: {e}: another writer of this image would not be seen",
+                image.display()
+            ));
+            return Ok(None);
+        }
+        crate::say!("{tool}: {}: not written: {e}", image.display());
+        if matches!(e, Refused::Held(Holder::Node { leaving: true, .. })) {
+            crate::say!(
+                "{tool}: it was still leaving after {} s: wait for its process to end \
+                 (`tet-host umount` returns when it has)",
+                hold::LEAVE_WAIT.as_secs()
+            );
+        }
+        Err(Exit::Operational)
+    })?;
+    if hold.is_some() {
+        hold_for_tests();
+    }
+    Ok(hold)
+}
+
+/// Warns on stderr when a process holds `image`: what a reading command reads may be
+/// changing under it.
+pub fn warn_if_held(image: &Path) {
+    if let Ok(Some(h)) = hold::holder(image) {
+        crate::report::warn(format!(
+            "{} is in use by {h}: what is read may be changing",
+            image.display()
+        ));
+    }
+}
+
 /// Joins `dev` (the image `image`, opened for writing) as node `node_id` the way every
-/// writing command and the read-write mount do: the node's own crash recovered first,
-/// an image with error-severity findings refused (repair first), then the join with
-/// this host's name; the writer's clock set. Says why not, in `tool`'s name.
+/// writing command and the read-write mount do: the gate taken (a held image refused,
+/// whatever the node id), the node's own crash recovered, an image with error-severity
+/// findings refused (repair first), then the join with this host's name, the gate
+/// narrowed to the row; the writer's clock set. Says why not, in `tool`'s name. The
+/// hold must live as long as the writer.
 pub(crate) fn join_checked<'d>(
     tool: &str,
     image: &Path,
     node_id: u64,
     dev: &'d FileDevice,
-) -> Result<Writer<&'d FileDevice>, Exit> {
+) -> Result<(Writer<&'d FileDevice>, Option<Hold>), Exit> {
+    let mount = tool == "mount";
+    let mut hold = gate(tool, image)?;
     // This node's own crash first (docs/cetrafs.md section 15: its next join recovers
     // it): a command killed mid-transaction leaves counts behind the bitmaps, which the
-    // check would report as errors.
+    // check would report as errors. Nobody holds the image (the gate is ours), so an
+    // ACTIVE row of this id is a crash, not a live process.
     if let Err(e) = tet_alloc::cetrafs::write::recover(dev, node_id) {
         crate::say!(
             "{tool}: {}: recovering node {node_id:#x}: {e}",
@@ -327,13 +386,31 @@ pub(crate) fn join_checked<'d>(
     };
     let mut w = match Writer::join(dev, &opts) {
         Ok(w) => w,
+        Err(WriteError::NodeActive { row, node_id, .. }) if hold.is_some() => {
+            // Under the gate no process of this host holds any row: that node crashed.
+            crate::say!(
+                "{tool}: {}: cannot join: node {node_id:#x} (registry row {row}) is ACTIVE \
+                 but no process holds it: it crashed. `tet-host replay {}` recovers it",
+                image.display(),
+                image.display()
+            );
+            return Err(Exit::Operational);
+        }
         Err(e) => {
             crate::say!("{tool}: {}: cannot join: {e}", image.display());
             return Err(exit_of(&e));
         }
     };
+    if let Some(h) = hold.as_mut() {
+        if let Err(e) = h.keep_row(w.row(), mount) {
+            crate::say!("{tool}: {}: cannot hold its row: {e}", image.display());
+            // Leaving writes nothing but the row and counts: the join is undone.
+            let _ = w.leave();
+            return Err(Exit::Operational);
+        }
+    }
     w.set_time(now_ns());
-    Ok(w)
+    Ok((w, hold))
 }
 
 /// This host's name (at most 64 bytes), as the registry row records it.

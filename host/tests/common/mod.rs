@@ -82,6 +82,65 @@ fn fnv(bytes: &[u8]) -> u64 {
     })
 }
 
+/// The test tier, `TET_TEST_TIER`: `short` (the default, what CI runs) or `long`. The
+/// one place the tests read it.
+pub fn long_tier() -> bool {
+    std::env::var("TET_TEST_TIER").is_ok_and(|t| t == "long")
+}
+
+/// `short` rounds (seeds, sizes) in the short tier, `long` in the long one.
+pub fn rounds(short: usize, long: usize) -> usize {
+    if long_tier() {
+        long
+    } else {
+        short
+    }
+}
+
+/// Whether FUSE can be used here; prints SKIPPING (and fails under CI) when not.
+pub fn fuse_ready(test: &str) -> bool {
+    let ok =
+        Path::new("/dev/fuse").exists() && (is_root() || which("fusermount3")) && which("timeout");
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: /dev/fuse, root or fusermount3, and timeout are required under CI"
+        );
+        println!("SKIPPING {test}: no /dev/fuse (or not root and no fusermount3)");
+    }
+    ok
+}
+
+/// Whether the tests run as root.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Whether `prog` is on the PATH.
+pub fn which(prog: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {prog}")])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Unmounts `mnt` lazily, whatever holds it (a test's guard).
+pub fn detach(mnt: &Path) {
+    for (prog, args) in [("fusermount3", ["-u", "-z"]), ("umount", ["-l", ""])] {
+        let _ = Command::new(prog)
+            .args(args.iter().filter(|a| !a.is_empty()))
+            .arg(mnt)
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
 /// Whether `TET_BLESS` asks to rewrite golden files.
 pub fn bless() -> bool {
     std::env::var_os("TET_BLESS").is_some()

@@ -122,13 +122,14 @@ pub fn check_keeping_maps<D: BlockDevice>(
 
 /// The findings a check reports about bitmaps and counters alone: each names a bit or
 /// a count that disagrees with the maps the walk computed, never a block the walk reads.
-pub const BITMAP_CODES: [Code; 6] = [
+pub const BITMAP_CODES: [Code; 7] = [
     Code::InodeUnmarked,
     Code::BitmapPadding,
     Code::BlockLeaked,
     Code::BlockUnmarked,
     Code::GroupFreeCount,
     Code::ZoneFreeCount,
+    Code::FreeCountStale,
 ];
 
 /// Whether block `lba` holds only bitmaps or counters: a zone group or block group

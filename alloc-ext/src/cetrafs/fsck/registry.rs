@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 
 use tet_core::block::{Block, BlockDevice};
 use tet_core::cetrafs::check::{check_pending, check_registry, Sink};
-use tet_core::cetrafs::{Code, Finding, Fs};
+use tet_core::cetrafs::{Code, Finding, Fs, NodeState};
 use tet_core::ErrorKind;
 
 use super::maps::Ownership;
@@ -22,7 +22,7 @@ pub(super) fn registry_and_queues<D: BlockDevice>(
     sink: &mut dyn Sink<Finding>,
 ) -> Vec<(u64, u64)> {
     let mut nodes: Vec<(u64, u32, u64, usize)> = Vec::new();
-    let mut row_state: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut row_state: BTreeMap<u32, NodeState> = BTreeMap::new();
     let reg = fs.superblock().raw().registry_start.get();
     check_registry(fs, buf, sink, &mut |row, n| {
         if let Some(n) = n {
@@ -31,7 +31,7 @@ pub(super) fn registry_and_queues<D: BlockDevice>(
                 .unwrap_or(0)
                 .saturating_mul(128);
             nodes.push((n.raw().node_id.get(), row, lba, off));
-            row_state.insert(row, n.raw().state.get());
+            row_state.insert(row, n.state());
         }
     });
     nodes.sort_unstable();
@@ -53,13 +53,13 @@ pub(super) fn registry_and_queues<D: BlockDevice>(
         }
     }
     for (row, lba) in replay_rows {
-        let state = row_state.get(row).copied().unwrap_or(0);
-        if state == 0 || state == 3 {
+        let state = row_state.get(row).copied();
+        if matches!(state, None | Some(NodeState::Left)) {
             sink.report(&Finding::new(
                 Code::JournalUnowned,
                 err(
                     ErrorKind::Invalid,
-                    if state == 0 {
+                    if state.is_none() {
                         "journal_flag.state (DIRTY journal of a free registry row)"
                     } else {
                         "journal_flag.state (DIRTY journal of a node that has LEFT)"

@@ -50,7 +50,7 @@ use tet_core::block::{Block, BlockDevice, BlockDeviceMut, BLOCK_SIZE_U64};
 use tet_core::cetrafs::check::Severity;
 use tet_core::cetrafs::copies::Substituted;
 use tet_core::cetrafs::replay::{ReplayError, ReplayReport};
-use tet_core::cetrafs::{Buffers, Code, Finding, Fs};
+use tet_core::cetrafs::{Buffers, Code, Finding, Fs, NodeState};
 use tet_core::{Category, Error, ErrorKind};
 
 use crate::cetrafs::fsck;
@@ -457,7 +457,7 @@ fn refuse_if_mounted<D: BlockDevice>(dev: &D) -> Result<(), RepairError> {
         let reg = rfs.superblock().raw().registry_start.get();
         for row in 0..rfs.superblock().node_capacity() {
             let active = match rfs.node_row(row, &mut bufs.data) {
-                Ok(Some(n)) => (n.raw().state.get() == 1).then(|| n.raw().node_id.get()),
+                Ok(Some(n)) => (n.state() == NodeState::Active).then(|| n.raw().node_id.get()),
                 Ok(None) => None,
                 Err(_) => {
                     let at = usize::try_from(u64::from(row) % 32)

@@ -49,6 +49,7 @@ pub(super) fn plan<D: BlockDeviceMut>(
             || has(Code::BlockUnmarked)
             || has(Code::GroupFreeCount)
             || has(Code::ZoneFreeCount)
+            || has(Code::FreeCountStale)
             || has(Code::BitmapPadding)
         {
             // When an inode in use, or part of its tree, could not be read, the blocks

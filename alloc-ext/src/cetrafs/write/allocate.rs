@@ -65,7 +65,8 @@ impl<D: BlockDeviceMut> Writer<D> {
     }
 
     /// Claims zone group `z` (section 15): compare-and-write of its hot sector to this
-    /// node's row, then its groups' free counts from their bitmaps.
+    /// node's row, then its groups' free counts from their bitmaps, each with
+    /// `reconcile_seq` + 1.
     pub(super) fn claim(&mut self, z: u32) -> Result<(), WriteError> {
         if self.owned.contains(&z) {
             return Ok(());
@@ -106,16 +107,13 @@ impl<D: BlockDeviceMut> Writer<D> {
         }
         self.owned.push(z);
         for bg in first..first.saturating_add(n) {
+            // The owner changed: `reconcile_seq` advances even when the count does not,
+            // so a late compare-and-write of the previous owner, built on the old
+            // sequence and count, fails.
             let d = self.fs.block_group(bg, &mut b)?;
-            let (cached, seq) = (d.raw().free_data_blocks.get(), d.raw().reconcile_seq.get());
+            let seq = d.raw().reconcile_seq.get().wrapping_add(1);
             let counted = self.count_free(bg)?;
-            let seq = if counted == cached {
-                seq
-            } else {
-                let s = seq.wrapping_add(1);
-                self.write_group_count(bg, counted, s)?;
-                s
-            };
+            self.write_group_count(bg, counted, seq)?;
             self.counts.insert(
                 bg,
                 GroupCount {
@@ -127,6 +125,40 @@ impl<D: BlockDeviceMut> Writer<D> {
         self.write_zone(z, Some(self.row))?;
         self.fs.device().flush()?;
         Ok(())
+    }
+
+    /// Releases zone group `z` (section 15, "Allocation"; every transaction already
+    /// checkpointed): each of its block groups' free count set from its bitmap with
+    /// `reconcile_seq` + 1, flushed, then the zone group's owner `0xFFFF`. A cut between
+    /// leaves the zone group the row's, and recovery does the same again before it
+    /// releases it.
+    pub(super) fn release_zone(&mut self, z: u32) -> Result<(), WriteError> {
+        let (first, n) = self
+            .zones
+            .get(usize::try_from(z).unwrap_or(usize::MAX))
+            .copied()
+            .unwrap_or((0, 0));
+        for bg in first..first.saturating_add(n) {
+            let mut b: Block = [0; BLOCK_SIZE];
+            let seq = self
+                .fs
+                .block_group(bg, &mut b)?
+                .raw()
+                .reconcile_seq
+                .get()
+                .wrapping_add(1);
+            let free = self.count_free(bg)?;
+            self.write_group_count(bg, free, seq)?;
+            self.counts.insert(
+                bg,
+                GroupCount {
+                    free,
+                    reconcile_seq: seq,
+                },
+            );
+        }
+        self.fs.device().flush()?;
+        self.write_zone(z, None)
     }
 
     /// Clear bits of block group `bg`'s data bitmap (padding bits are set).

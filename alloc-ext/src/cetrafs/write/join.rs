@@ -7,7 +7,9 @@ use alloc::vec::Vec;
 use tet_core::block::{Block, BlockDeviceMut, BLOCK_SIZE, BLOCK_SIZE_U64};
 use tet_core::cetrafs::raw::RawNodeRow;
 use tet_core::cetrafs::replay::{replay, ReplayOptions};
-use tet_core::cetrafs::{Buffers, Fs, NODE_MAGIC, ROWS_PER_BLOCK, SB_CHECKSUM_AT, SB_CLEAN};
+use tet_core::cetrafs::{
+    Buffers, Fs, NodeState, NODE_MAGIC, ROWS_PER_BLOCK, SB_CHECKSUM_AT, SB_CLEAN,
+};
 use tet_core::checksum::crc32c_skipping;
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
@@ -15,9 +17,9 @@ use super::txn::{changed, first_sector};
 use super::{Errno, JoinOptions, WriteError, Writer};
 use crate::cetrafs::journal::committed_slots;
 
-const ACTIVE: u32 = 1;
-const FENCED: u32 = 2;
-const LEFT: u32 = 3;
+const ACTIVE: u32 = NodeState::Active.raw();
+const FENCED: u32 = NodeState::Fenced.raw();
+const LEFT: u32 = NodeState::Left.raw();
 
 /// What [`recover`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,8 +51,25 @@ fn row_at<D: BlockDeviceMut>(fs: &Fs<D>, row: u32) -> Result<(u64, usize, RawNod
 }
 
 /// Writes registry row `r` (sealed) into its block, flushed.
-fn write_row<D: BlockDeviceMut>(fs: &Fs<D>, row: u32, mut r: RawNodeRow) -> Result<(), WriteError> {
-    let (lba, off, _) = row_at(fs, row)?;
+fn write_row<D: BlockDeviceMut>(fs: &Fs<D>, row: u32, r: RawNodeRow) -> Result<(), WriteError> {
+    let (_, _, now) = row_at(fs, row)?;
+    write_row_over(fs, row, &now, r)
+}
+
+/// Writes registry row `r` (sealed) into its block, flushed, only if the row still
+/// reads `expected`: a compare-and-write of the row, made atomic against the other
+/// writers of this host by the caller's hold on the registry (docs/cetrafs.md section
+/// 15, "Holding an image"); the other rows of the block are written as they read.
+fn write_row_over<D: BlockDeviceMut>(
+    fs: &Fs<D>,
+    row: u32,
+    expected: &RawNodeRow,
+    mut r: RawNodeRow,
+) -> Result<(), WriteError> {
+    let (lba, off, now) = row_at(fs, row)?;
+    if now.as_bytes() != expected.as_bytes() {
+        return Err(changed("registry row", lba));
+    }
     r.checksum.set(crc32c_skipping(r.as_bytes(), 120));
     let mut b: Block = [0; BLOCK_SIZE];
     fs.device().read_block(lba, &mut b)?;
@@ -182,6 +201,30 @@ fn recover_in<D: BlockDeviceMut>(
     Ok((out, w.fs))
 }
 
+/// Recovers every writer whose row is `ACTIVE` or `FENCED` (section 15, "Recovery of a
+/// crashed writer"), in row order: for a caller that knows no node is alive (the host's
+/// `replay`, holding the image's gate). Each recovery is [`recover`]'s; the result
+/// names each node recovered with what was done. Idempotent, as [`recover`] is.
+pub fn recover_all<D: BlockDeviceMut>(dev: D) -> Result<Vec<(u64, Recovered)>, WriteError> {
+    let mut bufs = Buffers::new();
+    let mut fs = Fs::open(dev, &mut bufs.data)?;
+    let mut crashed = Vec::new();
+    for row in 0..fs.superblock().node_capacity() {
+        let (_, _, r) = row_at(&fs, row)?;
+        let state = NodeState::from_raw(r.state.get());
+        if r.magic == NODE_MAGIC && matches!(state, Some(NodeState::Active | NodeState::Fenced)) {
+            crashed.push(r.node_id.get());
+        }
+    }
+    let mut out = Vec::with_capacity(crashed.len());
+    for id in crashed {
+        let (r, back) = recover_in(fs, id)?;
+        fs = back;
+        out.push((id, r));
+    }
+    Ok(out)
+}
+
 /// The row whose node id is `node_id`.
 fn find_row<D: BlockDeviceMut>(fs: &Fs<D>, node_id: u64) -> Result<Option<u32>, WriteError> {
     for row in 0..fs.superblock().node_capacity() {
@@ -309,6 +352,7 @@ impl<D: BlockDeviceMut> Writer<D> {
             }
         }
         let was_clean = set_sb_clean(&fs, false)?;
+        // The row as recovery left it: what the compare-and-write expects.
         let (_, _, old) = row_at(&fs, row)?;
         let mut r = RawNodeRow::new_zeroed();
         r.magic = NODE_MAGIC;
@@ -325,7 +369,7 @@ impl<D: BlockDeviceMut> Writer<D> {
         if let Some(d) = r.hostname.get_mut(..opts.hostname.len()) {
             d.copy_from_slice(&opts.hostname);
         }
-        write_row(&fs, row, r)?;
+        write_row_over(&fs, row, &old, r)?;
         let mut w = Writer::bare(fs, opts.node_id, row)?;
         w.next_txn = max_txn.saturating_add(1).max(1);
         w.stale = stale;
@@ -345,7 +389,7 @@ impl<D: BlockDeviceMut> Writer<D> {
         // longer being the row's).
         self.fs.device().flush()?;
         for z in self.owned.clone() {
-            self.write_zone(z, None)?;
+            self.release_zone(z)?;
         }
         self.fs.device().flush()?;
         let (_, _, mut r) = row_at(&self.fs, self.row)?;

@@ -11,6 +11,7 @@
 
 mod allocate;
 mod dir;
+mod grow;
 mod join;
 mod ops;
 mod pending;
@@ -25,7 +26,7 @@ use tet_core::cetrafs::replay::ReplayError;
 use tet_core::cetrafs::Fs;
 use tet_core::Error;
 
-pub use join::{recover, Recovered};
+pub use join::{recover, recover_all, Recovered};
 pub use ops::SetAttr;
 pub use pending::PendingDevice;
 
@@ -194,7 +195,7 @@ impl fmt::Display for WriteError {
                 f,
                 "node {node_id:#x} ({}) is ACTIVE in registry row {row}: the filesystem may be \
                  mounted; unmount it, or if that node crashed, recover it with `tet-host \
-                 replay IMAGE --node-id {node_id:#x} --force`",
+                 replay IMAGE`",
                 alloc::string::String::from_utf8_lossy(hostname)
             ),
             WriteError::NeedsReplay { row, node_id } => write!(

@@ -80,7 +80,7 @@ impl<D: BlockDeviceMut> Writer<D> {
     }
 
     /// Inode `ino` as the transaction sees it, validated.
-    fn inode(&self, t: &Txn, ino: u64) -> Result<RawInode, WriteError> {
+    pub(super) fn inode(&self, t: &Txn, ino: u64) -> Result<RawInode, WriteError> {
         if ino == 0 || ino >= self.fs.superblock().inode_count() {
             return Err(Errno::EIO.into());
         }
@@ -89,7 +89,7 @@ impl<D: BlockDeviceMut> Writer<D> {
         Ok(*Inode::parse(&b, lba, ino)?.raw())
     }
 
-    fn put_inode(&self, t: &mut Txn, ino: u64, mut raw: RawInode) {
+    pub(super) fn put_inode(&self, t: &mut Txn, ino: u64, mut raw: RawInode) {
         raw.checksum.set(crc32c_skipping(raw.as_bytes(), 248));
         let mut b: Block = [0; BLOCK_SIZE];
         if let Some(d) = b.get_mut(..256) {

@@ -1,8 +1,11 @@
 //! A file's extents read whole into memory and written back into its tree (section 9:
-//! inline, then leaves, then interior blocks). Each extent stays in the leaf whose range
-//! holds it; a leaf that overflows splits in place, one that empties is freed, so an
-//! edit anywhere in a file rewrites the leaves it touches and the interior blocks above
-//! them, not every later leaf.
+//! inline, then leaves, then interior blocks). Growth appends to one array
+//! ([`super::grow`]). Any other edit lays the extents out again: each extent stays in the
+//! leaf whose range holds it and each leaf in its interior block; one that overflows
+//! splits in place, one that empties is freed, and an array whose entries stay the same
+//! keeps its bytes, so an edit anywhere in a file rewrites the leaves it touches and the
+//! interior blocks above them, not every later leaf (section 15, "Extent trees as
+//! written").
 
 use alloc::vec::Vec;
 use core::ops::Range;
@@ -34,12 +37,16 @@ impl Ext {
     }
 }
 
-/// A file's mapping: its extents sorted by logical block, its tree blocks, and of those
-/// the leaves, each with the lowest logical block it maps (in tree order).
+/// A file's mapping: its extents sorted by logical block (changed by the caller), its
+/// tree blocks, and of those the leaves and the interior blocks, each with the lowest
+/// logical block it maps (in tree order); `orig`, the extents as read, tells growth from
+/// other edits.
 pub(super) struct Map {
     pub exts: Vec<Ext>,
     pub tree: Vec<u64>,
     pub leaves: Vec<(u64, u64)>,
+    pub interiors: Vec<(u64, u64)>,
+    pub orig: Vec<Ext>,
 }
 
 impl Map {
@@ -49,12 +56,14 @@ impl Map {
             exts,
             tree: Vec::new(),
             leaves: Vec::new(),
+            interiors: Vec::new(),
+            orig: Vec::new(),
         }
     }
 }
 
 const CRC_AT: usize = TAIL_AT + 8;
-const MAX_LEN: u64 = (1 << 31) - 1;
+pub(super) const MAX_LEN: u64 = (1 << 31) - 1;
 
 fn bad(what: &'static str, lba: u64, at: usize) -> WriteError {
     WriteError::Device(Error::new(
@@ -65,7 +74,7 @@ fn bad(what: &'static str, lba: u64, at: usize) -> WriteError {
     ))
 }
 
-fn ext_of(bytes: &[u8]) -> Option<Ext> {
+pub(super) fn ext_of(bytes: &[u8]) -> Option<Ext> {
     let e = RawExtent::read_from_bytes(bytes.get(..16)?).ok()?;
     let len = e.len.get();
     Some(Ext {
@@ -76,7 +85,7 @@ fn ext_of(bytes: &[u8]) -> Option<Ext> {
     })
 }
 
-fn raw_ext(e: &Ext) -> RawExtent {
+pub(super) fn raw_ext(e: &Ext) -> RawExtent {
     let mut r = RawExtent::read_from_bytes(&[0u8; 16][..]).unwrap_or_else(|_| zero_ext());
     r.logical.set(u32::try_from(e.logical).unwrap_or(u32::MAX));
     let len = u32::try_from(e.len).unwrap_or(0);
@@ -89,7 +98,7 @@ fn zero_ext() -> RawExtent {
     zerocopy::FromZeros::new_zeroed()
 }
 
-fn header(entries: usize, max: u16, depth: u16) -> RawExtentHeader {
+pub(super) fn header(entries: usize, max: u16, depth: u16) -> RawExtentHeader {
     let mut h: RawExtentHeader = zerocopy::FromZeros::new_zeroed();
     h.magic.set(EXTENT_MAGIC);
     h.entries.set(u16::try_from(entries).unwrap_or(0));
@@ -98,14 +107,14 @@ fn header(entries: usize, max: u16, depth: u16) -> RawExtentHeader {
     h
 }
 
-fn put_at(b: &mut [u8], at: usize, bytes: &[u8]) {
+pub(super) fn put_at(b: &mut [u8], at: usize, bytes: &[u8]) {
     if let Some(d) = b.get_mut(at..at.saturating_add(bytes.len())) {
         d.copy_from_slice(bytes);
     }
 }
 
 /// A tree block holding `h` then `entries`, with its tail sealed.
-fn tree_block(h: &RawExtentHeader, entries: &[&[u8]]) -> Block {
+pub(super) fn tree_block(h: &RawExtentHeader, entries: &[&[u8]]) -> Block {
     let mut b: Block = [0; BLOCK_SIZE];
     put_at(&mut b, 0, h.as_bytes());
     let mut at = 12usize;
@@ -138,6 +147,7 @@ impl<D: BlockDeviceMut> Writer<D> {
             }
         }
         m.exts.sort_unstable_by_key(|e| e.logical);
+        m.orig.clone_from(&m.exts);
         Ok(m)
     }
 
@@ -173,6 +183,19 @@ impl<D: BlockDeviceMut> Writer<D> {
         let max = if depth == 0 { LEAF_MAX } else { INDEX_MAX };
         let n = usize::from(h.entries.get().min(max));
         let first = m.exts.len();
+        if depth == 1 {
+            let lo = (0..n)
+                .filter_map(|i| {
+                    let at = 12usize.saturating_add(i.saturating_mul(12));
+                    b.get(at..at.saturating_add(4))
+                        .and_then(|s| <[u8; 4]>::try_from(s).ok())
+                        .map(u32::from_le_bytes)
+                })
+                .min();
+            if let Some(lo) = lo {
+                m.interiors.push((u64::from(lo), lba));
+            }
+        }
         for i in 0..n {
             if depth == 0 {
                 let at = 12usize.saturating_add(i.saturating_mul(16));
@@ -199,9 +222,11 @@ impl<D: BlockDeviceMut> Writer<D> {
         Ok(())
     }
 
-    /// Writes `m` back into `inode` (and tree blocks), merging adjacent extents; tree
-    /// blocks no longer needed are freed, new ones allocated near `hint`. `max_depth`:
-    /// 1 for directories, 2 for files.
+    /// Writes `m` back into `inode` (and tree blocks). Growth (extents added after every
+    /// block the file maps) edits one array of the tree ([`Writer::grow`]); any other
+    /// edit, or growth of a tree with no room on its right edge, lays the extents out
+    /// again, merging adjacent ones: tree blocks no longer needed are freed, new ones
+    /// allocated near the file's end. `max_depth`: 1 for directories, 2 for files.
     pub(super) fn store_map(
         &mut self,
         t: &mut Txn,
@@ -209,6 +234,11 @@ impl<D: BlockDeviceMut> Writer<D> {
         mut m: Map,
         max_depth: u16,
     ) -> Result<(), WriteError> {
+        if let Some(added) = super::grow::growth(&m.orig, &m.exts) {
+            if self.grow(t, inode, &m, added, max_depth)? {
+                return Ok(());
+            }
+        }
         m.exts.sort_unstable_by_key(|e| e.logical);
         let mut exts: Vec<Ext> = Vec::with_capacity(m.exts.len());
         for e in m.exts {
@@ -272,10 +302,27 @@ impl<D: BlockDeviceMut> Writer<D> {
                 })?
             }
         };
-        // Tree blocks: the leaves that stay keep theirs; other leaves take the file's
-        // other old leaf blocks, interior blocks its old interior blocks, then either
-        // the other kind, then new blocks near `hint`; old blocks left over are freed.
-        let kept = |b: &u64| leaves.iter().any(|l| l.1 == Some(*b));
+        // Interior blocks (depth 2) keep their leaves: a leaf goes to the interior block
+        // whose range holds its first extent, as an extent goes to its leaf; spread
+        // evenly instead when that needs more than the root holds.
+        let groups = if depth == 2 {
+            let firsts: Vec<u64> = leaves
+                .iter()
+                .map(|(r, _)| exts.get(r.start).map_or(0, |e| e.logical))
+                .collect();
+            in_place_by(&m.interiors, &firsts, usize::from(INDEX_MAX))
+                .filter(|g| g.len() <= inline)
+                .unwrap_or_else(|| spread(leaves.len(), interiors))
+        } else {
+            Vec::new()
+        };
+        // Tree blocks: the leaves and interior blocks that stay keep theirs; other
+        // leaves take the file's other old leaf blocks, interior blocks its old interior
+        // blocks, then either the other kind, then new blocks near `hint`; old blocks
+        // left over are freed.
+        let kept = |b: &u64| {
+            leaves.iter().any(|l| l.1 == Some(*b)) || groups.iter().any(|g| g.1 == Some(*b))
+        };
         let was_leaf = |b: &u64| m.leaves.iter().any(|l| l.1 == *b);
         let mut spare_leaves: Vec<u64> = m
             .tree
@@ -283,8 +330,12 @@ impl<D: BlockDeviceMut> Writer<D> {
             .copied()
             .filter(|b| was_leaf(b) && !kept(b))
             .collect();
-        let mut spare_interiors: Vec<u64> =
-            m.tree.iter().copied().filter(|b| !was_leaf(b)).collect();
+        let mut spare_interiors: Vec<u64> = m
+            .tree
+            .iter()
+            .copied()
+            .filter(|b| !was_leaf(b) && !kept(b))
+            .collect();
         spare_leaves.reverse();
         spare_interiors.reverse();
         let hint = exts.last().map(|e| e.physical.saturating_add(e.len));
@@ -319,20 +370,12 @@ impl<D: BlockDeviceMut> Writer<D> {
         if depth == 1 {
             root = leaf_ix;
         } else if depth == 2 {
-            // The leaves spread evenly over the interior blocks.
-            for k in 0..interiors {
-                let lo = leaf_ix
-                    .len()
-                    .saturating_mul(k)
-                    .checked_div(interiors)
-                    .unwrap_or(0);
-                let hi = leaf_ix
-                    .len()
-                    .saturating_mul(k.saturating_add(1))
-                    .checked_div(interiors)
-                    .unwrap_or(0);
-                let chunk = leaf_ix.get(lo..hi).unwrap_or(&[]);
-                let lba = take(self, t, true)?;
+            for (range, old) in &groups {
+                let chunk = leaf_ix.get(range.clone()).unwrap_or(&[]);
+                let lba = match old {
+                    Some(b) => *b,
+                    None => take(self, t, true)?,
+                };
                 let ixs: Vec<RawExtentIndex> = chunk
                     .iter()
                     .map(|(l, c)| {
@@ -368,13 +411,49 @@ impl<D: BlockDeviceMut> Writer<D> {
         Ok(())
     }
 
-    /// A tree block's new contents, journaled only when they change.
+    /// A tree block's new contents, journaled only when its entries change: the same
+    /// entries in another order (an array written unordered, section 9) keep the block.
     fn put_tree(&self, t: &mut Txn, lba: u64, b: Block) -> Result<(), WriteError> {
-        if t.fresh.contains(&lba) || self.read(t, lba)? != b {
+        if t.fresh.contains(&lba) || !same_entries(&self.read(t, lba)?, &b) {
             Self::put(t, lba, b);
         }
         Ok(())
     }
+}
+
+/// Whether tree blocks `a` and `b` hold the same header and the same entries, in any
+/// order.
+fn same_entries(a: &Block, b: &Block) -> bool {
+    if a == b {
+        return true;
+    }
+    let (Some(ha), Some(hb)) = (a.get(..12), b.get(..12)) else {
+        return false;
+    };
+    if ha != hb {
+        return false;
+    }
+    let Ok(h) = RawExtentHeader::read_from_bytes(ha) else {
+        return false;
+    };
+    let stride = if h.depth.get() == 0 { 16 } else { 12 };
+    let end = usize::from(h.entries.get())
+        .saturating_mul(stride)
+        .saturating_add(12);
+    let entries = |x: &'_ Block| -> Option<Vec<Vec<u8>>> {
+        let mut v: Vec<Vec<u8>> = x.get(12..end)?.chunks(stride).map(<[u8]>::to_vec).collect();
+        v.sort_unstable();
+        Some(v)
+    };
+    entries(a).is_some() && entries(a) == entries(b)
+}
+
+/// `n` leaves spread evenly over `parts` new interior blocks.
+fn spread(n: usize, parts: usize) -> Vec<(Range<usize>, Option<u64>)> {
+    let at = |k: usize| n.saturating_mul(k).checked_div(parts).unwrap_or(0);
+    (0..parts)
+        .map(|k| (at(k)..at(k.saturating_add(1)), None))
+        .collect()
 }
 
 /// `n` extents packed into full leaves, all in new blocks.
@@ -424,7 +503,17 @@ fn merge_to(leaves: &mut Vec<(Range<usize>, Option<u64>)>, cap: usize) {
 /// for another leaf, or freed). `None` when there are no old leaves or two of them
 /// begin at the same block.
 fn in_place(old: &[(u64, u64)], exts: &[Ext]) -> Option<Vec<(Range<usize>, Option<u64>)>> {
-    let leaf = usize::from(LEAF_MAX);
+    let keys: Vec<u64> = exts.iter().map(|e| e.logical).collect();
+    in_place_by(old, &keys, usize::from(LEAF_MAX))
+}
+
+/// [`in_place`] for any entries: `keys` (sorted) laid out in the old blocks `old`, each
+/// holding at most `leaf` entries.
+fn in_place_by(
+    old: &[(u64, u64)],
+    keys: &[u64],
+    leaf: usize,
+) -> Option<Vec<(Range<usize>, Option<u64>)>> {
     let mut old = old.to_vec();
     old.sort_unstable_by_key(|l| l.0);
     let count = old.len();
@@ -432,16 +521,16 @@ fn in_place(old: &[(u64, u64)], exts: &[Ext]) -> Option<Vec<(Range<usize>, Optio
     if old.is_empty() || old.len() != count {
         return None;
     }
-    let n = exts.len();
+    let n = keys.len();
     let mut out = Vec::with_capacity(old.len());
     let mut start = 0usize;
     for (i, (_, lba)) in old.iter().enumerate() {
         let last = i.saturating_add(1) == old.len();
         let end = match old.get(i.saturating_add(1)) {
             Some((next, _)) => start.saturating_add(
-                exts.get(start..)
+                keys.get(start..)
                     .unwrap_or(&[])
-                    .partition_point(|e| e.logical < *next),
+                    .partition_point(|k| k < next),
             ),
             None => n,
         };

@@ -284,6 +284,11 @@ impl<D: BlockDeviceMut> Writer<D> {
         self.commit(t)
     }
 
+    /// Whether operations wait in the pending transaction for a [`Writer::sync`].
+    pub fn has_pending(&self) -> bool {
+        !(self.pending.blocks.is_empty() && self.pending.data.is_empty())
+    }
+
     /// Batch mode: operations share transactions (as many as fit one journal), each
     /// still wholly there or absent after a crash; [`Writer::sync`] commits. Turning it
     /// off commits what is pending.

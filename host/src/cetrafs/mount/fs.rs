@@ -73,6 +73,9 @@ pub struct State {
     pub kept: BTreeSet<u64>,
     /// Device errors logged (the first few are printed).
     errors: u64,
+    /// The read-write mount's hold on the image (docs/cetrafs.md section 15, "Holding
+    /// an image"), until the state is dropped after the leave.
+    pub hold: Option<crate::cetrafs::hold::Hold>,
 }
 
 impl State {
@@ -84,6 +87,7 @@ impl State {
             open: BTreeMap::new(),
             kept: BTreeSet::new(),
             errors: 0,
+            hold: None,
         }
     }
 }
@@ -113,6 +117,18 @@ impl CetraFuse {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for CetraFuse {
+    /// The session has ended (the kernel unmounted it): the leave starts now, so a
+    /// command that meets the hold waits for it instead of refusing.
+    fn drop(&mut self) {
+        if let Some(h) = self.lock().hold.as_ref() {
+            if let Err(e) = h.leaving() {
+                crate::report::warn(format!("{}: {e}", self.image));
+            }
+        }
     }
 }
 

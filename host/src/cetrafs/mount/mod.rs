@@ -29,6 +29,14 @@ use crate::Exit;
 /// How long the starting command waits for the mount to come up.
 const START_WAIT: Duration = Duration::from_secs(60);
 
+/// Metadata changes wait at most this long in the pending transaction before the
+/// timer commits them (ext4's default commit interval): a power cut or `kill -9`
+/// loses at most the changes of the last [`COMMIT_AFTER`] plus one tick.
+const COMMIT_AFTER: Duration = Duration::from_secs(4);
+
+/// How often the commit timer looks.
+const COMMIT_TICK: Duration = Duration::from_secs(1);
+
 /// `mount IMAGE MOUNTPOINT`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct MountArgs {
@@ -50,12 +58,31 @@ pub struct MountArgs {
     /// root) can. A user other than root needs `user_allow_other` in /etc/fuse.conf.
     #[arg(long = "allow-other")]
     pub allow_other: bool,
+    /// Where the background mount writes its messages once it is up (appended);
+    /// without it they go nowhere. Messages before the mount is up (why it was
+    /// refused) always reach this command's standard error.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
     #[command(flatten)]
     pub node: Node,
 }
 
 /// `tet-host mount`.
 pub fn mount(a: &MountArgs) -> Exit {
+    match std::fs::metadata(&a.mountpoint) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            crate::say!(
+                "mount: {}: not a directory (the mount point must be an existing directory)",
+                a.mountpoint.display()
+            );
+            return Exit::Usage;
+        }
+        Err(e) => {
+            crate::say!("mount: {}: {e}", a.mountpoint.display());
+            return Exit::Usage;
+        }
+    }
     if !a.foreground {
         return start_in_background(a);
     }
@@ -72,6 +99,9 @@ pub fn mount(a: &MountArgs) -> Exit {
     };
     // The session runs on its own thread for as long as the process lives.
     let dev: &'static FileDevice = Box::leak(Box::new(dev));
+    // The row's hold (docs/cetrafs.md section 15, "Holding an image"), for as long as
+    // this process lives; a read-only mount holds nothing.
+    let mut hold = None;
     let backend = if a.read_only {
         match read_only(&a.image, dev) {
             Ok(b) => b,
@@ -79,7 +109,8 @@ pub fn mount(a: &MountArgs) -> Exit {
         }
     } else {
         match join_checked("mount", &a.image, a.node.node_id, dev) {
-            Ok(mut w) => {
+            Ok((mut w, h)) => {
+                hold = h;
                 // Metadata operations share transactions until a read through the
                 // device, a data write, fsync or the unmount commits them.
                 if let Err(e) = w.set_batch(true) {
@@ -91,7 +122,11 @@ pub fn mount(a: &MountArgs) -> Exit {
             Err(exit) => return exit,
         }
     };
-    let state = Arc::new(Mutex::new(State::new(backend)));
+    let mut st = State::new(backend);
+    // Told it is leaving when the session ends (`CetraFuse`'s drop): a command that
+    // meets the hold then waits for the leave instead of refusing.
+    st.hold = hold;
+    let state = Arc::new(Mutex::new(st));
     let exit = serve(a, Arc::clone(&state));
     let st = match Arc::try_unwrap(state) {
         Ok(m) => m.into_inner().unwrap_or_else(PoisonError::into_inner),
@@ -130,22 +165,46 @@ fn read_only(image: &Path, dev: &'static FileDevice) -> Result<Backend, Exit> {
         Exit::of(e.kind.category())
     };
     let mut bufs = Buffers::new();
-    let fs = Fs::open(dev, &mut bufs.data).map_err(cannot)?;
+    // Group tables that fail are read without, as the reading commands do (section 2,
+    // check 7: a reader does not depend on them).
+    let tables = match Fs::open(dev, &mut bufs.data) {
+        Err(e)
+            if e.kind.category() == tet_core::Category::Corrupt
+                && Fs::open_for_read(dev, &mut bufs.data).is_ok() =>
+        {
+            crate::cetrafs::warn_tables(image, &e);
+            false
+        }
+        _ => true,
+    };
+    let open = |d, buf: &mut tet_core::block::Block| {
+        if tables {
+            Fs::open(d, buf)
+        } else {
+            Fs::open_for_read(d, buf)
+        }
+    };
+    let fs = open(dev, &mut bufs.data).map_err(cannot)?;
     match view::active_row(&fs, &mut bufs.data) {
         Ok(None) => {}
         Ok(Some(r)) => {
-            crate::say!(
-                "mount: {}: node {:#x} ({}) is ACTIVE in registry row {}: it may have the \
-                 image mounted read-write; unmount it there, or if that node crashed, \
-                 recover it with `tet-host replay {} --node-id {:#x} --force` (or mount \
-                 read-write as that node)",
-                image.display(),
-                r.node_id,
-                String::from_utf8_lossy(&r.hostname),
-                r.row,
-                image.display(),
-                r.node_id
-            );
+            match crate::cetrafs::hold::holder(image) {
+                Ok(Some(h)) => crate::say!(
+                    "mount: {}: in use by {h}: a read-only mount would read a filesystem \
+                     changing under it; unmount it there first",
+                    image.display()
+                ),
+                _ => crate::say!(
+                    "mount: {}: node {:#x} ({}) is ACTIVE in registry row {} but no process \
+                     holds it: it crashed. `tet-host replay {}` recovers it (or mount \
+                     read-write as that node)",
+                    image.display(),
+                    r.node_id,
+                    String::from_utf8_lossy(&r.hostname),
+                    r.row,
+                    image.display()
+                ),
+            }
             return Err(Exit::Operational);
         }
         Err(e) => {
@@ -172,7 +231,12 @@ fn read_only(image: &Path, dev: &'static FileDevice) -> Result<Backend, Exit> {
     };
     let ov = Box::leak(Box::new(ov));
     let over = OverlayDevice::new(dev, ov);
-    let fs = Fs::open(over, &mut bufs.data).map_err(cannot)?;
+    let fs = if tables {
+        Fs::open(over, &mut bufs.data)
+    } else {
+        Fs::open_for_read(over, &mut bufs.data)
+    }
+    .map_err(cannot)?;
     Ok(Backend::ReadOnly(Box::new(fs)))
 }
 
@@ -189,8 +253,10 @@ fn serve(a: &MountArgs, state: Arc<Mutex<State>>) -> Exit {
             return Exit::Operational;
         }
     }
+    // The image's absolute path names the mount (`tet-host umount` finds it there).
+    let fsname = std::fs::canonicalize(&a.image).unwrap_or_else(|_| a.image.clone());
     let mut options = vec![
-        MountOption::FSName(a.image.display().to_string()),
+        MountOption::FSName(fsname.display().to_string()),
         MountOption::Subtype("cetrafs".into()),
         MountOption::DefaultPermissions,
         MountOption::NoAtime,
@@ -206,10 +272,13 @@ fn serve(a: &MountArgs, state: Arc<Mutex<State>>) -> Exit {
         config.acl = fuser::SessionACL::All;
     }
     let notifier = Arc::new(OnceLock::new());
-    let fsys = CetraFuse::new(state, &a.image, Arc::clone(&notifier));
+    let fsys = CetraFuse::new(Arc::clone(&state), &a.image, Arc::clone(&notifier));
     let session = match fuser::spawn_mount(fsys, &a.mountpoint, &config) {
         Ok(s) => {
             let _ = notifier.set(s.notifier());
+            if let Err(e) = detach_stderr(a.log.as_deref()) {
+                crate::report::warn(format!("mount: the log: {e}"));
+            }
             s
         }
         Err(e) => {
@@ -220,6 +289,12 @@ fn serve(a: &MountArgs, state: Arc<Mutex<State>>) -> Exit {
             );
             return Exit::Operational;
         }
+    };
+    let timer_stop = Arc::new(AtomicBool::new(false));
+    let timer = {
+        let stop = Arc::clone(&timer_stop);
+        let image = a.image.clone();
+        std::thread::spawn(move || commit_timer(&state, &stop, &image))
     };
     let mut session = Some(session);
     loop {
@@ -241,13 +316,55 @@ fn serve(a: &MountArgs, state: Arc<Mutex<State>>) -> Exit {
             }
         }
     }
-    match session.take().map(fuser::BackgroundSession::join) {
+    let joined = session.take().map(fuser::BackgroundSession::join);
+    timer_stop.store(true, Ordering::SeqCst);
+    let _ = timer.join();
+    match joined {
         Some(Err(e)) => {
             crate::say!("mount: the FUSE session ended with an error: {e}");
             Exit::Operational
         }
         _ => Exit::Clean,
     }
+}
+
+/// Commits the read-write mount's pending metadata once it has waited
+/// [`COMMIT_AFTER`], until `stop`.
+fn commit_timer(state: &Mutex<State>, stop: &AtomicBool, image: &Path) {
+    let mut waiting_since: Option<Instant> = None;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(COMMIT_TICK);
+        let mut st = state.lock().unwrap_or_else(PoisonError::into_inner);
+        let Backend::ReadWrite(w) = &mut st.backend else {
+            return;
+        };
+        if !w.has_pending() {
+            waiting_since = None;
+            continue;
+        }
+        let since = *waiting_since.get_or_insert_with(Instant::now);
+        if since.elapsed().saturating_add(COMMIT_TICK) >= COMMIT_AFTER {
+            waiting_since = None;
+            if let Err(e) = w.sync() {
+                crate::report::warn(format!("{}: the timed commit: {e}", image.display()));
+            }
+        }
+    }
+}
+
+/// Points this process's standard error at `log` (appended) or at `/dev/null`, so
+/// that the command that started the mount, and whatever reads its standard error,
+/// sees it end (`out=$(tet-host mount …)` returns).
+fn detach_stderr(log: Option<&Path>) -> std::io::Result<()> {
+    let to = match log {
+        Some(p) => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)?,
+        None => std::fs::OpenOptions::new().write(true).open("/dev/null")?,
+    };
+    rustix::stdio::dup2_stderr(&to)?;
+    Ok(())
 }
 
 /// Unmounts `mountpoint` (the kernel then ends the session): `umount` as root, else
@@ -300,8 +417,9 @@ fn finish(image: &Path, st: State) -> Exit {
 
 /// Without `--foreground`: the same command with `--foreground` in a process group of
 /// its own (so the terminal's Ctrl-C does not reach it), standard input and output
-/// closed; this returns once the mount point shows the mount, or with the child's exit
-/// when it ends first (its message already printed on the shared standard error).
+/// closed, standard error a pipe this command relays; this returns once the mount is
+/// up (the child let go of the pipe: its later messages go to `--log` or nowhere), or
+/// with the child's exit when it ends first.
 fn start_in_background(a: &MountArgs) -> Exit {
     use std::os::unix::process::CommandExt;
     let exe = match std::env::current_exe() {
@@ -322,6 +440,15 @@ fn start_in_background(a: &MountArgs) -> Exit {
     if a.allow_other {
         args.push("--allow-other".into());
     }
+    if let Some(log) = &a.log {
+        // Absolute: the mount's working directory may change.
+        args.push("--log".into());
+        args.push(
+            std::path::absolute(log)
+                .unwrap_or_else(|_| log.clone())
+                .into(),
+        );
+    }
     args.push("--foreground".into());
     args.push("--node-id".into());
     args.push(a.node.node_id.to_string().into());
@@ -330,6 +457,7 @@ fn start_in_background(a: &MountArgs) -> Exit {
         .args(&args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .process_group(0)
         .spawn()
     {
@@ -339,9 +467,26 @@ fn start_in_background(a: &MountArgs) -> Exit {
             return Exit::Operational;
         }
     };
+    // The child's messages until it is up, relayed; the pipe's end means it is up or
+    // has ended.
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    if let Some(mut from) = child.stderr.take() {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut from, &mut std::io::stderr());
+            let _ = done_tx.send(());
+        });
+    }
+    // The pipe ends when the child is up (it let go of it) or has ended: then the
+    // kernel shows the mount, or the child's exit is its answer.
     let t0 = Instant::now();
+    let mut piped = true;
     while t0.elapsed() < START_WAIT {
+        piped = piped && done_rx.try_recv().is_err();
         if let Ok(Some(status)) = child.try_wait() {
+            // Its last words relayed before this process ends.
+            if piped {
+                let _ = done_rx.recv_timeout(Duration::from_secs(5));
+            }
             return match status.code() {
                 Some(0) => Exit::Clean,
                 Some(4) => Exit::Problems,
@@ -349,10 +494,10 @@ fn start_in_background(a: &MountArgs) -> Exit {
                 _ => Exit::Operational,
             };
         }
-        if mounted_on(&a.mountpoint) > before {
+        if !piped && mounted_on(&a.mountpoint) > before {
             return Exit::Clean;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(if piped { 20 } else { 2 }));
     }
     crate::say!(
         "mount: {} did not appear on {} within {} s (the mount process {} goes on)",
@@ -364,20 +509,117 @@ fn start_in_background(a: &MountArgs) -> Exit {
     Exit::Operational
 }
 
-/// How many FUSE mounts `/proc/self/mountinfo` shows on `mountpoint`.
-fn mounted_on(mountpoint: &Path) -> usize {
+/// `umount MOUNTPOINT`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct UmountArgs {
+    /// Where a `tet-host mount` is mounted.
+    pub mountpoint: PathBuf,
+    /// How long to wait, in seconds, for the mount process to write back and leave.
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+}
+
+/// `tet-host umount MOUNTPOINT`: unmounts, then waits until the mount process has
+/// let go of the image (docs/mount.md). Exit 0 when it left cleanly (its registry row
+/// `LEFT`), 4 when it ended without leaving (the row still `ACTIVE`: `tet-host replay`
+/// recovers it), 8 when it could not be unmounted or did not end within `--timeout`,
+/// 16 when MOUNTPOINT is not a cetrafs FUSE mount.
+pub fn umount(a: &UmountArgs) -> Exit {
+    let Some(image) = mounted_image(&a.mountpoint) else {
+        crate::say!(
+            "umount: {}: not a tet-host mount (no cetrafs FUSE mount there)",
+            a.mountpoint.display()
+        );
+        return Exit::Usage;
+    };
+    let holder = match crate::cetrafs::hold::holder(&image) {
+        Ok(Some(crate::cetrafs::hold::Holder::Node { row, node_id, .. })) => Some((row, node_id)),
+        _ => None,
+    };
+    if let Err(e) = unmount(&a.mountpoint) {
+        crate::say!(
+            "umount: {}: not unmounted ({e}); close what uses it and try again",
+            a.mountpoint.display()
+        );
+        return Exit::Operational;
+    }
+    // A read-only mount holds nothing and writes nothing: unmounted is done.
+    let Some((row, node_id)) = holder else {
+        println!(
+            "{}: unmounted ({})",
+            a.mountpoint.display(),
+            image.display()
+        );
+        return Exit::Clean;
+    };
+    match crate::cetrafs::hold::wait_free(&image, Duration::from_secs(a.timeout)) {
+        Ok(true) => {}
+        Ok(false) => {
+            crate::say!(
+                "umount: {}: unmounted, but the mount process of node {node_id:#x} is still \
+                 writing back {} after {} s; it goes on (wait for it, or run `tet-host \
+                 umount` again)",
+                a.mountpoint.display(),
+                image.display(),
+                a.timeout
+            );
+            return Exit::Operational;
+        }
+        Err(e) => {
+            crate::say!("umount: {}: {e}", image.display());
+            return Exit::Operational;
+        }
+    }
+    match crate::cetrafs::hold::row_state(&image, row) {
+        Ok(Some(tet_core::cetrafs::NodeState::Left)) => {
+            println!(
+                "{}: unmounted; node {node_id:#x} left {} cleanly",
+                a.mountpoint.display(),
+                image.display()
+            );
+            Exit::Clean
+        }
+        _ => {
+            crate::say!(
+                "umount: {}: the mount process of node {node_id:#x} ended without leaving \
+                 {} (registry row {row} is not LEFT): `tet-host replay {}` recovers it",
+                a.mountpoint.display(),
+                image.display(),
+                image.display()
+            );
+            Exit::Problems
+        }
+    }
+}
+
+/// The sources of the FUSE mounts on `mountpoint`, oldest first, as
+/// `/proc/self/mountinfo` lists them (`fuse.cetrafs` through fusermount3, plain `fuse`
+/// when root mounts directly; `mount` sets the source to the image's absolute path).
+fn fuse_mounts_on(mountpoint: &Path) -> Vec<PathBuf> {
     let want = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    let want = want.as_os_str().to_string_lossy();
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return 0;
+        return Vec::new();
     };
     info.lines()
-        .filter(|l| {
-            let mut f = l.split(' ');
-            let at = f.nth(4).map(unescape);
-            at.as_deref() == Some(want.as_os_str().to_string_lossy().as_ref())
-                && l.split(" - ").nth(1).is_some_and(|t| t.starts_with("fuse"))
+        .filter_map(|l| {
+            let at = l.split(' ').nth(4).map(unescape)?;
+            let (_, tail) = l.split_once(" - ")?;
+            let mut t = tail.split(' ');
+            let (kind, source) = (t.next()?, t.next()?);
+            (at == want && kind.starts_with("fuse")).then(|| PathBuf::from(unescape(source)))
         })
-        .count()
+        .collect()
+}
+
+/// How many FUSE mounts there are on `mountpoint`.
+fn mounted_on(mountpoint: &Path) -> usize {
+    fuse_mounts_on(mountpoint).len()
+}
+
+/// The image the newest FUSE mount on `mountpoint` serves.
+fn mounted_image(mountpoint: &Path) -> Option<PathBuf> {
+    fuse_mounts_on(mountpoint).pop()
 }
 
 /// A mountinfo field with its octal escapes (`\040` for a space) decoded.
