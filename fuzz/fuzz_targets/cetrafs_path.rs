@@ -1,7 +1,7 @@
 //! Resolve arbitrary paths in a cetrafs image: never panic, never loop.
-//! Body: `tet_host::fuzzing::cetrafs_path`.
+//! Body: `tet_std::fuzzing::cetrafs_path`.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    tet_host::fuzzing::cetrafs_path(data);
+    tet_std::fuzzing::cetrafs_path(data);
 });

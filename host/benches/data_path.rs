@@ -203,7 +203,6 @@ fn main() {
                 deep: true,
                 threads: Some(cores),
                 budget: Some(1 << 30),
-                progress: false,
             },
         )
         .unwrap();

@@ -152,7 +152,6 @@ fn main() {
             deep: true,
             threads: None,
             budget: Some(1 << 30),
-            progress: false,
         };
         // Warm the page cache and check the file is what it should be.
         let c = check_with(bytes, &opts).unwrap();

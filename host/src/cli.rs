@@ -67,7 +67,6 @@ impl ReadArgs {
             deep,
             threads: self.jobs.map(usize::from),
             budget: self.memory.memory_budget,
-            progress: deep,
         }
     }
 }

@@ -2,56 +2,18 @@
 //! (`error[code] message`) and the same JSON object (`code`, `severity`, `field`,
 //! `offset`, `message`, and a `context` object that each format fills with what locates
 //! the finding in its own terms: dataset, row and chunk coordinates for `.tet`, block and
-//! inode for cetrafs). `verify`, `repair` and `replay` print through it.
+//! inode for cetrafs). `verify`, `repair` and `replay` print through it; the shape itself
+//! ([`Rendered`]) is the library's (`tet_std::report`), so the Python binding renders the
+//! same objects.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use serde_json::{json, Map, Value};
-use tet_core::finding::Severity;
+use serde_json::{json, Value};
 
 use crate::Exit;
 
-/// A finding ready to print.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Rendered {
-    /// The finding's stable code (`chunk-coords`, `inode-checksum`, ...).
-    pub code: &'static str,
-    /// Error or warning.
-    pub severity: Severity,
-    /// The field, named as in `docs/`.
-    pub field: &'static str,
-    /// Absolute byte offset of the field.
-    pub offset: u64,
-    /// The sentence a person reads.
-    pub message: String,
-    /// Where the finding is, in the format's own terms.
-    pub context: Map<String, Value>,
-}
-
-impl Rendered {
-    /// `error[code] message`.
-    pub fn line(&self) -> String {
-        self.line_as(self.severity.name())
-    }
-
-    /// The line with another tag in place of the severity (`left[code] ...` in repair).
-    pub fn line_as(&self, tag: &str) -> String {
-        format!("{tag}[{}] {}", self.code, self.message)
-    }
-
-    /// The JSON object.
-    pub fn json(&self) -> Value {
-        json!({
-            "code": self.code,
-            "severity": self.severity.name(),
-            "field": self.field,
-            "offset": self.offset,
-            "message": self.message,
-            "context": self.context,
-        })
-    }
-}
+pub use tet_std::report::{Rendered, KEEP};
 
 /// `N error(s), M warning(s)`, or `clean`, after `path: `.
 pub fn summary_line(path: &std::path::Path, errors: u64, warnings: u64) -> String {
@@ -133,11 +95,6 @@ pub fn print_json(v: &Value) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
     printed();
 }
-
-/// Findings a check keeps to print, for both formats; the rest are counted
-/// (`... and N more findings not listed`, `findings_not_listed` in JSON), so an image
-/// with a million findings is checked in bounded memory.
-pub const KEEP: usize = 10_000;
 
 /// Notes that the command printed its JSON document itself.
 pub fn printed() {

@@ -73,7 +73,7 @@ fn read_all(tet: &Path, name: &str) -> (DType, Vec<u8>) {
     let file = tet_core::tet::TetFile::open(&bytes).unwrap();
     let ds = file.dataset(name).unwrap();
     let p = tet_alloc::tet::query::plan(&file, ds, &[]).unwrap();
-    let v = tet_host::tet::query::select_values(&file, &p, 1 << 30, None).unwrap();
+    let v = tet_host::tet::query::select_values(&file, &p, 1 << 30, &()).unwrap();
     (ds.dtype(), v)
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use tet_host::input::Input;
+use tet_std::input::Input;
 
 /// A read-only window onto a file's bytes (one raw chunk's payload).
 #[pyclass(frozen, module = "tetrs._tetrs")]

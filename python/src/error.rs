@@ -3,8 +3,7 @@
 //! the error category and, when there is one, the finding code.
 
 use pyo3::prelude::*;
-use tet_core::Category;
-use tet_host::Exit;
+use tet_std::{Category, Exit};
 
 /// An error on its way to Python.
 #[derive(Clone, Debug)]
@@ -40,10 +39,16 @@ impl Failure {
         Failure::of(Category::Io, message)
     }
 
-    /// With a finding code.
-    pub fn with_code(mut self, code: Option<&'static str>) -> Failure {
-        self.code = code;
-        self
+    /// A library error (its message, category and code) on its way to Python, with the
+    /// Python spelling of the budget added where the message says how to raise it.
+    pub fn reading(e: tet_std::Error) -> Failure {
+        let mut f = Failure::from(e);
+        if f.category == Category::Resource.name() && f.message.contains("--memory-budget") {
+            f.message.push_str(
+                " (from Python: memory_budget=SIZE, e.g. memory_budget=\"2G\" or \"50%\")",
+            );
+        }
+        f
     }
 
     /// The Python exception (`tetrs._errors.TetError`, or `MemoryBudgetError` for a
@@ -64,6 +69,14 @@ impl Failure {
                 Err(e) => e,
             }
         })
+    }
+}
+
+impl From<tet_std::Error> for Failure {
+    fn from(e: tet_std::Error) -> Failure {
+        let mut f = Failure::of(e.category(), e.message().to_string());
+        f.code = e.code();
+        f
     }
 }
 

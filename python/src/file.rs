@@ -1,5 +1,6 @@
-//! An open `.tet` file: its bytes (mapped through `tet_host::input`, or read into
-//! memory), what it holds, its checks, and reads of selections and single chunks.
+//! An open `.tet` file: its bytes (mapped through `tet_std::input`, or read into
+//! memory), what it holds, its checks, and reads of selections and single chunks, each
+//! through the library's one path (`tet_std::tet`: open, verify report, query).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,11 +9,11 @@ use numpy::PyArray1;
 use pyo3::prelude::*;
 use serde_json::{json, Value as Json};
 use tet_alloc::tet::meta::Coord;
-use tet_alloc::tet::query::{plan, QueryError};
 use tet_core::tet::select::Slice;
-use tet_core::tet::{Codec, Finding, TetFile};
-use tet_host::input::Input;
-use tet_host::tet::verify::{check_with, DecodeOptions};
+use tet_core::tet::Codec;
+use tet_std::input::Input;
+use tet_std::tet::query::{Planned, Query};
+use tet_std::tet::{dataset, open_reading, open_tet};
 
 use crate::buffer::ChunkBuffer;
 use crate::error::Failure;
@@ -40,68 +41,19 @@ impl Handle {
     }
 }
 
-/// Opens `bytes` as a `.tet` file, or says why not in `tet-host`'s words.
-pub fn open_tet<'a>(path: &Path, bytes: &'a [u8]) -> Result<TetFile<'a>, Failure> {
-    TetFile::open(bytes).map_err(|e| match tet_host::classify_bytes(bytes) {
-        Err(what) => Failure::io(format!(
-            "{}: not a .tet file or a cetrafs image: {what}",
-            path.display()
-        )),
-        Ok(tet_host::Format::Cetrafs) => Failure::usage(format!(
-            "{}: a cetrafs image, not a .tet file; this command reads .tet files",
-            path.display()
-        )),
-        Ok(tet_host::Format::Tet) => Failure::of(
-            e.kind.category(),
-            format!("{}: not a readable .tet file: {e}", path.display()),
-        ),
-    })
-}
-
-/// Opens `bytes` for reading data: the checksum table attached, as `tet-host` reads.
-pub fn open_reading<'a>(path: &Path, bytes: &'a [u8]) -> Result<TetFile<'a>, Failure> {
-    Ok(tet_alloc::tet::history::reading(open_tet(path, bytes)?).file)
-}
-
-/// The error a read or fold of dataset `name` failed with, as `tet-host query` words it
-/// (`source`: where the budget came from).
-pub fn query_failure(path: &Path, name: &str, e: &QueryError, source: &str) -> Failure {
-    let category = e.category();
-    match e {
-        QueryError::Decode(d) => {
-            Failure::of(category, format!("{}: {}", path.display(), d.named(name)))
-                .with_code(d.code().map(|c| c.as_str()))
-        }
-        _ if category == tet_core::Category::Resource => Failure::of(
-            category,
-            format!(
-                "{}: {e}; {} (from Python: memory_budget=SIZE, e.g. memory_budget=\"2G\" or \
-                 \"50%\")",
-                path.display(),
-                tet_host::tet::raise_budget(source)
-            ),
-        ),
-        _ => Failure::of(category, format!("{}: {e}", path.display())),
-    }
-}
-
-/// Where a budget came from, in `tet-host`'s words.
-pub fn budget_source(doc: bool, given: Option<u64>) -> &'static str {
-    match (given, doc) {
-        (Some(_), _) => "--memory-budget",
-        (None, true) => "the query's execution object",
-        (None, false) => "the file's TIDX execution settings",
-    }
-}
-
-/// Dataset `name` of `file`, or the CLI's message naming those it has.
-pub fn dataset<'a>(
+/// The selection `sel` of dataset `name` of `bytes` (the file at `path`), planned for
+/// reading within `memory_budget`.
+fn planned<'a>(
     path: &Path,
-    file: &TetFile<'a>,
+    bytes: &'a [u8],
     name: &str,
-) -> Result<tet_core::tet::Dataset<'a>, Failure> {
-    file.dataset(name)
-        .map_err(|_| Failure::usage(tet_host::tet::no_dataset_message(path, file, name)))
+    sel: Vec<Slice>,
+    memory_budget: Option<u64>,
+) -> Result<Planned<'a>, Failure> {
+    let file = open_reading(path, bytes)?.file;
+    Query::selection(path, file, name, sel, memory_budget)
+        .and_then(|q| q.plan(path))
+        .map_err(Failure::reading)
 }
 
 fn slices(sel: &[(Option<i64>, Option<i64>, Option<i64>)]) -> Vec<Slice> {
@@ -121,15 +73,8 @@ impl Handle {
     #[pyo3(signature = (path, mmap = true))]
     fn new(py: Python<'_>, path: PathBuf, mmap: bool) -> PyResult<Handle> {
         let opened = py.detach(|| -> Result<Handle, Failure> {
-            let input = if mmap {
-                Input::open(&path)
-            } else {
-                Input::read(&path)
-            }
-            .map_err(|e| Failure::io(format!("cannot read {}: {e}", path.display())))?;
-            let file = open_tet(&path, input.bytes())?;
-            let reading = tet_alloc::tet::history::reading(file);
-            let warnings = tet_host::tet::read_warnings(&reading.problems);
+            let input = Input::load(&path, !mmap)?;
+            let warnings = open_reading(&path, input.bytes())?.warnings;
             Ok(Handle {
                 input: Arc::new(input),
                 path,
@@ -173,7 +118,7 @@ impl Handle {
     /// Every dataset: name, dtype, shape, chunk shape, dims, coords and attrs (JSON).
     fn datasets_json(&self) -> PyResult<String> {
         let path = self.path.as_path();
-        let file = open_tet(path, self.bytes())?;
+        let file = open_tet(path, self.bytes()).map_err(Failure::from)?;
         let meta = tet_alloc::tet::meta::read(&file)
             .ok()
             .flatten()
@@ -219,7 +164,7 @@ impl Handle {
 
     /// `tet-host info --metadata --history` as one JSON object.
     fn info_json(&self) -> PyResult<String> {
-        let file = open_tet(&self.path, self.bytes())?;
+        let file = open_tet(&self.path, self.bytes()).map_err(Failure::from)?;
         let mut datasets = Vec::new();
         for d in file.datasets() {
             let Ok(d) = d else { break };
@@ -241,8 +186,8 @@ impl Handle {
             "chunks": file.rows().len(),
             "stored_bytes": stored,
             "datasets": datasets,
-            "metadata": tet_host::tet::info::metadata_json(&file),
-            "history": tet_host::tet::info::history_json(&file),
+            "metadata": tet_std::tet::info::metadata_json(&file),
+            "history": tet_std::tet::info::history_json(&file),
         })
         .to_string())
     }
@@ -258,57 +203,7 @@ impl Handle {
     ) -> PyResult<String> {
         let path = self.path.clone();
         let bytes = self.bytes();
-        let out = py.detach(|| -> Result<String, Failure> {
-            let opts = DecodeOptions {
-                deep,
-                threads: None,
-                budget: memory_budget,
-                progress: false,
-            };
-            let checked = check_with(bytes, &opts)
-                .map_err(|e| Failure::of(e.kind.category(), format!("{}: {e}", path.display())))?;
-            let found = &checked.found;
-            let file = TetFile::parse(bytes, &mut |_: &Finding| {});
-            let mut findings: Vec<(usize, &Finding)> = found.kept.iter().enumerate().collect();
-            findings.sort_by_key(|(i, f)| (f.error.offset, *i));
-            let names = tet_host::tet::report::Names::for_findings(file.as_ref(), &found.kept);
-            let shown: Vec<Json> = findings
-                .iter()
-                .map(|(i, f)| tet_host::tet::report::rendered(&names, f, found.notes.get(i)).json())
-                .collect();
-            let status = if checked.operational.is_some() {
-                "incomplete"
-            } else if found.errors > 0 {
-                "errors"
-            } else if found.warnings > 0 {
-                "warnings"
-            } else {
-                "clean"
-            };
-            let exit = if found.errors > 0 || found.warnings > 0 {
-                4u8
-            } else if checked.operational.is_some() {
-                8
-            } else {
-                0
-            };
-            Ok(json!({
-                "file": path.display().to_string(),
-                "status": status,
-                "exit": exit,
-                "scan": if deep { "deep" } else { "quick" },
-                "errors": found.errors,
-                "warnings": found.warnings,
-                "findings_not_listed": found.dropped,
-                "chunks": checked.checksummed.0,
-                "chunks_decoded": checked.decoded.0,
-                "chunks_without_checksum":
-                    checked.checksummed.0.saturating_sub(checked.checksummed.1),
-                "operational": checked.operational.map(|e| e.to_string()),
-                "findings": shown,
-            })
-            .to_string())
-        })?;
+        let out = py.detach(|| crate::verify::report_json(&path, bytes, deep, memory_budget))?;
         Ok(out)
     }
 
@@ -320,8 +215,8 @@ impl Handle {
         coords: Vec<u64>,
     ) -> PyResult<Option<(ChunkBuffer, Vec<u64>)>> {
         let path = self.path.as_path();
-        let file = open_tet(path, self.bytes())?;
-        let ds = dataset(path, &file, name)?;
+        let file = open_tet(path, self.bytes()).map_err(Failure::from)?;
+        let ds = dataset(path, &file, name).map_err(Failure::from)?;
         let chunk = file.chunk(&ds, &coords).map_err(|e| {
             Failure::of(
                 e.kind.category(),
@@ -356,13 +251,9 @@ impl Handle {
         let bytes = self.bytes();
         let sel = slices(&selection);
         let data = py.detach(|| -> Result<Vec<u8>, Failure> {
-            let file = open_reading(path, bytes)?;
-            let ds = dataset(path, &file, name)?;
-            let budget = tet_host::tet::budget_for(&file, None, memory_budget);
-            let source = budget_source(false, memory_budget);
-            let p = plan(&file, ds, &sel).map_err(|e| query_failure(path, name, &e, source))?;
-            crate::query::select_parallel(&file, &p, budget)
-                .map_err(|e| query_failure(path, name, &e, source))
+            planned(path, bytes, name, sel, memory_budget)?
+                .select(path, &())
+                .map_err(Failure::reading)
         })?;
         Ok(PyArray1::from_vec(py, data))
     }
@@ -383,14 +274,9 @@ impl Handle {
         let sel = slices(&selection);
         let buf = out.as_slice_mut()?;
         py.detach(|| -> Result<(), Failure> {
-            let file = open_reading(path, bytes)?;
-            let ds = dataset(path, &file, name)?;
-            let budget = tet_host::tet::budget_for(&file, None, memory_budget);
-            let source = budget_source(false, memory_budget);
-            let p = plan(&file, ds, &sel).map_err(|e| query_failure(path, name, &e, source))?;
-            crate::query::select_slice(&file, &p, budget, Some(buf))
-                .map(|_| ())
-                .map_err(|e| query_failure(path, name, &e, source))
+            planned(path, bytes, name, sel, memory_budget)?
+                .select_into(path, buf, &())
+                .map_err(Failure::reading)
         })?;
         Ok(())
     }
@@ -405,6 +291,6 @@ impl Handle {
         memory_budget: Option<u64>,
         threads: Option<usize>,
     ) -> PyResult<(String, Bound<'py, PyAny>)> {
-        crate::query::run(py, self, doc, memory_budget, threads)
+        crate::query::run(py, &self.path, self.bytes(), doc, memory_budget, threads)
     }
 }

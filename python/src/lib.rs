@@ -1,6 +1,6 @@
 //! `tetrs._tetrs`: the compiled half of the `tetrs` Python package.
 //!
-//! The Rust side opens files through `tet-host`'s one mapping function, reads and folds
+//! The Rust side opens files through `tet-std`'s one mapping function, reads and folds
 //! with the libraries' engines (the same code path as `tet-host query`), and writes with
 //! the library writer. The Python half (`tetrs/__init__.py`) turns NumPy-style keys into
 //! slices, builds query documents and wraps the results.
@@ -12,6 +12,7 @@ mod buffer;
 mod error;
 mod file;
 mod query;
+mod verify;
 mod write;
 
 use pyo3::prelude::*;
@@ -24,6 +25,7 @@ fn _tetrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<write::RawWriter>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(parse_budget, m)?)?;
+    m.add_function(wrap_pyfunction!(verify::verify_path, m)?)?;
     Ok(())
 }
 
@@ -31,6 +33,6 @@ fn _tetrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// reads it.
 #[pyfunction]
 fn parse_budget(text: &str) -> PyResult<u64> {
-    tet_host::budget::parse_budget(text)
+    tet_std::budget::parse_budget(text)
         .map_err(|e| error::Failure::usage(format!("memory_budget={text:?}: {e}")).into_py_err())
 }

@@ -1,5 +1,5 @@
 //! Writing a file: the library's streaming writer into a temporary file beside the
-//! target, renamed over it when the file is finished (`tet_host::atomic`). Appending
+//! target, renamed over it when the file is finished (`tet_std::atomic`). Appending
 //! binds the library's append (`tet_alloc::tet::append`): the existing chunks are copied
 //! as stored, its history and metadata kept, one history row added.
 
@@ -11,9 +11,9 @@ use pyo3::prelude::*;
 use tet_alloc::tet::append::{AppendError, Base};
 use tet_alloc::tet::writer::{interop, DatasetSpec, FooterSpec, HistoryRow, Writer};
 use tet_core::tet::{Codec, DType, DatasetId};
-use tet_host::atomic::{AtomicFile, RealFs};
-use tet_host::input::Input;
-use tet_host::tet::codec::CCompressor;
+use tet_std::atomic::{AtomicFile, RealFs};
+use tet_std::input::Input;
+use tet_std::tet::codec::CCompressor;
 
 use crate::error::Failure;
 
@@ -291,7 +291,7 @@ impl RawWriter {
                 let row = rows.pop().unwrap_or(HistoryRow {
                     op: "append".into(),
                     source: "tetrs".into(),
-                    at: tet_host::tet::now_rfc3339(),
+                    at: tet_std::tet::now_rfc3339(),
                     params: Vec::new(),
                 });
                 b.footer(row, metadata.as_deref())

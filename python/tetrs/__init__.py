@@ -17,6 +17,7 @@ from ._errors import MemoryBudgetError, TetError
 
 __all__ = [
     "open",
+    "verify",
     "File",
     "Dataset",
     "Writer",
@@ -62,6 +63,15 @@ def open(path, mmap=True):
     """Opens the .tet file at ``path``: mapped (``mmap=True``), or read into memory
     (``mmap=False``: safe against another process truncating the file)."""
     return File(path, mmap=mmap)
+
+
+def verify(path, deep=False, memory_budget=None, mmap=True):
+    """Runs ``tet-host verify --json`` on the .tet file at ``path`` (the quick scan, or
+    every chunk with ``deep``) and returns the whole report: ``status``, ``exit`` (the
+    status ``tet-host verify`` ends with), counts and ``findings``. Unlike
+    ``open(path).verify_report()`` it needs no file that opens: a damaged superblock or
+    index is reported, not raised."""
+    return _json.loads(_tetrs.verify_path(_os.fspath(path), deep, _budget(memory_budget), mmap))
 
 
 def _reopen(path, mmap, size, crc):

@@ -28,11 +28,43 @@ pub fn conformance_dir() -> Option<PathBuf> {
 }
 
 /// Every finding for `bytes`, footer JSON included (the same checks as `tet-host verify`).
+/// With `TET_SAVE_CASES=DIR` in the environment, `bytes` is also written to `DIR`
+/// ([`save_case`]).
 pub fn findings(bytes: &[u8]) -> Vec<Finding> {
+    save_case(bytes);
     let (c, _) = tet_host::tet::verify::check(bytes).unwrap();
     assert_eq!(c.dropped, 0);
     c.kept
 }
+
+/// With `TET_SAVE_CASES=DIR`, writes `bytes` to `DIR/TEST-N.tet` (`TEST`, the running
+/// test's name; `N`, the how-many-th file it checks; a test that sweeps many files, as
+/// every truncation of one, keeps its first [`SAVED_PER_TEST`]). The corruption suite's files are
+/// kept so for the Python binding's parity test (`python/tests/test_parity.py`), which
+/// runs them through `tetrs` and `tet-host verify --json`; regenerate them with
+/// `TET_SAVE_CASES=$PWD/python/tests/data/corruption cargo test -p tet-tests --test corruption`.
+pub fn save_case(bytes: &[u8]) {
+    use std::cell::Cell;
+    thread_local!(static SAVED: Cell<u32> = const { Cell::new(0) });
+    let Some(dir) = std::env::var_os("TET_SAVE_CASES") else {
+        return;
+    };
+    let n = SAVED.with(|c| {
+        let n = c.get();
+        c.set(n + 1);
+        n
+    });
+    if n >= SAVED_PER_TEST {
+        return;
+    }
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("case").replace("::", "-");
+    let path = PathBuf::from(dir).join(format!("{test}-{n}.tet"));
+    std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+/// Files [`save_case`] keeps of one test.
+pub const SAVED_PER_TEST: u32 = 16;
 
 /// The codes of `findings(bytes)`, in report order.
 pub fn codes(bytes: &[u8]) -> Vec<Code> {

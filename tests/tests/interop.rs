@@ -122,7 +122,6 @@ fn the_peers_converted_file_reads_back_with_its_values() {
             deep: true,
             threads: Some(2),
             budget: Some(1 << 20),
-            progress: false,
         },
     )
     .unwrap();

@@ -88,7 +88,6 @@ fn opts(mode: Mode, zero: bool) -> RepairOptions<'static> {
             deep: true,
             threads: Some(2),
             budget: Some(1 << 30),
-            progress: false,
         },
         force: false,
     }

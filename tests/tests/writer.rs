@@ -172,7 +172,6 @@ fn deep_clean(bytes: &[u8]) {
             deep: true,
             threads: Some(2),
             budget: Some(1 << 30),
-            progress: false,
         },
     )
     .unwrap();
@@ -259,7 +258,7 @@ proptest! {
         bad[(at + (pick >> 8) % len) as usize] ^= 1 << bit;
         let c = check_with(
             &bad,
-            &DecodeOptions { deep: true, threads: Some(2), budget: Some(1 << 30), progress: false },
+            &DecodeOptions { deep: true, threads: Some(2), budget: Some(1 << 30) },
         )
         .unwrap();
         prop_assert!(
@@ -317,7 +316,7 @@ proptest! {
         let errors = [
             run(&f, &p, Operation::Reduce(Reduce::Sum), &scalar, 2, 1 << 30).err(),
             run(&f, &p, Operation::Median, &median, 2, 1 << 30).err(),
-            select_values(&f, &p, 1 << 30, None).err(),
+            select_values(&f, &p, 1 << 30, &()).err(),
         ];
         for e in errors {
             let Some(QueryError::Decode(d)) = e else {
@@ -334,7 +333,7 @@ proptest! {
         if raw {
             let plain = TetFile::open(&bad).unwrap();
             let p = plan(&plain, ds, &[]).unwrap();
-            prop_assert!(select_values(&plain, &p, 1 << 30, None).is_ok());
+            prop_assert!(select_values(&plain, &p, 1 << 30, &()).is_ok());
         }
     }
 }

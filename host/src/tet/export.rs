@@ -510,13 +510,7 @@ pub fn for_each_slab<'f>(
     let mut dec = ChunkDecoder::new(CZstd::new(), budget);
     // Threads for zstd slabs: each holds a decoder and a copy of its tile, so the count is
     // lowered until that fits the budget left beside the window.
-    let largest = plan_
-        .rows
-        .iter()
-        .filter_map(|r| file.rows().get(usize::try_from(*r).ok()?))
-        .map(|r| r.raw_byte_len.get())
-        .max()
-        .unwrap_or(0);
+    let largest = crate::tet::query::largest_chunk(file, plan_);
     let per_thread = dec.memory_needed(largest).saturating_add(largest).max(1);
     let fit = budget
         .saturating_sub(window)
@@ -769,7 +763,7 @@ pub fn gathered_npy<'f>(
     src: &NumpySource,
     budget: u64,
 ) -> Result<(Vec<u8>, Option<String>), tet_alloc::tet::query::QueryError> {
-    let values = crate::tet::query::select_values(file, plan_, budget, None)?;
+    let values = crate::tet::query::select_values(file, plan_, budget, &())?;
     let shape: Vec<u64> = plan_.selection.shape().as_slice().to_vec();
     let ((descr, shape, values), why) = restore(plan_.dataset.dtype(), shape, values, src);
     let mut out = crate::tet::npy::header(&descr, &shape);

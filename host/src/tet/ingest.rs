@@ -312,9 +312,10 @@ const CF_KEYS: [&str; 5] = [
     "missing_value_list",
 ];
 
-/// The attribute keeping, as a JSON object of their texts, the CF attributes `--unpack`
-/// decoded (read by `query`'s `null_count` hint in every build).
-pub(crate) const DECODED_KEY: &str = "cf_decoded";
+/// The attribute keeping the CF attributes `--unpack` decoded (the library's: `query`
+/// reads it for its `null_count` hint in every build).
+#[cfg(any(feature = "netcdf", feature = "hdf5"))]
+pub(crate) use crate::tet::dims::DECODED_KEY;
 
 /// How `--unpack` decodes one array: its stored type and the decoding.
 #[cfg(any(feature = "netcdf", feature = "hdf5"))]

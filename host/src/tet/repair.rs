@@ -19,7 +19,7 @@ use std::path::Path;
 use tet_alloc::tet::repair::{self, Inputs, Plan};
 use tet_core::tet::TetFile;
 
-use super::verify::{check_with, DecodeOptions};
+use super::verify::{check_watched, DecodeOptions};
 use super::{budget_message, now_rfc3339};
 use crate::atomic::{AtomicFile, FsOps, RealFs};
 use crate::repair_mode::{check_can_ask, Asker, Mode};
@@ -78,7 +78,7 @@ fn round<F: FsOps + Clone>(
         deep: true,
         ..opts.decode
     };
-    let checked = match check_with(bytes, &decode) {
+    let checked = match check_watched(bytes, &decode, &crate::progress::Bar::new(true)) {
         Ok(c) => c,
         Err(e) => {
             crate::say!("{}: {e}", path.display());
@@ -163,7 +163,7 @@ fn round<F: FsOps + Clone>(
             return Exit::Operational;
         }
     };
-    let after = match check_with(written.bytes(), &decode) {
+    let after = match check_watched(written.bytes(), &decode, &crate::progress::Bar::new(true)) {
         Ok(c) => c,
         Err(e) => {
             crate::say!("{}: {e}", target.display());

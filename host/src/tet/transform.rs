@@ -226,13 +226,7 @@ pub fn transform(path: &Path, bytes: &[u8], out: &Path, o: &TransformOptions) ->
     };
     // Batches of chunks: decoded, mapped and compressed on every thread, written in grid
     // order. In flight per chunk: the decoded tile, its image and a frame.
-    let largest = p
-        .rows
-        .iter()
-        .filter_map(|r| file.rows().get(usize::try_from(*r).ok()?))
-        .map(|r| r.raw_byte_len.get())
-        .max()
-        .unwrap_or(0);
+    let largest = crate::tet::query::largest_chunk(&file, &p);
     let probe = ChunkDecoder::new(CZstd::new(), budget);
     let per_chunk = probe.memory_needed(largest).saturating_add(
         u64::try_from(map.out_len(usize::try_from(largest).unwrap_or(0)))

@@ -1235,7 +1235,7 @@ fn export_into(
             }
             let p = tet_alloc::tet::query::plan(file, ds, &slices)
                 .map_err(|e| Fail(Exit::of(e.category()), format!("{}: {e}", path.display())))?;
-            let values = crate::tet::query::select_values(file, &p, budget, None).map_err(|e| {
+            let values = crate::tet::query::select_values(file, &p, budget, &()).map_err(|e| {
                 Fail(
                     crate::tet::query::fail_reading(path, &ds, &e, "--memory-budget"),
                     String::new(),

@@ -5,8 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Runs `tet-host args` in `cwd`: (exit code, stdout, stderr).
+/// Runs `tet-host args` in `cwd`: (exit code, stdout, stderr). With `TET_SAVE_QUERIES`
+/// set, a query is also kept ([`save_query`]).
 pub fn run<S: AsRef<std::ffi::OsStr>>(args: &[S], cwd: &Path) -> (i32, Vec<u8>, String) {
+    save_query(args, cwd);
     let out = Command::new(env!("CARGO_BIN_EXE_tet-host"))
         .args(args)
         .current_dir(cwd)
@@ -17,6 +19,67 @@ pub fn run<S: AsRef<std::ffi::OsStr>>(args: &[S], cwd: &Path) -> (i32, Vec<u8>, 
         out.stdout,
         String::from_utf8(out.stderr).unwrap(),
     )
+}
+
+/// With `TET_SAVE_QUERIES=DIR`, keeps a `tet-host query` these tests run, when it is a
+/// document's text given inline over a regular file, with the JSON answer (no `-q`, `--plan`,
+/// `--output`, `--preview` or `--format`): the file as `DIR/files/HASH.tet`, the query as
+/// `DIR/HASH.json` (`doc`, `file`, `memory_budget`, `jobs`, `test`). The Python binding's
+/// parity test (`python/tests/test_parity.py`) asks `tetrs` and the CLI each of them.
+/// Regenerate with `TET_SAVE_QUERIES=$PWD/python/tests/data/queries cargo test -p tet-host
+/// --test query_cli --test dims_cli --test cli --test hostile --test no_harm`.
+pub fn save_query<S: AsRef<std::ffi::OsStr>>(args: &[S], cwd: &Path) {
+    let Some(dir) = std::env::var_os("TET_SAVE_QUERIES").map(PathBuf::from) else {
+        return;
+    };
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect();
+    if args.first().map(String::as_str) != Some("query") {
+        return;
+    }
+    let (mut doc, mut file, mut budget, mut jobs) = (None, None, None, None);
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-t" | "--tet" => file = it.next().cloned(),
+            "--memory-budget" => budget = it.next().cloned(),
+            "-j" | "--jobs" => jobs = it.next().cloned(),
+            "-x" | "--execute" | "--no-mmap" => {}
+            flag if flag.starts_with('-') => return,
+            text => doc = Some(text.to_string()),
+        }
+    }
+    let (Some(doc), Some(file)) = (doc, file) else {
+        return;
+    };
+    // The binding takes a document's text, never its path.
+    let target = cwd.join(&file);
+    if tet_host::tet::query_doc::looks_like_path(&doc)
+        || cwd.join(&doc).exists()
+        || !std::fs::metadata(&target).is_ok_and(|m| m.is_file())
+    {
+        return;
+    }
+    let bytes = std::fs::read(&target).unwrap();
+    let name = format!("{:016x}.tet", fnv(&bytes));
+    std::fs::create_dir_all(dir.join("files")).unwrap();
+    std::fs::write(dir.join("files").join(&name), &bytes).unwrap();
+    let test = std::thread::current().name().unwrap_or("").to_string();
+    let record = serde_json::json!({
+        "doc": doc, "file": name, "memory_budget": budget, "jobs": jobs, "test": test,
+    });
+    let key = format!("{doc}\0{name}\0{budget:?}\0{jobs:?}");
+    let text = serde_json::to_string_pretty(&record).unwrap() + "\n";
+    std::fs::write(dir.join(format!("{:016x}.json", fnv(key.as_bytes()))), text).unwrap();
+}
+
+/// FNV-1a, 64 bits: a stable name for a file's or a query's bytes.
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// The test tier, `TET_TEST_TIER`: `short` (the default, what CI runs) or `long`. The
