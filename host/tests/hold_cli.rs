@@ -600,3 +600,62 @@ fn a_killed_put_is_recovered_by_replay_alone() {
     assert!(crashed_seen > 0, "no round killed a joined put");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_read_only_mount_keeps_writers_out_and_umount_names_a_dead_mount() {
+    if !fuse_ready("a_read_only_mount_keeps_writers_out_and_umount_names_a_dead_mount") {
+        return;
+    }
+    let d = dir("rodead");
+    std::fs::create_dir_all(d.join("m2")).unwrap();
+    ok(&d, &["mkfs", "img", "--size", "64M"]);
+    ok(&d, &["mkdir", "img", "/a"]);
+    // Read-only: writers, a read-write mount and a repair into it are refused; a second
+    // read-only mount shares it.
+    ok(&d, &["mount", "img", "mnt", "--read-only"]);
+    let g = Mount { mnt: d.join("mnt") };
+    for args in [
+        &["mkdir", "img", "/b"][..],
+        &["mount", "img", "m2"],
+        &["tune", "img", "--label", "x", "--force"],
+    ] {
+        let (code, _, err) = tet(&d, args);
+        assert_eq!(code, 8, "{args:?}: {err}");
+        assert!(err.contains("in use by a read-only mount"), "{args:?}: {err}");
+    }
+    ok(&d, &["mount", "img", "m2", "--read-only"]);
+    let out = ok(&d, &["umount", "m2"]);
+    assert!(out.contains("read-only"), "{out}");
+    let out = ok(&d, &["umount", "mnt"]);
+    assert!(out.contains("read-only"), "{out}");
+    drop(g);
+    ok(&d, &["mkdir", "img", "/b"]);
+    // `repair -o` over an image a mount holds is refused; the mount's files stay.
+    ok(&d, &["mkfs", "other", "--size", "64M"]);
+    ok(&d, &["mount", "img", "mnt"]);
+    let g = Mount { mnt: d.join("mnt") };
+    std::fs::write(d.join("mnt/keep"), b"kept\n").unwrap();
+    let (code, _, err) = tet(&d, &["repair", "other", "-o", "img", "-y", "--force"]);
+    assert_eq!(code, 8, "{err}");
+    assert!(err.contains("in use by node 0x7e7"), "{err}");
+    ok(&d, &["umount", "mnt"]);
+    drop(g);
+    assert_eq!(ok(&d, &["cat", "img", "/keep"]), "kept\n");
+    // A mount killed before its unmount: umount says so (exit 4) and names replay.
+    let mut c = foreground_mount(&d);
+    let g = Mount { mnt: d.join("mnt") };
+    std::fs::write(d.join("mnt/late"), b"x").unwrap();
+    c.kill().unwrap();
+    c.wait().unwrap();
+    let (code, _, err) = tet(&d, &["umount", "mnt"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("`tet-host replay"), "{err}");
+    drop(g);
+    let (code, _, err) = tet(&d, &["verify", "img"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("is ACTIVE but no process holds it"), "{err}");
+    let (code, out, err) = tet(&d, &["replay", "img"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_clean(&d, "img");
+    let _ = std::fs::remove_dir_all(&d);
+}
