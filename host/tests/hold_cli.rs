@@ -621,7 +621,10 @@ fn a_read_only_mount_keeps_writers_out_and_umount_names_a_dead_mount() {
     ] {
         let (code, _, err) = tet(&d, args);
         assert_eq!(code, 8, "{args:?}: {err}");
-        assert!(err.contains("in use by a read-only mount"), "{args:?}: {err}");
+        assert!(
+            err.contains("in use by a read-only mount"),
+            "{args:?}: {err}"
+        );
     }
     ok(&d, &["mount", "img", "m2", "--read-only"]);
     let out = ok(&d, &["umount", "m2"]);
