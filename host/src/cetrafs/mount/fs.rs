@@ -73,6 +73,10 @@ pub struct State {
     pub kept: BTreeSet<u64>,
     /// Device errors logged (the first few are printed).
     errors: u64,
+    /// A timed commit failed: its changes are lost, and no caller was there to be
+    /// told, so every later `fsync` and `statfs` fails with `EIO` (as a file system
+    /// whose writeback failed answers the next `fsync`).
+    pub timed_commit_failed: bool,
 }
 
 impl State {
@@ -84,6 +88,7 @@ impl State {
             open: BTreeMap::new(),
             kept: BTreeSet::new(),
             errors: 0,
+            timed_commit_failed: false,
         }
     }
 }
@@ -883,6 +888,9 @@ impl Filesystem for CetraFuse {
         if matches!(st.backend, Backend::ReadOnly(_)) {
             return reply.ok();
         }
+        if st.timed_commit_failed {
+            return reply.error(Errno::EIO);
+        }
         let r = self.write_op(&mut st, "fsync", |w| {
             w.sync()?;
             w.fs().device().flush().map_err(WriteError::from)
@@ -955,6 +963,9 @@ impl Filesystem for CetraFuse {
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let mut st = self.lock();
+        if st.timed_commit_failed {
+            return reply.error(Errno::EIO);
+        }
         if let Err(e) = self.settle(&mut st) {
             return reply.error(e);
         }

@@ -386,7 +386,11 @@ fn commit_timer(state: &Mutex<State>, stop: &AtomicBool, image: &Path) {
         if since.elapsed().saturating_add(COMMIT_TICK) >= COMMIT_AFTER {
             waiting_since = None;
             if let Err(e) = w.sync() {
-                crate::report::warn(format!("{}: the timed commit: {e}", image.display()));
+                crate::report::warn(format!(
+                    "{}: the timed commit failed, its changes are lost: {e}",
+                    image.display()
+                ));
+                st.timed_commit_failed = true;
             }
         }
     }
