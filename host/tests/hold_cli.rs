@@ -300,12 +300,7 @@ impl Drop for Mount {
 }
 
 fn mounted(mnt: &Path) -> bool {
-    let want = std::fs::canonicalize(mnt).unwrap();
-    let want = want.to_string_lossy();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(want.as_ref()) && l.contains(" - fuse"))
+    common::is_mounted(mnt)
 }
 
 #[test]

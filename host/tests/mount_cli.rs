@@ -21,7 +21,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{detach, fuse_ready, is_root, which};
+use common::{detach, fuse_ready, is_mounted, is_root, which};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tet-host");
 /// A deadline for any one step on the mounted tree.
@@ -220,15 +220,6 @@ impl Drop for Mounted {
             let _ = c.wait();
         }
     }
-}
-
-fn is_mounted(mnt: &Path) -> bool {
-    let want = std::fs::canonicalize(mnt).unwrap();
-    let want = want.to_string_lossy();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(want.as_ref()) && l.contains(" - fuse"))
 }
 
 /// A seeded generator (xorshift64*).

@@ -183,45 +183,17 @@ pub struct Hold {
 
 impl Hold {
     /// Takes the gate of the image at `path`: granted when nobody holds the image,
-    /// refused at once when a live node or another command holds it, after up to
-    /// [`LEAVE_WAIT`] when a node is leaving. `Ok(None)`: not a cetrafs image whose
-    /// superblock reads (nothing to hold; the command's own open says what it is).
+    /// refused at once when a live node or another command holds it, after
+    /// [`MOUNT_GRACE`] when a live mount does, after up to [`LEAVE_WAIT`] when a node is
+    /// leaving. `Ok(None)`: not a cetrafs image whose superblock reads (nothing to
+    /// hold; the command's own open says what it is).
     pub fn gate(path: &Path) -> Result<Option<Hold>, Refused> {
         let file = File::options()
             .read(true)
             .write(true)
             .open(path)
             .map_err(Refused::Io)?;
-        let Some(reg) = Registry::of(&file) else {
-            return Ok(None);
-        };
-        let start = Instant::now();
-        loop {
-            if set(&file, Lock::Write, reg.start, reg.len()).map_err(Refused::Io)? {
-                return Ok(Some(Hold {
-                    file,
-                    reg,
-                    row: None,
-                }));
-            }
-            match holder_in(&file, reg).map_err(Refused::Io)? {
-                // Let go between the two asks: take the gate again.
-                None => std::thread::sleep(Duration::from_millis(1)),
-                Some(h @ Holder::Node { leaving: true, .. }) => {
-                    if start.elapsed() >= LEAVE_WAIT {
-                        return Err(Refused::Held(h));
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Some(h @ (Holder::Node { mount: true, .. } | Holder::Reader)) => {
-                    if start.elapsed() >= MOUNT_GRACE {
-                        return Err(Refused::Held(h));
-                    }
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                Some(h) => return Err(Refused::Held(h)),
-            }
-        }
+        Hold::take(file, Lock::Write)
     }
 
     /// A read-only mount's hold of the image at `path`: a read lock on the whole
@@ -230,28 +202,38 @@ impl Hold {
     /// superblock reads.
     pub fn read(path: &Path) -> Result<Option<Hold>, Refused> {
         let file = File::open(path).map_err(Refused::Io)?;
+        Hold::take(file, Lock::Read)
+    }
+
+    /// Locks the whole registry of the image open as `file` with `lock`, waiting as
+    /// [`Hold::gate`] says.
+    fn take(file: File, lock: Lock) -> Result<Option<Hold>, Refused> {
         let Some(reg) = Registry::of(&file) else {
             return Ok(None);
         };
         let start = Instant::now();
         loop {
-            if set(&file, Lock::Read, reg.start, reg.len()).map_err(Refused::Io)? {
+            if set(&file, lock, reg.start, reg.len()).map_err(Refused::Io)? {
                 return Ok(Some(Hold {
                     file,
                     reg,
                     row: None,
                 }));
             }
-            match holder_in(&file, reg).map_err(Refused::Io)? {
-                None => std::thread::sleep(Duration::from_millis(1)),
-                Some(Holder::Node { leaving: true, .. }) if start.elapsed() < LEAVE_WAIT => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Some(Holder::Node { mount: true, .. }) if start.elapsed() < MOUNT_GRACE => {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                Some(h) => return Err(Refused::Held(h)),
+            let Some(h) = holder_in(&file, reg).map_err(Refused::Io)? else {
+                // Let go between the two asks: ask again.
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            };
+            let wait = match h {
+                Holder::Node { leaving: true, .. } => LEAVE_WAIT,
+                Holder::Node { mount: true, .. } | Holder::Reader => MOUNT_GRACE,
+                _ => Duration::ZERO,
+            };
+            if start.elapsed() >= wait {
+                return Err(Refused::Held(h));
             }
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 

@@ -158,6 +158,16 @@ pub fn this_host() -> Vec<u8> {
     h
 }
 
+/// Whether `/proc/self/mountinfo` shows a FUSE mount on `mnt`.
+pub fn is_mounted(mnt: &Path) -> bool {
+    let want = std::fs::canonicalize(mnt).unwrap();
+    let want = want.to_string_lossy();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_ref()) && l.contains(" - fuse"))
+}
+
 /// Unmounts `mnt` lazily, whatever holds it (a test's guard).
 pub fn detach(mnt: &Path) {
     for (prog, args) in [("fusermount3", ["-u", "-z"]), ("umount", ["-l", ""])] {
