@@ -18,6 +18,8 @@
 //!   up to [`LEAVE_WAIT`] for it to finish; one that meets a live mount waits
 //!   [`MOUNT_GRACE`] for it to start leaving (a plain `umount` has just returned)
 //!   before it refuses; any other live holder is refused at once.
+//! - A read-only mount read-locks the whole registry until its session ends: readers
+//!   share it, and every writer meets it (given the same grace as a live mount).
 
 use std::fs::File;
 use std::io;
