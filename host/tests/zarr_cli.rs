@@ -1001,6 +1001,54 @@ fn xarray_fill_values_convert_and_cf_attributes_export_as_xarray_reads_them() {
     assert_eq!(a["units"], serde_json::json!("K"), "{a}");
 }
 
+/// A float32 variable's `_FillValue` of 1e20 (as NetCDF producers write it) exports as
+/// float32(1e20), the value its stored markers hold, so xarray's reader masks them; the
+/// f64 1e20 would match none.
+#[test]
+fn a_float32_fill_value_exports_as_the_float32_value() {
+    use base64::Engine as _;
+    let d = dir("f32-fill");
+    let store = d.join("x.zarr");
+    copy_array("temperature", &store.join("tas"));
+    std::fs::write(
+        store.join("zarr.json"),
+        serde_json::json!({"zarr_format": 3, "node_type": "group", "attributes": {}}).to_string(),
+    )
+    .unwrap();
+    let tet = d.join("x.tet");
+    let (code, err) = run(
+        &d,
+        &[
+            "convert",
+            store.to_str().unwrap(),
+            tet.to_str().unwrap(),
+            "--attr",
+            "tas:_FillValue=1e20",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let back = d.join("back.zarr");
+    let (code, err) = run(
+        &d,
+        &["export", tet.to_str().unwrap(), back.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    let got: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(back.join("tas/zarr.json")).unwrap())
+            .unwrap();
+    assert_eq!(got["data_type"], "float32");
+    let b64 = got["attributes"]["_FillValue"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
+    let f = f64::from_le_bytes(bytes.try_into().unwrap());
+    assert_eq!(f, f64::from(1e20f32));
+    assert_ne!(f, 1e20);
+}
+
 /// An output in a directory that is not there is refused before the input is read
 /// (exit 8, naming the directory), and no directory is made for it.
 #[test]

@@ -377,8 +377,8 @@ fn xarray_fill(text: &str) -> Option<String> {
 
 /// A CF attribute of an array of Zarr type `ztype`, kept as text (from NetCDF, HDF5 or
 /// an option), as xarray reads it back from a Zarr v3 store: `_FillValue` a JSON integer
-/// for an integer array, and for a float one the base64 of its little-endian `f64`
-/// bytes (xarray's encoding); `missing_value` (a list as a JSON array: `list` is the
+/// for an integer array, and for a float one the base64 of the little-endian `f64` bytes
+/// of the value the array's type holds (xarray's encoding); `missing_value` (a list as a JSON array: `list` is the
 /// `missing_value_list` kept beside it), `scale_factor`, `add_offset`, `valid_min`,
 /// `valid_max` and `valid_range` JSON numbers. `None` for other keys, or a text that
 /// is not numbers (kept as a string).
@@ -407,7 +407,15 @@ fn cf_attr_json(key: &str, text: &str, ztype: &str, list: Option<&str>) -> Optio
     };
     match key {
         "_FillValue" if ztype.starts_with("float") => {
-            let f = text.trim().parse::<f64>().ok()?;
+            // The marker as the array's own type holds it: a float32 variable's 1e20 is
+            // float32(1e20) = 1.0000000200408773e20, which a reader compares with the
+            // stored values (the f64 1e20 would match none of them).
+            let t = text.trim();
+            let f = match ztype {
+                "float32" => f64::from(t.parse::<f32>().ok()?),
+                "float16" => f64::from(t.parse::<half::f16>().ok()?),
+                _ => t.parse::<f64>().ok()?,
+            };
             Some(Value::from(
                 base64::engine::general_purpose::STANDARD.encode(f.to_le_bytes()),
             ))
