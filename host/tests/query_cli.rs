@@ -796,3 +796,34 @@ fn several_quantiles_in_one_pass_as_numpy_gives_them() {
         assert!(e.contains(says), "{doc}: {e}");
     }
 }
+
+/// A NumPy bool array converted from `.npy` (stored as u8 0/1, `numpy_dtype` b1) answers
+/// min and max as booleans, as NumPy does; its sum stays an integer count.
+#[test]
+fn a_bool_dataset_answers_min_and_max_as_booleans() {
+    let d = std::env::temp_dir().join(format!("tet-query-bool-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("b.npy"),
+        common::npy("|b1", false, &[2, 2], &[0, 1, 0, 0]),
+    )
+    .unwrap();
+    let (code, _, err) = common::run(&["convert", "b.npy", "b.tet"], &d);
+    assert_eq!(code, 0, "{err}");
+    let ask = |doc: &str| {
+        let (code, o, e) = common::run(&["query", doc, "-t", "b.tet"], &d);
+        assert_eq!(code, 0, "{doc}: {e}");
+        serde_json::from_slice::<serde_json::Value>(&o).unwrap()
+    };
+    let v = ask(r#"{"dataset": "b", "max": []}"#);
+    assert_eq!(v["result"], serde_json::json!(true), "{v}");
+    assert_eq!(v["result_dtype"], "bool", "{v}");
+    let v = ask(r#"{"dataset": "b", "min": 1}"#);
+    assert_eq!(v["result"]["data"], serde_json::json!([false, false]), "{v}");
+    let v = ask(r#"{"dataset": "b", "nan_max": 0}"#);
+    assert_eq!(v["result"]["data"], serde_json::json!([false, true]), "{v}");
+    let v = ask(r#"{"dataset": "b", "sum": []}"#);
+    assert_eq!(v["result"], serde_json::json!(1), "{v}");
+    let _ = std::fs::remove_dir_all(&d);
+}

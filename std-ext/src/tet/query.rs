@@ -613,6 +613,30 @@ pub fn result_dtype(out: &Output, op: Operation, dtype: DType) -> &'static str {
     }
 }
 
+/// Whether `op` answers one of the values it reduces (min, max and their NaN-skipping
+/// forms), so its answer has the values' type.
+fn extreme(op: Operation) -> bool {
+    use tet_core::tet::fold::Reduce as R;
+    matches!(
+        op,
+        Operation::Reduce(R::Min | R::Max | R::NanMin | R::NanMax)
+    )
+}
+
+/// Whether dataset `name` of `file` holds a NumPy bool array: stored as `u8` with the
+/// `numpy_dtype` attribute `b1` that `convert` and `to_tet` record.
+fn stores_bool(file: &TetFile<'_>, name: &str, dtype: DType) -> bool {
+    dtype == DType::U8
+        && super::dims::metadata(file)
+            .ok()
+            .flatten()
+            .and_then(|m| {
+                m.dataset(name)
+                    .and_then(|d| d.attr("numpy_dtype").map(str::to_string))
+            })
+            .is_some_and(|t| t.trim_start_matches(['|', '<', '>', '=']) == "b1")
+}
+
 /// A JSON value for a line of text: strings unquoted.
 pub fn compact(v: &Json) -> String {
     match v {
@@ -823,6 +847,15 @@ impl Planned<'_> {
         let threads = threads.unwrap_or_else(rayon::current_num_threads);
         let mut out = run_with(&q.file, p, op, &axes, threads, q.budget, progress).map_err(fail)?;
         q.resolved.finish(&mut out);
+        // A NumPy bool array (stored as u8 0/1, `numpy_dtype` "b1"): its min and max are
+        // booleans, as NumPy gives them.
+        if extreme(op) && stores_bool(&q.file, q.dataset.name(), p.dtype()) {
+            for v in &mut out.values {
+                if let Value::U64(x) = *v {
+                    *v = Value::Bool(x != 0);
+                }
+            }
+        }
         let result_dtype = result_dtype(&out, op, p.dtype());
         Ok(Answer {
             op,
