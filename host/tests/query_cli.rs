@@ -820,7 +820,11 @@ fn a_bool_dataset_answers_min_and_max_as_booleans() {
     assert_eq!(v["result"], serde_json::json!(true), "{v}");
     assert_eq!(v["result_dtype"], "bool", "{v}");
     let v = ask(r#"{"dataset": "b", "min": 1}"#);
-    assert_eq!(v["result"]["data"], serde_json::json!([false, false]), "{v}");
+    assert_eq!(
+        v["result"]["data"],
+        serde_json::json!([false, false]),
+        "{v}"
+    );
     let v = ask(r#"{"dataset": "b", "nan_max": 0}"#);
     assert_eq!(v["result"]["data"], serde_json::json!([false, true]), "{v}");
     let v = ask(r#"{"dataset": "b", "sum": []}"#);
