@@ -81,8 +81,7 @@ fn dispatch(command: Command) -> Exit {
                     Exit::Usage
                 }
                 Ok(Some(dev)) => {
-                    cetrafs::write::warn_if_held(&file);
-                    cetrafs::write::warn_if_crashed(&file);
+                    cetrafs::write::warn_if_in_use(&file);
                     cetrafs::info::info(&file, &cetrafs::reading(&file, dev), out)
                 }
                 Ok(None) => with_input(&file, |b| tet::info::info_with(&file, b, out, more)),
@@ -559,8 +558,7 @@ fn dispatch(command: Command) -> Exit {
             match sniff(&file) {
                 Err(e) => e,
                 Ok(Some(dev)) => {
-                    cetrafs::write::warn_if_held(&file);
-                    cetrafs::write::warn_if_crashed(&file);
+                    cetrafs::write::warn_if_in_use(&file);
                     let limit = read
                         .memory
                         .memory_budget

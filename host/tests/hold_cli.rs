@@ -555,7 +555,16 @@ fn a_killed_put_is_recovered_by_replay_alone() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(30 + next(&mut seed) % 400));
+        // Killed at a seeded moment after it has joined (it holds the image), however
+        // slowly this machine starts it: most kills then land inside its writes.
+        let t0 = Instant::now();
+        while c.try_wait().unwrap().is_none()
+            && !tet(&d, &["ls", "img", "/"]).2.contains("in use by node")
+        {
+            assert!(t0.elapsed() < Duration::from_secs(60), "the put joined");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(next(&mut seed) % 30));
         let _ = c.kill();
         c.wait().unwrap();
         // Before recovery: no error, only warnings naming `replay`.

@@ -934,13 +934,9 @@ fn group_attributes_are_kept_and_written_back() {
     assert_eq!(groups[0]["attrs"]["title"], "a store");
 }
 
-/// xarray keeps a float `_FillValue` of a Zarr v3 array as the base64 of its
-/// little-endian f64 bytes: such a store converts with the number, and an export writes
-/// the CF attributes back as xarray reads them (the base64 for a float `_FillValue`, JSON
-/// numbers for the others, a `missing_value` list as one array).
-#[test]
-fn xarray_fill_values_convert_and_cf_attributes_export_as_xarray_reads_them() {
-    let d = dir("xarray-fill");
+/// A store `x.zarr` in `d` whose root group holds the fixture's float32 `temperature`
+/// array as `tas`.
+fn tas_store(d: &Path) -> PathBuf {
     let store = d.join("x.zarr");
     copy_array("temperature", &store.join("tas"));
     std::fs::write(
@@ -948,6 +944,17 @@ fn xarray_fill_values_convert_and_cf_attributes_export_as_xarray_reads_them() {
         serde_json::json!({"zarr_format": 3, "node_type": "group", "attributes": {}}).to_string(),
     )
     .unwrap();
+    store
+}
+
+/// xarray keeps a float `_FillValue` of a Zarr v3 array as the base64 of its
+/// little-endian f64 bytes: such a store converts with the number, and an export writes
+/// the CF attributes back as xarray reads them (the base64 for a float `_FillValue`, JSON
+/// numbers for the others, a `missing_value` list as one array).
+#[test]
+fn xarray_fill_values_convert_and_cf_attributes_export_as_xarray_reads_them() {
+    let d = dir("xarray-fill");
+    let store = tas_store(&d);
     let meta_path = store.join("tas/zarr.json");
     let mut meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
@@ -1008,13 +1015,7 @@ fn xarray_fill_values_convert_and_cf_attributes_export_as_xarray_reads_them() {
 fn a_float32_fill_value_exports_as_the_float32_value() {
     use base64::Engine as _;
     let d = dir("f32-fill");
-    let store = d.join("x.zarr");
-    copy_array("temperature", &store.join("tas"));
-    std::fs::write(
-        store.join("zarr.json"),
-        serde_json::json!({"zarr_format": 3, "node_type": "group", "attributes": {}}).to_string(),
-    )
-    .unwrap();
+    let store = tas_store(&d);
     let tet = d.join("x.tet");
     let (code, err) = run(
         &d,

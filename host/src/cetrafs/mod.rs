@@ -482,7 +482,7 @@ fn features_json(f: &Features) -> Value {
 pub fn with_device(path: &std::path::Path, f: impl FnOnce(Dev<'_>) -> Exit) -> Exit {
     match crate::sniff(path) {
         Ok(Some(d)) => {
-            write::warn_if_held(path);
+            write::warn_if_in_use(path);
             f(&reading(path, d))
         }
         Ok(None) => {

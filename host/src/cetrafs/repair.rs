@@ -43,7 +43,7 @@ pub fn repair(
     // What is only read may change under a live writer: said once, about the source
     // (one written in place is refused instead, below).
     if m == Mode::No || copy_to.is_some() {
-        crate::cetrafs::write::warn_if_held(path);
+        crate::cetrafs::write::warn_if_in_use(path);
     }
     let _out_hold = match copy_to.filter(|to| to.exists()) {
         Some(to) if m != Mode::No => match crate::cetrafs::write::gate("repair", to) {

@@ -338,30 +338,26 @@ fn gate_only(tool: &str, image: &Path) -> Result<Option<Hold>, Exit> {
     Ok(hold)
 }
 
-/// Warns on stderr when a process holds `image`: what a reading command reads may be
-/// changing under it.
-pub fn warn_if_held(image: &Path) {
-    if let Ok(Some(h)) = hold::holder(image) {
-        crate::report::warn(format!(
+/// Warns on stderr when a process holds `image` (what a reading command reads may be
+/// changing under it), or else for each writer of it that crashed (its row `ACTIVE` or
+/// `FENCED` while no process holds the image), naming the one command that recovers it.
+pub fn warn_if_in_use(image: &Path) {
+    match hold::holder(image) {
+        Ok(Some(h)) => crate::report::warn(format!(
             "{} is in use by {h}: what is read may be changing",
             image.display()
-        ));
-    }
-}
-
-/// Warns on stderr for each writer of `image` that crashed (its row `ACTIVE` or `FENCED`
-/// while no process holds the image), naming the one command that recovers them.
-pub fn warn_if_crashed(image: &Path) {
-    if !matches!(hold::holder(image), Ok(None)) {
-        return;
-    }
-    for (row, id) in hold::crashed_rows(image).unwrap_or_default() {
-        crate::report::warn(format!(
-            "{}: node {id:#x} (registry row {row}) is ACTIVE but no process holds it: it \
-             crashed; `tet-host replay {}` recovers it",
-            image.display(),
-            image.display()
-        ));
+        )),
+        Ok(None) => {
+            for (row, id) in hold::crashed_rows(image).unwrap_or_default() {
+                crate::report::warn(format!(
+                    "{}: node {id:#x} (registry row {row}) is ACTIVE but no process holds it: \
+                     it crashed; `tet-host replay {}` recovers it",
+                    image.display(),
+                    image.display()
+                ));
+            }
+        }
+        Err(_) => {}
     }
 }
 
